@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what building and running Cohort needs (Debian packages), then builds it.
+#
+#   deploy/setup.sh [BUILD_DIR] [extra cmake -D options...]
+#
+# Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
+# Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+shift || true
+
+PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-dev
+          libcriterion-dev libinih-dev default-jdk-headless maven)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq >&2
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" >&2
+# The local database: built now so the first start is quick.
+bash "$ROOT/deploy/localdb/localdb.sh" build >&2

@@ -1,0 +1,352 @@
+/*
+ * cohortctl.c - the operator's tool: inspect services and enqueue tasks.
+ *
+ *   cohortctl [-c FILE] status [--json]
+ *   cohortctl [-c FILE] enqueue SERVICE [--count N] [--data JSON] [--tracked]
+ *
+ * The database comes from FILE's [cluster] section, or without -c from MONGODB_URI and
+ * --database (default "cohort"). MONGODB_URI always wins over the file, as in cohortd.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <mongoc/mongoc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "store.h"
+
+#ifndef COHORT_VERSION
+#define COHORT_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: cohortctl [-c FILE | --database NAME] COMMAND ...\n"
+            "\n"
+            "Commands:\n"
+            "  status [--json]      per service: primary (node, epoch, last active) and task\n"
+            "                       counts by status\n"
+            "  enqueue SERVICE [--count N] [--data JSON] [--tracked]\n"
+            "                       insert N tasks (default 1) with the JSON document as data\n"
+            "                       (default {}); tracked tasks join the service's batch\n"
+            "\n"
+            "The database is taken from FILE, or from MONGODB_URI (default\n"
+            "mongodb://127.0.0.1:27017) and --database (default cohort).\n");
+}
+
+typedef struct ctl {
+    cohort_config_t *config; /* NULL without -c */
+    const char *uri;
+    const char *database;
+    cohort_store_t *store;
+    mongoc_client_t *client;
+} ctl_t;
+
+static bool open_store(ctl_t *ctl)
+{
+    bson_error_t error;
+    ctl->store = cohort_store_new(ctl->uri, ctl->database, "cohortctl", &error);
+    if (!ctl->store) {
+        fprintf(stderr, "cohortctl: invalid MongoDB URI: %s\n", error.message);
+        return false;
+    }
+    ctl->client = cohort_store_pop(ctl->store);
+    return true;
+}
+
+/* Services to report: the config's, or every service document in the database. */
+static bool list_services(ctl_t *ctl, char ***names, size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    if (ctl->config) {
+        *names = calloc(ctl->config->n_services, sizeof **names);
+        for (size_t i = 0; i < ctl->config->n_services; i++)
+            (*names)[(*count)++] = strdup(ctl->config->services[i].name);
+        return true;
+    }
+    mongoc_collection_t *coll =
+        mongoc_client_get_collection(ctl->client, ctl->database, "services");
+    bson_t filter = BSON_INITIALIZER;
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "sort", "{", "_id",
+                            BCON_INT32(1), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, &filter, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
+            char **grown = realloc(*names, (*count + 1) * sizeof *grown);
+            if (!grown)
+                break;
+            *names = grown;
+            (*names)[(*count)++] = strdup(bson_iter_utf8(&it, NULL));
+        }
+    }
+    bson_error_t error;
+    bool ok = !mongoc_cursor_error(cursor, &error);
+    if (!ok)
+        fprintf(stderr, "cohortctl: cannot list services: %s\n", error.message);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    mongoc_collection_destroy(coll);
+    return ok;
+}
+
+static int cmd_status(ctl_t *ctl, int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else {
+            fprintf(stderr, "cohortctl status: unknown argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!open_store(ctl))
+        return 1;
+    bson_error_t error;
+    int64_t server_now;
+    if (!cohort_store_server_time(ctl->store, ctl->client, &server_now, &error)) {
+        fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
+        return 1;
+    }
+    char **names;
+    size_t count;
+    if (!list_services(ctl, &names, &count))
+        return 1;
+
+    bson_t out = BSON_INITIALIZER, services;
+    BSON_APPEND_ARRAY_BEGIN(&out, "services", &services);
+    if (!json)
+        printf("%-20s %-32s %6s %12s %9s %9s %10s %9s\n", "SERVICE", "PRIMARY", "EPOCH",
+               "LAST ACTIVE", "PENDING", "CLAIMED", "SUCCEEDED", "FAILED");
+    int rc = 0;
+    for (size_t i = 0; i < count; i++) {
+        bson_t doc;
+        bool found = false;
+        cohort_status_counts_t counts;
+        if (!cohort_store_read_service(ctl->store, ctl->client, names[i], &doc, &found, &error) ||
+            !cohort_store_count_tasks(ctl->store, ctl->client, names[i], &counts, &error)) {
+            fprintf(stderr, "cohortctl: service '%s': %s\n", names[i], error.message);
+            bson_destroy(&doc);
+            rc = 1;
+            break;
+        }
+        const char *primary = NULL;
+        int64_t epoch = 0, last_active = 0;
+        bson_iter_t it;
+        if (found && bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+            primary = bson_iter_utf8(&it, NULL);
+        if (found && bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it))
+            epoch = bson_iter_as_int64(&it);
+        if (found && bson_iter_init_find(&it, &doc, "last_active") &&
+            BSON_ITER_HOLDS_DATE_TIME(&it))
+            last_active = bson_iter_date_time(&it);
+        int64_t ago = last_active ? server_now - last_active : -1;
+        if (ago < 0 && last_active)
+            ago = 0;
+
+        char key[16];
+        const char *k;
+        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+        bson_t svc, p, c;
+        BSON_APPEND_DOCUMENT_BEGIN(&services, k, &svc);
+        BSON_APPEND_UTF8(&svc, "name", names[i]);
+        if (primary) {
+            BSON_APPEND_DOCUMENT_BEGIN(&svc, "primary", &p);
+            BSON_APPEND_UTF8(&p, "node_id", primary);
+            BSON_APPEND_INT64(&p, "epoch", epoch);
+            BSON_APPEND_INT64(&p, "last_active_ms_ago", ago);
+            bson_append_document_end(&svc, &p);
+        } else {
+            BSON_APPEND_NULL(&svc, "primary");
+        }
+        BSON_APPEND_DOCUMENT_BEGIN(&svc, "counts", &c);
+        BSON_APPEND_INT64(&c, "pending", counts.pending);
+        BSON_APPEND_INT64(&c, "claimed", counts.claimed);
+        BSON_APPEND_INT64(&c, "succeeded", counts.succeeded);
+        BSON_APPEND_INT64(&c, "failed", counts.failed);
+        bson_append_document_end(&svc, &c);
+        bson_append_document_end(&services, &svc);
+
+        if (!json) {
+            char active[32] = "-";
+            if (primary)
+                snprintf(active, sizeof active, "%.1fs ago", (double)ago / 1000.0);
+            printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld\n", names[i],
+                   primary ? primary : "(none)", (long long)epoch, active,
+                   (long long)counts.pending, (long long)counts.claimed,
+                   (long long)counts.succeeded, (long long)counts.failed);
+        }
+        bson_destroy(&doc);
+    }
+    bson_append_array_end(&out, &services);
+    if (json && rc == 0) {
+        char *text = bson_as_relaxed_extended_json(&out, NULL);
+        printf("%s\n", text);
+        bson_free(text);
+    }
+    bson_destroy(&out);
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+static int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
+{
+    const char *service = NULL, *data_json = NULL;
+    int64_t count = 1;
+    bool tracked = false, count_given = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            count = strtoll(argv[++i], &end, 10);
+            if (errno || *end || count < 1 || count > 100000000) {
+                fprintf(stderr, "cohortctl enqueue: --count '%s' must be 1..100000000\n",
+                        argv[i]);
+                return 2;
+            }
+            count_given = true;
+        } else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) {
+            data_json = argv[++i];
+        } else if (strcmp(argv[i], "--tracked") == 0) {
+            tracked = true;
+        } else if (argv[i][0] != '-' && !service) {
+            service = argv[i];
+        } else {
+            fprintf(stderr, "cohortctl enqueue: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!service) {
+        fprintf(stderr, "cohortctl enqueue: which SERVICE?\n");
+        return 2;
+    }
+    if (!cohort_config_valid_service_name(service)) {
+        fprintf(stderr, "cohortctl enqueue: '%s' is not a valid service name\n", service);
+        return 2;
+    }
+    bson_t *data = NULL;
+    if (data_json) {
+        bson_error_t error;
+        data = bson_new_from_json((const uint8_t *)data_json, -1, &error);
+        if (!data) {
+            fprintf(stderr, "cohortctl enqueue: --data is not a JSON object: %s\n",
+                    error.message);
+            return 2;
+        }
+    }
+    int rc = 1;
+    if (open_store(ctl)) {
+        bson_error_t error;
+        int64_t server_now = 0;
+        /* Tasks are due "now" on the server's clock, not this machine's. */
+        if (!cohort_store_server_time(ctl->store, ctl->client, &server_now, &error)) {
+            fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
+        } else {
+            cohort_new_task_t task = {.data = data,
+                                      .tracked = tracked,
+                                      .created_by = "cohortctl",
+                                      .now_ms = server_now};
+            if (!count_given) {
+                bson_oid_t oid;
+                if (cohort_store_insert_task(ctl->store, ctl->client, service, &task, &oid,
+                                             &error)) {
+                    char id[25];
+                    bson_oid_to_string(&oid, id);
+                    printf("%s\n", id);
+                    rc = 0;
+                }
+            } else {
+                int64_t inserted = 0;
+                bool ok = cohort_store_insert_tasks(ctl->store, ctl->client, service, &task,
+                                                    count, &inserted, &error);
+                printf("%lld\n", (long long)inserted);
+                rc = ok ? 0 : 1;
+            }
+            if (rc != 0)
+                fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+        }
+    }
+    bson_destroy(data);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"database", required_argument, NULL, 'd'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *database = NULL;
+    int opt;
+    /* "+": stop at the command, whose own flags come after it */
+    while ((opt = getopt_long(argc, argv, "+c:d:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        case 'V':
+            printf("cohortctl %s\n", COHORT_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    mongoc_init();
+    ctl_t ctl = {0};
+    int rc = 2;
+    if (path) {
+        cohort_config_errors_t errors = {0};
+        ctl.config = cohort_config_load(path, &errors);
+        for (size_t i = 0; i < errors.count; i++)
+            fprintf(stderr, "%s\n", errors.messages[i]);
+        cohort_config_errors_clear(&errors);
+        if (!ctl.config)
+            goto out;
+        ctl.uri = ctl.config->mongodb_uri;
+        ctl.database = database ? database : ctl.config->database;
+    } else {
+        const char *env = getenv("MONGODB_URI");
+        ctl.uri = env && *env ? env : "mongodb://127.0.0.1:27017";
+        ctl.database = database ? database : "cohort";
+    }
+    const char *command = argv[optind];
+    if (strcmp(command, "status") == 0) {
+        rc = cmd_status(&ctl, argc - optind - 1, argv + optind + 1);
+    } else if (strcmp(command, "enqueue") == 0) {
+        rc = cmd_enqueue(&ctl, argc - optind - 1, argv + optind + 1);
+    } else {
+        fprintf(stderr, "cohortctl: unknown command '%s'\n", command);
+        usage(stderr);
+    }
+out:
+    if (ctl.store) {
+        cohort_store_push(ctl.store, ctl.client);
+        cohort_store_destroy(ctl.store);
+    }
+    cohort_config_destroy(ctl.config);
+    mongoc_cleanup();
+    return rc;
+}

@@ -1,0 +1,97 @@
+/*
+ * cohortd.c - the daemon's command line: run a node, or check a configuration.
+ *
+ *   cohortd -c cohort.ini                 run a node until SIGTERM/SIGINT
+ *   cohortd --check-config -c cohort.ini  list every problem (with line numbers), exit 1 if any
+ */
+#include <getopt.h>
+#include <mongoc/mongoc.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config.h"
+#include "node.h"
+
+#ifndef COHORT_VERSION
+#define COHORT_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: cohortd -c FILE            run a Cohort node\n"
+            "       cohortd --check-config -c FILE\n"
+            "                                 validate FILE (and load its handlers), list every\n"
+            "                                 problem with its line number; exit 0 if none\n"
+            "       cohortd --version | --help\n"
+            "\n"
+            "Environment: MONGODB_URI overrides [cluster] mongodb_uri.\n"
+            "Signals: SIGTERM/SIGINT stop claiming, step down, let running tasks finish\n"
+            "         within shutdown_grace_ms, then exit 0.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", no_argument, NULL, 'k'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL;
+    bool check = false;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'k':
+            check = true;
+            break;
+        case 'V':
+            printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
+                   COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cohortd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (!path) {
+        fprintf(stderr, "cohortd: no configuration file (use -c FILE)\n");
+        usage(stderr);
+        return 2;
+    }
+
+    mongoc_init();
+    cohort_config_errors_t errors = {0};
+    cohort_config_t *config = cohort_config_load(path, &errors);
+    if (config && check)
+        cohort_node_check_handlers(config, &errors);
+    int rc;
+    if (errors.count > 0) {
+        for (size_t i = 0; i < errors.count; i++)
+            fprintf(stderr, "%s\n", errors.messages[i]);
+        fprintf(stderr, "cohortd: %zu problem(s) in %s\n", errors.count, path);
+        rc = 1;
+    } else if (check) {
+        printf("%s: OK (%zu service(s))\n", path, config->n_services);
+        rc = 0;
+    } else {
+        rc = cohort_node_run(config);
+    }
+    cohort_config_errors_clear(&errors);
+    cohort_config_destroy(config);
+    mongoc_cleanup();
+    return rc;
+}

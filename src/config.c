@@ -1,0 +1,458 @@
+/*
+ * config.c - loads and validates the INI configuration (see config.h).
+ *
+ * inih does the parsing. It does not tell its callback which line a key is on, so the file
+ * is fed to ini_parse_stream() through a reader that counts lines: when the callback runs,
+ * the last line read is the key's line. Validation happens in two passes: per key while
+ * parsing (types, ranges, unknown keys), then across keys (takeover_ms > tick_ms, a handler
+ * per service) once everything is known.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_URI "mongodb://127.0.0.1:27017"
+
+/* Line-counting reader over an in-memory text. */
+typedef struct reader {
+    const char *next;
+    int line;
+} reader_t;
+
+typedef struct key_seen {
+    char *section;
+    char *key;
+    int line;
+} key_seen_t;
+
+typedef struct parser {
+    cohort_config_t *config;
+    cohort_config_errors_t *errors;
+    const char *origin;
+    const char *base_dir;
+    reader_t reader;
+    int takeover_line, tick_line;
+    key_seen_t *seen;
+    size_t n_seen;
+    char *current_section; /* to detect a section's first key */
+    bool section_ok;       /* false: keys of an unknown section are not reported again */
+} parser_t;
+
+void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    if (!msg)
+        return;
+    char **grown = realloc(errors->messages, (errors->count + 1) * sizeof *grown);
+    if (!grown) {
+        free(msg);
+        return;
+    }
+    errors->messages = grown;
+    errors->messages[errors->count++] = msg;
+}
+
+void cohort_config_errors_clear(cohort_config_errors_t *errors)
+{
+    for (size_t i = 0; i < errors->count; i++)
+        free(errors->messages[i]);
+    free(errors->messages);
+    errors->messages = NULL;
+    errors->count = 0;
+}
+
+bool cohort_config_valid_service_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > COHORT_SERVICE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool valid_node_id(const char *id)
+{
+    size_t len = strlen(id);
+    if (len == 0 || len > COHORT_NODE_ID_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)id[i];
+        if (c <= ' ' || c >= 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static char *read_line(char *str, int num, void *stream)
+{
+    reader_t *r = stream;
+    if (!r->next || !*r->next)
+        return NULL;
+    const char *end = strchr(r->next, '\n');
+    size_t len = end ? (size_t)(end - r->next) + 1 : strlen(r->next);
+    if (len > (size_t)num - 1)
+        len = (size_t)num - 1; /* inih reports over-long lines itself */
+    memcpy(str, r->next, len);
+    str[len] = '\0';
+    r->next += len;
+    r->line++;
+    return str;
+}
+
+static void problem(parser_t *p, int line, const char *fmt, ...) COHORT_PRINTF(3, 4);
+static void problem(parser_t *p, int line, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (line > 0)
+        cohort_config_errors_add(p->errors, "%s line %d: %s", p->origin, line, msg);
+    else
+        cohort_config_errors_add(p->errors, "%s: %s", p->origin, msg);
+}
+
+/* Parses a whole non-negative decimal integer within [min, max]. */
+static bool parse_int(parser_t *p, int line, const char *key, const char *value, int64_t min,
+                      int64_t max, int64_t *out)
+{
+    if (!*value) {
+        problem(p, line, "%s is empty (expected a number)", key);
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno == ERANGE || *end != '\0' || end == value) {
+        problem(p, line, "%s = '%s' is not a number", key, value);
+        return false;
+    }
+    if (v < min || v > max) {
+        problem(p, line, "%s = %lld is out of range [%lld, %lld]", key, v, (long long)min,
+                (long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static char *resolve_path(const char *base_dir, const char *path)
+{
+    char *out = NULL;
+    if (path[0] == '/' || !base_dir || !*base_dir) {
+        out = strdup(path);
+    } else if (asprintf(&out, "%s/%s", base_dir, path) < 0) {
+        out = NULL;
+    }
+    return out;
+}
+
+static cohort_service_config_t *add_service(parser_t *p, const char *name, int line)
+{
+    cohort_config_t *c = p->config;
+    cohort_service_config_t *grown = realloc(c->services, (c->n_services + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    c->services = grown;
+    cohort_service_config_t *s = &c->services[c->n_services++];
+    *s = (cohort_service_config_t){
+        .name = strdup(name),
+        .primary_task_count = 10,
+        .secondary_task_count = 0,
+        .workers = 2,
+        .max_attempts = 5,
+        .retry_base_ms = 20000,
+        .line = line,
+    };
+    return s;
+}
+
+/* Returns false (and reports) if section/key was seen before. */
+static bool first_time(parser_t *p, const char *section, const char *key, int line)
+{
+    for (size_t i = 0; i < p->n_seen; i++) {
+        if (strcmp(p->seen[i].section, section) == 0 && strcmp(p->seen[i].key, key) == 0) {
+            problem(p, line, "duplicate key '%s' in [%s] (first set on line %d)", key, section,
+                    p->seen[i].line);
+            return false;
+        }
+    }
+    key_seen_t *grown = realloc(p->seen, (p->n_seen + 1) * sizeof *grown);
+    if (!grown)
+        return false;
+    p->seen = grown;
+    p->seen[p->n_seen++] = (key_seen_t){strdup(section), strdup(key), line};
+    return true;
+}
+
+static void cluster_key(parser_t *p, int line, const char *key, const char *value)
+{
+    cohort_config_t *c = p->config;
+    if (strcmp(key, "mongodb_uri") == 0) {
+        if (!c->mongodb_uri_from_env) {
+            free(c->mongodb_uri);
+            c->mongodb_uri = strdup(value);
+            if (!*value)
+                problem(p, line, "mongodb_uri is empty");
+        }
+    } else if (strcmp(key, "database") == 0) {
+        free(c->database);
+        c->database = strdup(value);
+        if (!*value || strpbrk(value, "/\\. \"$") || strlen(value) > 63)
+            problem(p, line, "database = '%s' is not a valid MongoDB database name", value);
+    } else if (strcmp(key, "tick_ms") == 0) {
+        parse_int(p, line, key, value, 10, 3600000, &c->tick_ms);
+        p->tick_line = line;
+    } else if (strcmp(key, "takeover_ms") == 0) {
+        parse_int(p, line, key, value, 20, 86400000, &c->takeover_ms);
+        p->takeover_line = line;
+    } else if (strcmp(key, "shutdown_grace_ms") == 0) {
+        parse_int(p, line, key, value, 0, 3600000, &c->shutdown_grace_ms);
+    } else if (strcmp(key, "node_id") == 0) {
+        free(c->node_id);
+        c->node_id = NULL;
+        if (*value) {
+            if (valid_node_id(value))
+                c->node_id = strdup(value);
+            else
+                problem(p, line,
+                        "node_id = '%s' is invalid (1-%d printable characters, no spaces)",
+                        value, COHORT_NODE_ID_MAX);
+        }
+    } else if (strcmp(key, "log_level") == 0) {
+        if (!cohort_log_parse_level(value, &c->log_level))
+            problem(p, line, "log_level = '%s' is not one of debug, info, warn, error", value);
+    } else {
+        problem(p, line,
+                "unknown key '%s' in [cluster] (known: mongodb_uri, database, tick_ms, "
+                "takeover_ms, shutdown_grace_ms, node_id, log_level)",
+                key);
+    }
+}
+
+static void service_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
+                        const char *value)
+{
+    if (strcmp(key, "handler") == 0) {
+        free(s->handler_path);
+        s->handler_path = NULL;
+        s->handler_line = line;
+        if (!*value) {
+            problem(p, line, "handler is empty (expected the path of a handler .so)");
+            return;
+        }
+        s->handler_path = resolve_path(p->base_dir, value);
+        if (s->handler_path && access(s->handler_path, R_OK) != 0)
+            problem(p, line, "handler file '%s' cannot be read: %s", s->handler_path,
+                    strerror(errno));
+    } else if (strcmp(key, "primary_task_count") == 0) {
+        parse_int(p, line, key, value, 1, 1000000, &s->primary_task_count);
+    } else if (strcmp(key, "secondary_task_count") == 0) {
+        parse_int(p, line, key, value, 0, 1000000, &s->secondary_task_count);
+    } else if (strcmp(key, "workers") == 0) {
+        parse_int(p, line, key, value, 1, 1024, &s->workers);
+    } else if (strcmp(key, "max_attempts") == 0) {
+        parse_int(p, line, key, value, 1, 1000, &s->max_attempts);
+    } else if (strcmp(key, "retry_base_ms") == 0) {
+        parse_int(p, line, key, value, 0, 86400000, &s->retry_base_ms);
+    } else {
+        cohort_option_t *grown = realloc(s->options, (s->n_options + 1) * sizeof *grown);
+        if (!grown)
+            return;
+        s->options = grown;
+        s->options[s->n_options++] = (cohort_option_t){strdup(key), strdup(value), line};
+    }
+}
+
+static int on_key(void *user, const char *section, const char *key, const char *value)
+{
+    parser_t *p = user;
+    int line = p->reader.line;
+    bool new_section = !p->current_section || strcmp(p->current_section, section) != 0;
+    if (new_section) {
+        free(p->current_section);
+        p->current_section = strdup(section);
+        p->section_ok = true;
+    }
+
+    if (section[0] == '\0') {
+        problem(p, line, "key '%s' is outside any section ([cluster] or [service:NAME])", key);
+        return 1;
+    }
+    if (strcmp(section, "cluster") == 0) {
+        if (first_time(p, section, key, line))
+            cluster_key(p, line, key, value);
+        return 1;
+    }
+    if (strncmp(section, "service:", 8) == 0) {
+        const char *name = section + 8;
+        if (!cohort_config_valid_service_name(name)) {
+            if (new_section)
+                problem(p, line,
+                        "[%s]: service name '%s' is invalid (1-%d of A-Z a-z 0-9 _ -)", section,
+                        name, COHORT_SERVICE_NAME_MAX);
+            p->section_ok = false;
+            return 1;
+        }
+        cohort_service_config_t *s =
+            (cohort_service_config_t *)cohort_config_find_service(p->config, name);
+        if (!s)
+            s = add_service(p, name, line);
+        if (s && first_time(p, section, key, line))
+            service_key(p, s, line, key, value);
+        return 1;
+    }
+    if (new_section)
+        problem(p, line, "unknown section [%s] (expected [cluster] or [service:NAME])", section);
+    return 1;
+}
+
+static void check_whole(parser_t *p)
+{
+    cohort_config_t *c = p->config;
+    if (c->takeover_ms <= c->tick_ms) {
+        int line = p->takeover_line ? p->takeover_line : p->tick_line;
+        problem(p, line, "takeover_ms (%lld) must be greater than tick_ms (%lld)",
+                (long long)c->takeover_ms, (long long)c->tick_ms);
+    }
+    if (c->n_services == 0)
+        problem(p, 0, "no [service:NAME] section: a node must host at least one service");
+    for (size_t i = 0; i < c->n_services; i++) {
+        cohort_service_config_t *s = &c->services[i];
+        if (!s->handler_path && s->handler_line == 0)
+            problem(p, s->line, "[service:%s] has no 'handler' (the path of a handler .so)",
+                    s->name);
+    }
+}
+
+cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
+                                           const char *base_dir, cohort_config_errors_t *errors)
+{
+    size_t errors_before = errors->count;
+    cohort_config_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        cohort_config_errors_add(errors, "%s: out of memory", origin);
+        return NULL;
+    }
+    const char *env_uri = getenv("MONGODB_URI");
+    c->mongodb_uri_from_env = env_uri && *env_uri;
+    c->mongodb_uri = strdup(c->mongodb_uri_from_env ? env_uri : DEFAULT_URI);
+    c->database = strdup("cohort");
+    c->tick_ms = 1000;
+    c->takeover_ms = 10000;
+    c->shutdown_grace_ms = 30000;
+    c->log_level = COHORT_LOG_INFO;
+
+    parser_t p = {.config = c, .errors = errors, .origin = origin, .base_dir = base_dir};
+    p.reader.next = text;
+    int rc = ini_parse_stream(read_line, &p.reader, on_key, &p);
+    if (rc > 0) {
+        problem(&p, rc, "syntax error (expected 'key = value', '[section]' or a comment)");
+    } else if (rc < 0) {
+        problem(&p, 0, "could not be parsed (out of memory)");
+    }
+    check_whole(&p);
+
+    for (size_t i = 0; i < p.n_seen; i++) {
+        free(p.seen[i].section);
+        free(p.seen[i].key);
+    }
+    free(p.seen);
+    free(p.current_section);
+
+    if (errors->count > errors_before) {
+        cohort_config_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
+cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *errors)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cohort_config_errors_add(errors, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char buf[4096];
+    size_t n;
+    while (mem && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, mem);
+    bool read_error = ferror(f);
+    fclose(f);
+    if (mem)
+        fclose(mem);
+    if (!mem || !text || read_error) {
+        free(text);
+        cohort_config_errors_add(errors, "%s: cannot read", path);
+        return NULL;
+    }
+    if (memchr(text, '\0', len)) {
+        free(text);
+        cohort_config_errors_add(errors, "%s: is not a text file (contains NUL bytes)", path);
+        return NULL;
+    }
+
+    char *copy = strdup(path);
+    char *dir = copy ? dirname(copy) : NULL;
+    cohort_config_t *c = cohort_config_load_string(text, path, dir, errors);
+    free(copy);
+    free(text);
+    if (c)
+        c->path = strdup(path);
+    return c;
+}
+
+void cohort_config_destroy(cohort_config_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_services; i++) {
+        cohort_service_config_t *s = &c->services[i];
+        for (size_t j = 0; j < s->n_options; j++) {
+            free((char *)s->options[j].key);
+            free((char *)s->options[j].value);
+        }
+        free(s->options);
+        free(s->name);
+        free(s->handler_path);
+    }
+    free(c->services);
+    free(c->path);
+    free(c->mongodb_uri);
+    free(c->database);
+    free(c->node_id);
+    free(c);
+}
+
+const cohort_service_config_t *cohort_config_find_service(const cohort_config_t *c,
+                                                          const char *name)
+{
+    for (size_t i = 0; i < c->n_services; i++)
+        if (strcmp(c->services[i].name, name) == 0)
+            return &c->services[i];
+    return NULL;
+}

@@ -1,0 +1,77 @@
+/*
+ * config.h - the node's configuration: the INI file of the [cluster] and [service:NAME]
+ * sections, parsed with inih and validated in full.
+ *
+ * Parsing never stops at the first problem: every problem is collected with its line
+ * number, so `cohortd --check-config` can list them all at once.
+ */
+#ifndef COHORT_CONFIG_H
+#define COHORT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort/handler.h"
+#include "log.h"
+
+#define COHORT_SERVICE_NAME_MAX 64
+#define COHORT_NODE_ID_MAX 128
+
+typedef struct cohort_service_config {
+    char *name;
+    char *handler_path; /* resolved against the config file's directory */
+    int handler_line;
+    int64_t primary_task_count;
+    int64_t secondary_task_count; /* 0: no limit */
+    int64_t workers;
+    int64_t max_attempts;
+    int64_t retry_base_ms;
+    cohort_option_t *options; /* keys handed to the handler; owned */
+    size_t n_options;
+    int line; /* line of the section header */
+} cohort_service_config_t;
+
+typedef struct cohort_config {
+    char *path;
+    char *mongodb_uri; /* after the MONGODB_URI override */
+    bool mongodb_uri_from_env;
+    char *database;
+    int64_t tick_ms;
+    int64_t takeover_ms;
+    int64_t shutdown_grace_ms;
+    char *node_id; /* NULL: generate one */
+    cohort_log_level_t log_level;
+    cohort_service_config_t *services;
+    size_t n_services;
+} cohort_config_t;
+
+/* Problems found while loading; each message already carries "line N: ". */
+typedef struct cohort_config_errors {
+    char **messages;
+    size_t count;
+} cohort_config_errors_t;
+
+/* Parses and validates `path`. Returns a config (caller frees with cohort_config_destroy) if
+ * there was no problem; otherwise NULL, with every problem appended to `errors`. The
+ * environment variable MONGODB_URI, when set and non-empty, overrides mongodb_uri. */
+cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *errors);
+
+/* Same, from a string; `origin` names it in messages and relative handler paths resolve
+ * against `base_dir` (may be NULL for the current directory). */
+cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
+                                           const char *base_dir, cohort_config_errors_t *errors);
+
+void cohort_config_destroy(cohort_config_t *config);
+
+const cohort_service_config_t *cohort_config_find_service(const cohort_config_t *config,
+                                                          const char *name);
+
+/* True if `name` is a valid service name: 1-64 of [A-Za-z0-9_-]. */
+bool cohort_config_valid_service_name(const char *name);
+
+void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, ...)
+    COHORT_PRINTF(2, 3);
+void cohort_config_errors_clear(cohort_config_errors_t *errors);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * context.h - what the opaque handles of the handler ABI are inside the node.
+ *
+ * A context is made for each callback call (init, primary_work) or once per worker thread
+ * (process_task), and lives on the caller's stack. It carries the database client of the
+ * calling thread, so handler calls never share a client between threads.
+ */
+#ifndef COHORT_CONTEXT_H
+#define COHORT_CONTEXT_H
+
+#include <bson/bson.h>
+#include <mongoc/mongoc.h>
+
+#include "cohort/handler.h"
+#include "service.h"
+
+struct cohort_ctx {
+    cohort_service_t *service;
+    mongoc_client_t *client; /* NULL: no database (e.g. --check-config) */
+    bool fenced;             /* primary_work: writes require the primary lease */
+    char error[256];
+};
+
+struct cohort_task {
+    bson_oid_t oid;
+    char id[25];
+    bson_t data; /* a view into the claimed document */
+    int attempt;
+    char error[512];
+};
+
+void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
+                     bool fenced);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * node.c - the node's main thread: a libevent loop with one timer and two signals.
+ *
+ * Each tick: ping (register, and sync the cluster clock from the server's $currentDate),
+ * then every service's tick. If the database cannot be reached the node logs it once,
+ * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
+ * answers again; workers keep what they hold and retry their outcome writes.
+ *
+ * Shutdown: stop ticking, stop claiming, step down from every primacy (so another node
+ * takes over within a tick), wait for running tasks up to shutdown_grace_ms, then exit.
+ */
+#include "node.h"
+
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "service.h"
+#include "store.h"
+
+#ifndef COHORT_VERSION
+#define COHORT_VERSION "0.0.0"
+#endif
+
+typedef struct node {
+    const cohort_config_t *config;
+    char node_id[COHORT_NODE_ID_MAX + 1];
+    char host[256];
+    int64_t started_at_ms;
+    cohort_store_t *store;
+    mongoc_client_t *client; /* the main thread's */
+    cohort_service_t **services;
+    size_t n_services;
+
+    struct event_base *base;
+    struct event *tick;
+    struct event *drain;
+    struct event *sigterm, *sigint;
+    int64_t backoff_ms; /* 0: database healthy */
+    bool stopping;
+    int64_t stop_deadline_ms;
+    bool clock_warned;
+} node_t;
+
+void cohort_node_default_id(char *out, size_t len)
+{
+    char host[200] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    char *dot = strchr(host, '.');
+    if (dot)
+        *dot = '\0';
+    uint32_t rnd;
+    bson_oid_t oid;
+    bson_oid_init(&oid, NULL); /* random per process, plus a counter */
+    memcpy(&rnd, oid.bytes + 8, sizeof rnd);
+    snprintf(out, len, "%s-%ld-%04x", host, (long)getpid(), rnd & 0xffff);
+}
+
+static void add_stat(bson_t *doc, const char *key, _Atomic uint64_t *value)
+{
+    BSON_APPEND_INT64(doc, key, (int64_t)atomic_load(value));
+}
+
+static void build_stats(node_t *n, bson_t *stats)
+{
+    cohort_store_stats_t db = cohort_store_stats(n->store);
+    BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
+    BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
+    bson_t services, one;
+    BSON_APPEND_DOCUMENT_BEGIN(stats, "services", &services);
+    for (size_t i = 0; i < n->n_services; i++) {
+        cohort_service_t *s = n->services[i];
+        BSON_APPEND_DOCUMENT_BEGIN(&services, s->config->name, &one);
+        add_stat(&one, "claimed", &s->stats.claimed);
+        add_stat(&one, "succeeded", &s->stats.succeeded);
+        add_stat(&one, "failed", &s->stats.failed);
+        add_stat(&one, "retried", &s->stats.retried);
+        add_stat(&one, "lost_claims", &s->stats.lost_claims);
+        BSON_APPEND_INT64(&one, "epoch", cohort_election_epoch(&s->election));
+        bson_append_document_end(&services, &one);
+    }
+    bson_append_document_end(stats, &services);
+}
+
+static void schedule_tick(node_t *n, int64_t ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    evtimer_add(n->tick, &tv);
+}
+
+/* Registers the node and measures the cluster clock. False: the database is away. */
+static bool ping(node_t *n)
+{
+    cohort_node_info_t info = {
+        .node_id = n->node_id,
+        .host = n->host,
+        .pid = getpid(),
+        .version = COHORT_VERSION,
+        .started_at_ms = n->started_at_ms,
+    };
+    bson_t stats = BSON_INITIALIZER;
+    build_stats(n, &stats);
+    bson_error_t error;
+    int64_t server_ms = 0;
+    int64_t sent = cohort_clock_monotonic_ms();
+    bool ok = cohort_store_ping_node(n->store, n->client, &info, &stats, &server_ms, &error);
+    int64_t received = cohort_clock_monotonic_ms();
+    bson_destroy(&stats);
+
+    if (!ok) {
+        if (n->backoff_ms == 0)
+            cohort_log_node(COHORT_LOG_ERROR,
+                            "database unreachable: %s; staying up and retrying with backoff",
+                            error.message);
+        int64_t cap = 8 * n->config->tick_ms < 10000 ? 8 * n->config->tick_ms : 10000;
+        if (cap < n->config->tick_ms)
+            cap = n->config->tick_ms;
+        n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : n->config->tick_ms * 2;
+        if (n->backoff_ms > cap)
+            n->backoff_ms = cap;
+        return false;
+    }
+    if (n->backoff_ms) {
+        cohort_log_node(COHORT_LOG_INFO, "database reachable again");
+        n->backoff_ms = 0;
+    }
+    int64_t max_rtt = cohort_election_max_rtt_ms(n->config->takeover_ms);
+    if (!cohort_clock_sync(server_ms, sent, received, max_rtt))
+        cohort_log_node(COHORT_LOG_WARN,
+                        "clock sample ignored: round trip %lld ms exceeds %lld ms "
+                        "(takeover_ms/8); keeping the previous offset",
+                        (long long)(received - sent), (long long)max_rtt);
+    int64_t skew = cohort_clock_node_skew_ms();
+    if (!n->clock_warned && (skew > 1000 || skew < -1000)) {
+        n->clock_warned = true;
+        cohort_log_node(COHORT_LOG_WARN,
+                        "this node's clock is %lld ms %s the database server's; Cohort uses "
+                        "the server's time, but fix NTP on this host",
+                        (long long)(skew < 0 ? -skew : skew), skew > 0 ? "ahead of" : "behind");
+    }
+    return true;
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    node_t *n = arg;
+    if (n->stopping)
+        return;
+    if (ping(n)) {
+        for (size_t i = 0; i < n->n_services && !n->stopping; i++)
+            cohort_service_tick(n->services[i], n->client);
+    }
+    schedule_tick(n, n->backoff_ms ? n->backoff_ms : n->config->tick_ms);
+}
+
+static size_t running_tasks(node_t *n)
+{
+    size_t running = 0;
+    for (size_t i = 0; i < n->n_services; i++)
+        running += cohort_service_running(n->services[i]);
+    return running;
+}
+
+static void on_drain(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    node_t *n = arg;
+    size_t running = running_tasks(n);
+    if (running == 0 || cohort_clock_monotonic_ms() >= n->stop_deadline_ms) {
+        event_base_loopbreak(n->base);
+        return;
+    }
+    struct timeval tv = {0, 50 * 1000};
+    evtimer_add(n->drain, &tv);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    node_t *n = arg;
+    if (n->stopping) {
+        cohort_log_node(COHORT_LOG_WARN, "second %s: exiting now", strsignal((int)sig));
+        event_base_loopbreak(n->base);
+        return;
+    }
+    n->stopping = true;
+    cohort_log_node(COHORT_LOG_INFO,
+                    "%s: stopping claims, stepping down, letting running tasks finish "
+                    "(grace %lld ms)",
+                    strsignal((int)sig), (long long)n->config->shutdown_grace_ms);
+    evtimer_del(n->tick);
+    for (size_t i = 0; i < n->n_services; i++) {
+        cohort_service_stop_claiming(n->services[i]);
+        cohort_election_step_down(&n->services[i]->election, n->store, n->client);
+    }
+    n->stop_deadline_ms = cohort_clock_monotonic_ms() + n->config->shutdown_grace_ms;
+    on_drain(-1, 0, n);
+}
+
+void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_errors_t *errors)
+{
+    char node_id[COHORT_NODE_ID_MAX + 1];
+    cohort_node_default_id(node_id, sizeof node_id);
+    for (size_t i = 0; i < config->n_services; i++) {
+        const cohort_service_config_t *sc = &config->services[i];
+        char err[1024];
+        cohort_service_t *s = cohort_service_new(sc, config->node_id ? config->node_id : node_id,
+                                                 config->takeover_ms, NULL, NULL, err,
+                                                 sizeof err);
+        if (!s)
+            cohort_config_errors_add(errors, "%s line %d: %s", config->path ? config->path : "-",
+                                     sc->handler_line, err);
+        cohort_service_destroy(s, NULL);
+    }
+}
+
+static void log_summary(node_t *n)
+{
+    cohort_store_stats_t db = cohort_store_stats(n->store);
+    uint64_t claimed = 0, succeeded = 0, failed = 0, retried = 0;
+    for (size_t i = 0; i < n->n_services; i++) {
+        cohort_service_stats_t *st = &n->services[i]->stats;
+        claimed += atomic_load(&st->claimed);
+        succeeded += atomic_load(&st->succeeded);
+        failed += atomic_load(&st->failed);
+        retried += atomic_load(&st->retried);
+    }
+    cohort_log_node(COHORT_LOG_INFO,
+                    "stopped: claimed=%llu succeeded=%llu failed=%llu retried=%llu "
+                    "db_commands=%llu db_command_errors=%llu",
+                    (unsigned long long)claimed, (unsigned long long)succeeded,
+                    (unsigned long long)failed, (unsigned long long)retried,
+                    (unsigned long long)db.commands, (unsigned long long)db.command_errors);
+}
+
+int cohort_node_run(const cohort_config_t *config)
+{
+    node_t n = {.config = config};
+    int rc = 1;
+    if (config->node_id)
+        snprintf(n.node_id, sizeof n.node_id, "%s", config->node_id);
+    else
+        cohort_node_default_id(n.node_id, sizeof n.node_id);
+    gethostname(n.host, sizeof n.host - 1);
+    n.started_at_ms = cohort_clock_realtime_ms();
+    cohort_log_set_node(n.node_id);
+    cohort_log_set_level(config->log_level);
+    signal(SIGPIPE, SIG_IGN);
+
+    bson_error_t error;
+    n.store = cohort_store_new(config->mongodb_uri, config->database, "cohortd", &error);
+    if (!n.store) {
+        cohort_log_node(COHORT_LOG_ERROR, "invalid mongodb_uri: %s", error.message);
+        return 1;
+    }
+    n.client = cohort_store_pop(n.store);
+    n.services = calloc(config->n_services, sizeof *n.services);
+    if (!n.services)
+        goto out;
+    for (size_t i = 0; i < config->n_services; i++) {
+        char err[1024];
+        cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id,
+                                                 config->takeover_ms, n.store, n.client, err,
+                                                 sizeof err);
+        if (!s) {
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
+            goto out;
+        }
+        n.services[n.n_services++] = s;
+    }
+    /* Indexes and config documents: retried on the first ticks if the database is away. */
+    for (size_t i = 0; i < n.n_services; i++) {
+        const char *name = n.services[i]->config->name;
+        while (!cohort_store_ensure_service(n.store, n.client, name, &error)) {
+            cohort_log_node(COHORT_LOG_ERROR,
+                            "cannot prepare service '%s' in the database: %s; retrying", name,
+                            error.message);
+            sleep(1);
+        }
+    }
+    for (size_t i = 0; i < n.n_services; i++) {
+        char err[256];
+        if (!cohort_service_start(n.services[i], err, sizeof err)) {
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
+            goto out;
+        }
+    }
+
+    n.base = event_base_new();
+    if (!n.base)
+        goto out;
+    n.tick = evtimer_new(n.base, on_tick, &n);
+    n.drain = evtimer_new(n.base, on_drain, &n);
+    n.sigterm = evsignal_new(n.base, SIGTERM, on_signal, &n);
+    n.sigint = evsignal_new(n.base, SIGINT, on_signal, &n);
+    evsignal_add(n.sigterm, NULL);
+    evsignal_add(n.sigint, NULL);
+    cohort_log_node(COHORT_LOG_INFO,
+                    "cohortd %s started: %zu service(s), database '%s', tick %lld ms, "
+                    "takeover %lld ms",
+                    COHORT_VERSION, n.n_services, config->database, (long long)config->tick_ms,
+                    (long long)config->takeover_ms);
+    on_tick(-1, 0, &n);
+    event_base_dispatch(n.base);
+    rc = 0;
+
+out:;
+    size_t still_running = n.base ? running_tasks(&n) : 0;
+    if (still_running > 0) {
+        /* Their threads are inside the handler: they cannot be joined. Exiting releases
+         * nothing in the database; the tasks run again once their claims are reset. */
+        cohort_log_node(COHORT_LOG_WARN,
+                        "%zu task(s) still running after shutdown_grace_ms; exiting anyway",
+                        still_running);
+        log_summary(&n);
+        fflush(NULL);
+        _exit(rc);
+    }
+    for (size_t i = 0; i < n.n_services; i++)
+        cohort_service_destroy(n.services[i], n.client);
+    if (n.store && n.n_services)
+        log_summary(&n);
+    free(n.services);
+    if (n.tick)
+        event_free(n.tick);
+    if (n.drain)
+        event_free(n.drain);
+    if (n.sigterm)
+        event_free(n.sigterm);
+    if (n.sigint)
+        event_free(n.sigint);
+    if (n.base)
+        event_base_free(n.base);
+    cohort_store_push(n.store, n.client);
+    cohort_store_destroy(n.store);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/*
+ * node.h - a running cohortd node: the event loop that ticks every tick_ms, pings the
+ * database (registration and clock sync), runs each hosted service's election and primary
+ * work, and shuts down cleanly on SIGTERM/SIGINT.
+ */
+#ifndef COHORT_NODE_H
+#define COHORT_NODE_H
+
+#include "config.h"
+
+/* Runs a node until SIGTERM/SIGINT. Returns the process exit code (0 on a clean stop). */
+int cohort_node_run(const cohort_config_t *config);
+
+/* Writes a node id unique to this process: host-pid-random. */
+void cohort_node_default_id(char *out, size_t len);
+
+/* Loads every service's handler and runs its init() without a database, to validate
+ * handler options (--check-config). Each problem is appended to `errors`. */
+void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_errors_t *errors);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * plugin.c - dlopen()-based handler loading with an ABI version check (see plugin.h).
+ *
+ * Objects are opened RTLD_NOW so a handler that calls a cohort_* function this node does
+ * not export fails here, at start-up, not in the middle of a task.
+ */
+#include "plugin.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen)
+{
+    dlerror();
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        snprintf(err, errlen, "cannot load handler '%s': %s", path, why ? why : "unknown error");
+        return NULL;
+    }
+    const cohort_handler_t *handler = dlsym(dl, COHORT_HANDLER_SYMBOL);
+    if (!handler) {
+        snprintf(err, errlen,
+                 "'%s' is not a Cohort handler: it does not export the symbol '%s' "
+                 "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
+                 path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
+        dlclose(dl);
+        return NULL;
+    }
+    if (handler->abi_version < 1 || handler->abi_version > COHORT_HANDLER_ABI_VERSION) {
+        snprintf(err, errlen,
+                 "handler '%s' was built for handler ABI version %u, but this cohortd supports "
+                 "versions 1 to %d: rebuild it against this release's cohort/handler.h",
+                 path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
+        dlclose(dl);
+        return NULL;
+    }
+    if (!handler->process_task) {
+        snprintf(err, errlen, "handler '%s' has no process_task callback (it is required)",
+                 path);
+        dlclose(dl);
+        return NULL;
+    }
+    cohort_plugin_t *plugin = calloc(1, sizeof *plugin);
+    if (!plugin || !(plugin->path = strdup(path))) {
+        free(plugin);
+        dlclose(dl);
+        snprintf(err, errlen, "out of memory loading '%s'", path);
+        return NULL;
+    }
+    plugin->dl = dl;
+    plugin->handler = handler;
+    return plugin;
+}
+
+void cohort_plugin_unload(cohort_plugin_t *plugin)
+{
+    if (!plugin)
+        return;
+    dlclose(plugin->dl);
+    free(plugin->path);
+    free(plugin);
+}

@@ -1,0 +1,26 @@
+/*
+ * plugin.h - loading handler shared objects.
+ *
+ * A handler is found by dlopen() of the configured path and dlsym() of COHORT_HANDLER_SYMBOL.
+ * Every way this can go wrong (not a shared object, not a handler, built for another ABI,
+ * missing process_task) gives a message naming the file and what to do.
+ */
+#ifndef COHORT_PLUGIN_H
+#define COHORT_PLUGIN_H
+
+#include <stddef.h>
+
+#include "cohort/handler.h"
+
+typedef struct cohort_plugin {
+    void *dl;
+    const cohort_handler_t *handler; /* points into the loaded object */
+    char *path;
+} cohort_plugin_t;
+
+/* Loads and checks the handler at `path`. Returns NULL with a message in `err`. The plugin
+ * stays loaded until cohort_plugin_unload(). */
+cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen);
+void cohort_plugin_unload(cohort_plugin_t *plugin);
+
+#endif

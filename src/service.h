@@ -1,0 +1,78 @@
+/*
+ * service.h - one hosted service on this node: its handler, its election, its worker pool
+ * and the per-tick claim budget.
+ *
+ * The main thread calls cohort_service_tick() once per tick: election, then (as primary)
+ * the handler's primary_work, then a new claim budget for the workers (primary_task_count
+ * on the primary, secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim
+ * and run tasks while budget remains and the queue had work; a claim that finds nothing
+ * parks the workers until the next tick, so an idle service costs one query per tick.
+ */
+#ifndef COHORT_SERVICE_H
+#define COHORT_SERVICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cohort/handler.h"
+#include "config.h"
+#include "election.h"
+#include "plugin.h"
+#include "store.h"
+
+typedef struct cohort_service_stats {
+    _Atomic uint64_t claimed;
+    _Atomic uint64_t succeeded;
+    _Atomic uint64_t failed;
+    _Atomic uint64_t retried;
+    _Atomic uint64_t lost_claims; /* outcomes not written: the claim had moved on */
+} cohort_service_stats_t;
+
+typedef struct cohort_service {
+    const cohort_service_config_t *config; /* borrowed from the node's config */
+    const char *node_id;                   /* borrowed */
+    cohort_store_t *store;                 /* borrowed */
+    cohort_plugin_t *plugin;
+    void *handler_state;
+    bool handler_ready; /* init() succeeded: destroy() is owed */
+    cohort_election_t election;
+    cohort_service_stats_t stats;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int64_t budget;       /* claims left this tick; -1: unlimited */
+    bool drained;         /* a claim found nothing: wait for the next tick */
+    bool stopping;        /* no more claims */
+    pthread_t *threads;
+    size_t n_threads;
+    size_t running;       /* tasks being processed right now */
+} cohort_service_t;
+
+/* Loads the handler and calls its init(); takeover_ms is the cluster's. `client` (may be NULL) is lent to init() for the
+ * duration of the call. Returns NULL with a message in err. */
+cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
+                                     int64_t takeover_ms, cohort_store_t *store,
+                                     mongoc_client_t *client, char *err, size_t errlen);
+
+/* Starts the worker threads. */
+bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);
+
+/* One tick on the main thread; `client` is the main thread's. */
+void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);
+
+/* Stops claiming; running tasks go on. */
+void cohort_service_stop_claiming(cohort_service_t *service);
+
+/* Tasks running right now. */
+size_t cohort_service_running(cohort_service_t *service);
+
+/* Joins the workers (call after cohort_service_stop_claiming and when running is 0 or the
+ * grace period is over), steps down, calls the handler's destroy() and frees everything. */
+void cohort_service_destroy(cohort_service_t *service, mongoc_client_t *client);
+
+/* Role name for logs. */
+const char *cohort_service_role(const cohort_service_t *service);
+
+#endif

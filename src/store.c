@@ -1,0 +1,586 @@
+/*
+ * store.c - Cohort's MongoDB I/O (see store.h).
+ *
+ * Only standard commands and operators that MongoDB 6.0+ documents are used: findAndModify,
+ * update, insert, aggregate with $match/$group, createIndexes, hello. Every write that
+ * depends on ownership (renewing primacy, finishing a task) carries the owner in its filter,
+ * so a node that lost primacy or a claim writes nothing.
+ */
+#include "store.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INSERT_CHUNK 10000
+
+struct cohort_store {
+    mongoc_client_pool_t *pool;
+    mongoc_uri_t *uri;
+    char *database;
+    _Atomic uint64_t commands;
+    _Atomic uint64_t command_errors;
+};
+
+static void on_command_started(const mongoc_apm_command_started_t *event)
+{
+    cohort_store_t *store = mongoc_apm_command_started_get_context(event);
+    atomic_fetch_add_explicit(&store->commands, 1, memory_order_relaxed);
+}
+
+static void on_command_failed(const mongoc_apm_command_failed_t *event)
+{
+    cohort_store_t *store = mongoc_apm_command_failed_get_context(event);
+    atomic_fetch_add_explicit(&store->command_errors, 1, memory_order_relaxed);
+}
+
+static void default_option(mongoc_uri_t *uri, const char *option, int32_t value)
+{
+    if (!mongoc_uri_has_option(uri, option))
+        mongoc_uri_set_option_as_int32(uri, option, value);
+}
+
+cohort_store_t *cohort_store_new(const char *uri_string, const char *database, const char *appname,
+                                 bson_error_t *error)
+{
+    mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_string, error);
+    if (!uri)
+        return NULL;
+    /* Fail fast when the database is away: a node retries on its next tick anyway. */
+    default_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 2000);
+    default_option(uri, MONGOC_URI_CONNECTTIMEOUTMS, 2000);
+    default_option(uri, MONGOC_URI_SOCKETTIMEOUTMS, 15000);
+    if (appname && !mongoc_uri_get_appname(uri))
+        mongoc_uri_set_appname(uri, appname);
+
+    cohort_store_t *store = calloc(1, sizeof *store);
+    if (!store) {
+        mongoc_uri_destroy(uri);
+        bson_set_error(error, MONGOC_ERROR_CLIENT, 0, "out of memory");
+        return NULL;
+    }
+    store->uri = uri;
+    store->database = strdup(database);
+    store->pool = mongoc_client_pool_new_with_error(uri, error);
+    if (!store->pool) {
+        cohort_store_destroy(store);
+        return NULL;
+    }
+    mongoc_client_pool_set_error_api(store->pool, MONGOC_ERROR_API_VERSION_2);
+    mongoc_apm_callbacks_t *callbacks = mongoc_apm_callbacks_new();
+    mongoc_apm_set_command_started_cb(callbacks, on_command_started);
+    mongoc_apm_set_command_failed_cb(callbacks, on_command_failed);
+    mongoc_client_pool_set_apm_callbacks(store->pool, callbacks, store);
+    mongoc_apm_callbacks_destroy(callbacks);
+    return store;
+}
+
+void cohort_store_destroy(cohort_store_t *store)
+{
+    if (!store)
+        return;
+    if (store->pool)
+        mongoc_client_pool_destroy(store->pool);
+    mongoc_uri_destroy(store->uri);
+    free(store->database);
+    free(store);
+}
+
+mongoc_client_t *cohort_store_pop(cohort_store_t *store)
+{
+    return mongoc_client_pool_pop(store->pool);
+}
+
+void cohort_store_push(cohort_store_t *store, mongoc_client_t *client)
+{
+    if (client)
+        mongoc_client_pool_push(store->pool, client);
+}
+
+const char *cohort_store_database(const cohort_store_t *store)
+{
+    return store->database;
+}
+
+cohort_store_stats_t cohort_store_stats(const cohort_store_t *store)
+{
+    return (cohort_store_stats_t){
+        .commands = atomic_load(&((cohort_store_t *)store)->commands),
+        .command_errors = atomic_load(&((cohort_store_t *)store)->command_errors),
+    };
+}
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+static mongoc_collection_t *collection(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *name)
+{
+    return mongoc_client_get_collection(client, store->database, name);
+}
+
+static mongoc_collection_t *queue(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service)
+{
+    char name[96];
+    snprintf(name, sizeof name, "queue_%s", service);
+    return collection(store, client, name);
+}
+
+/* findAndModify; `out` receives a copy of the returned document if there is one. */
+static bool find_and_modify(mongoc_collection_t *coll, const bson_t *query, const bson_t *sort,
+                            const bson_t *update, const bson_t *fields, bool return_new,
+                            bool upsert, bson_t *out, bool *found, bson_error_t *error)
+{
+    mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+    mongoc_find_and_modify_opts_set_update(opts, update);
+    if (sort)
+        mongoc_find_and_modify_opts_set_sort(opts, sort);
+    if (fields)
+        mongoc_find_and_modify_opts_set_fields(opts, fields);
+    int flags = MONGOC_FIND_AND_MODIFY_NONE;
+    if (return_new)
+        flags |= MONGOC_FIND_AND_MODIFY_RETURN_NEW;
+    if (upsert)
+        flags |= MONGOC_FIND_AND_MODIFY_UPSERT;
+    mongoc_find_and_modify_opts_set_flags(opts, (mongoc_find_and_modify_flags_t)flags);
+
+    bson_t reply;
+    bool ok = mongoc_collection_find_and_modify_with_opts(coll, query, opts, &reply, error);
+    *found = false;
+    if (ok) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_iter_document(&it, &len, &data);
+            bson_t value;
+            if (bson_init_static(&value, data, len)) {
+                bson_copy_to(&value, out);
+                *found = true;
+            }
+        }
+    }
+    bson_destroy(&reply);
+    mongoc_find_and_modify_opts_destroy(opts);
+    return ok;
+}
+
+static int64_t matched_count(const bson_t *reply)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, reply, "matchedCount") && BSON_ITER_HOLDS_NUMBER(&it))
+        return bson_iter_as_int64(&it);
+    return 0;
+}
+
+static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
+                           bson_error_t *error)
+{
+    bson_t cmd = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&cmd, "createIndexes", mongoc_collection_get_name(coll));
+    BSON_APPEND_ARRAY(&cmd, "indexes", indexes);
+    bool ok = mongoc_collection_write_command_with_opts(coll, &cmd, NULL, NULL, error);
+    bson_destroy(&cmd);
+    return ok;
+}
+
+/* ---- services -------------------------------------------------------------------------- */
+
+bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, bson_error_t *error)
+{
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(0),
+                              "last_active", BCON_NULL, "}", "$currentDate", "{", "seen_at",
+                              BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
+    bool ok = mongoc_collection_update_one(services, filter, update, opts, NULL, error);
+    bson_destroy(opts);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    if (!ok)
+        return false;
+
+    /* claim: status + run_at serves {status: pending, run_at <= now} sorted by run_at */
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *indexes = BCON_NEW("0", "{", "key", "{", "status", BCON_INT32(1), "run_at",
+                               BCON_INT32(1), "}", "name", BCON_UTF8("status_run_at"), "}");
+    ok = create_indexes(tasks, indexes, error);
+    bson_destroy(indexes);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, bson_t *doc, bool *found,
+                               bson_error_t *error)
+{
+    bson_init(doc);
+    *found = false;
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(services, filter, opts, NULL);
+    const bson_t *next;
+    if (mongoc_cursor_next(cursor, &next)) {
+        bson_destroy(doc);
+        bson_copy_to(next, doc);
+        *found = true;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+/* ---- nodes and time -------------------------------------------------------------------- */
+
+static bool date_field(const bson_t *doc, const char *key, int64_t *ms)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+        *ms = bson_iter_date_time(&it);
+        return true;
+    }
+    return false;
+}
+
+bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
+                            const cohort_node_info_t *node, const bson_t *stats,
+                            int64_t *server_ms, bson_error_t *error)
+{
+    mongoc_collection_t *nodes = collection(store, client, "nodes");
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(node->node_id));
+    bson_t update = BSON_INITIALIZER, set, current;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "host", node->host);
+    BSON_APPEND_INT64(&set, "pid", node->pid);
+    BSON_APPEND_UTF8(&set, "version", node->version);
+    BSON_APPEND_DATE_TIME(&set, "started_at", node->started_at_ms);
+    if (stats)
+        BSON_APPEND_DOCUMENT(&set, "stats", stats);
+    bson_append_document_end(&update, &set);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+    BSON_APPEND_BOOL(&current, "seen_at", true);
+    bson_append_document_end(&update, &current);
+    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1));
+
+    bson_t doc;
+    bool found = false;
+    bson_init(&doc);
+    bool ok = find_and_modify(nodes, query, NULL, &update, fields, true, true, &doc, &found,
+                              error);
+    if (ok && !(found && date_field(&doc, "seen_at", server_ms))) {
+        bson_set_error(error, MONGOC_ERROR_SERVER, 0,
+                       "node ping returned no seen_at date (server does not support "
+                       "$currentDate?)");
+        ok = false;
+    }
+    bson_destroy(&doc);
+    bson_destroy(fields);
+    bson_destroy(&update);
+    bson_destroy(query);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
+                              bson_error_t *error)
+{
+    (void)store;
+    /* hello is the current name; servers that predate it (or emulate an older one) answer
+     * the legacy isMaster, whose reply carries the same localTime. */
+    static const char *const commands[] = {"hello", "isMaster"};
+    bool ok = false;
+    for (size_t i = 0; i < 2 && !ok; i++) {
+        bson_t cmd = BSON_INITIALIZER;
+        BSON_APPEND_INT32(&cmd, commands[i], 1);
+        bson_t reply;
+        ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, error);
+        if (ok && !date_field(&reply, "localTime", server_ms)) {
+            bson_set_error(error, MONGOC_ERROR_SERVER, 0,
+                           "the server's %s reply has no localTime", commands[i]);
+            ok = false;
+        }
+        bson_destroy(&reply);
+        bson_destroy(&cmd);
+    }
+    return ok;
+}
+
+/* ---- election -------------------------------------------------------------------------- */
+
+bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, int64_t epoch,
+                                bool *renewed, bson_error_t *error)
+{
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
+                              BCON_INT64(epoch));
+    bson_t *update = BCON_NEW("$currentDate", "{", "last_active", BCON_BOOL(true), "}");
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(services, filter, update, NULL, &reply, error);
+    *renewed = ok && matched_count(&reply) == 1;
+    bson_destroy(&reply);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *node_id, int64_t cutoff_ms,
+                               cohort_takeover_t *result, bson_error_t *error)
+{
+    memset(result, 0, sizeof *result);
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "$or", "[", "{", "primary", BCON_NULL,
+                             "}", "{", "primary", BCON_UTF8(node_id), "}", "{", "last_active",
+                             "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
+    bson_t *update = BCON_NEW("$set", "{", "primary", BCON_UTF8(node_id), "}", "$inc", "{",
+                              "epoch", BCON_INT64(1), "}", "$currentDate", "{", "last_active",
+                              BCON_BOOL(true), "elected_at", BCON_BOOL(true), "}");
+    bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1));
+    bson_t doc;
+    bool found = false;
+    bson_init(&doc);
+    /* The document as it was before: the previous primary, and the epoch we replace. */
+    bool ok = find_and_modify(services, query, NULL, update, fields, false, false, &doc, &found,
+                              error);
+    if (ok && found) {
+        bson_iter_t it;
+        result->taken = true;
+        result->epoch = 1;
+        if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it))
+            result->epoch = bson_iter_as_int64(&it) + 1;
+        if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+            snprintf(result->previous, sizeof result->previous, "%s",
+                     bson_iter_utf8(&it, NULL));
+    }
+    bson_destroy(&doc);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(query);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *node_id, int64_t epoch, bson_error_t *error)
+{
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
+                              BCON_INT64(epoch));
+    bson_t *update = BCON_NEW("$set", "{", "primary", BCON_NULL, "}");
+    bool ok = mongoc_collection_update_one(services, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+/* ---- tasks ----------------------------------------------------------------------------- */
+
+static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oid_t *oid)
+{
+    BSON_APPEND_OID(doc, "_id", oid);
+    BSON_APPEND_UTF8(doc, "status", "pending");
+    if (task->data) {
+        BSON_APPEND_DOCUMENT(doc, "data", task->data);
+    } else {
+        bson_t empty = BSON_INITIALIZER;
+        BSON_APPEND_DOCUMENT(doc, "data", &empty);
+    }
+    BSON_APPEND_BOOL(doc, "tracked", task->tracked);
+    BSON_APPEND_DATE_TIME(doc, "created_at", task->now_ms);
+    BSON_APPEND_UTF8(doc, "created_by", task->created_by);
+    if (task->epoch > 0)
+        BSON_APPEND_INT64(doc, "epoch", task->epoch);
+    BSON_APPEND_DATE_TIME(doc, "run_at", task->now_ms);
+    BSON_APPEND_INT32(doc, "attempts", 0);
+}
+
+bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
+                              bson_error_t *error)
+{
+    bson_oid_t id;
+    bson_oid_init(&id, NULL);
+    bson_t doc = BSON_INITIALIZER;
+    build_task(&doc, task, &id);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = mongoc_collection_insert_one(tasks, &doc, NULL, NULL, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&doc);
+    if (ok && oid)
+        bson_oid_copy(&id, oid);
+    return ok;
+}
+
+bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const cohort_new_task_t *task, int64_t count,
+                               int64_t *inserted, bson_error_t *error)
+{
+    *inserted = 0;
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = true;
+    while (ok && *inserted < count) {
+        int64_t chunk = count - *inserted < INSERT_CHUNK ? count - *inserted : INSERT_CHUNK;
+        bson_t *opts = BCON_NEW("ordered", BCON_BOOL(false));
+        mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(tasks,
+                                                                                         opts);
+        for (int64_t i = 0; ok && i < chunk; i++) {
+            bson_oid_t id;
+            bson_oid_init(&id, NULL);
+            bson_t doc = BSON_INITIALIZER;
+            build_task(&doc, task, &id);
+            ok = mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, error);
+            bson_destroy(&doc);
+        }
+        bson_t reply;
+        if (ok) {
+            ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
+            bson_iter_t it;
+            if (bson_iter_init_find(&it, &reply, "nInserted") && BSON_ITER_HOLDS_NUMBER(&it))
+                *inserted += bson_iter_as_int64(&it);
+            bson_destroy(&reply);
+        }
+        mongoc_bulk_operation_destroy(bulk);
+        bson_destroy(opts);
+    }
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t now_ms, bson_t *claimed, bool *found,
+                             bson_error_t *error)
+{
+    bson_init(claimed);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *query = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
+                             BCON_DATE_TIME(now_ms), "}");
+    bson_t *sort = BCON_NEW("run_at", BCON_INT32(1));
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8(node_id), "}", "$inc", "{", "attempts", BCON_INT32(1),
+                              "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "}");
+    bson_t *fields = BCON_NEW("history", BCON_INT32(0));
+    bool ok = find_and_modify(tasks, query, sort, update, fields, true, false, claimed, found,
+                              error);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(sort);
+    bson_destroy(query);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+static const char *finish_name(cohort_finish_t finish)
+{
+    switch (finish) {
+    case COHORT_FINISH_SUCCEEDED:
+        return "succeeded";
+    case COHORT_FINISH_RETRY:
+        return "retry";
+    case COHORT_FINISH_FAILED:
+        return "failed";
+    }
+    return "failed";
+}
+
+bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const bson_oid_t *id, const char *node_id,
+                              int32_t attempt, const cohort_task_result_t *result, bool *applied,
+                              bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("_id", BCON_OID(id), "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8(node_id), "attempts", BCON_INT32(attempt));
+    bson_t update = BSON_INITIALIZER, set, push, history, each, entry, current;
+
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    switch (result->finish) {
+    case COHORT_FINISH_SUCCEEDED:
+        BSON_APPEND_UTF8(&set, "status", "succeeded");
+        break;
+    case COHORT_FINISH_RETRY:
+        BSON_APPEND_UTF8(&set, "status", "pending");
+        BSON_APPEND_DATE_TIME(&set, "run_at", result->retry_at_ms);
+        break;
+    case COHORT_FINISH_FAILED:
+        BSON_APPEND_UTF8(&set, "status", "failed");
+        break;
+    }
+    if (result->error)
+        BSON_APPEND_UTF8(&set, "last_error", result->error);
+    bson_append_document_end(&update, &set);
+
+    if (result->finish != COHORT_FINISH_RETRY) {
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+        BSON_APPEND_BOOL(&current, "finished_at", true);
+        bson_append_document_end(&update, &current);
+    }
+
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
+    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
+    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
+    BSON_APPEND_DOCUMENT_BEGIN(&each, "0", &entry);
+    BSON_APPEND_UTF8(&entry, "node", node_id);
+    BSON_APPEND_INT32(&entry, "attempt", attempt);
+    BSON_APPEND_DATE_TIME(&entry, "started_at", result->started_at_ms);
+    BSON_APPEND_DATE_TIME(&entry, "ended_at", result->ended_at_ms);
+    BSON_APPEND_UTF8(&entry, "outcome", finish_name(result->finish));
+    if (result->error)
+        BSON_APPEND_UTF8(&entry, "error", result->error);
+    bson_append_document_end(&each, &entry);
+    bson_append_array_end(&history, &each);
+    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
+    bson_append_document_end(&push, &history);
+    bson_append_document_end(&update, &push);
+
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
+    *applied = ok && matched_count(&reply) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              cohort_status_counts_t *counts, bson_error_t *error)
+{
+    memset(counts, 0, sizeof *counts);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$group", "{", "_id", BCON_UTF8("$status"),
+                                "n", "{", "$sum", BCON_INT32(1), "}", "}", "}", "]");
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, NULL, NULL);
+    const bson_t *row;
+    while (mongoc_cursor_next(cursor, &row)) {
+        bson_iter_t id, n;
+        if (!bson_iter_init_find(&id, row, "_id") || !BSON_ITER_HOLDS_UTF8(&id) ||
+            !bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
+            continue;
+        const char *status = bson_iter_utf8(&id, NULL);
+        int64_t value = bson_iter_as_int64(&n);
+        if (strcmp(status, "pending") == 0)
+            counts->pending = value;
+        else if (strcmp(status, "claimed") == 0)
+            counts->claimed = value;
+        else if (strcmp(status, "succeeded") == 0)
+            counts->succeeded = value;
+        else if (strcmp(status, "failed") == 0)
+            counts->failed = value;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(pipeline);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}

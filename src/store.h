@@ -1,0 +1,154 @@
+/*
+ * store.h - every MongoDB read and write Cohort makes, in one place.
+ *
+ * Collections (see docs/SCHEMA.md):
+ *   services        one config document per service: primacy, epoch, last_active
+ *   nodes           one document per node: identity and its last ping (server time)
+ *   queue_<service> the service's tasks
+ *
+ * A store owns a client pool; a thread pops a client for as long as it runs and passes it
+ * to every call. Every call returns false and fills `error` on a database failure; none
+ * aborts. Commands are counted through libmongoc's APM callbacks.
+ */
+#ifndef COHORT_STORE_H
+#define COHORT_STORE_H
+
+#include <bson/bson.h>
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define COHORT_HISTORY_MAX 10 /* runs kept per task */
+
+typedef struct cohort_store cohort_store_t;
+
+typedef struct cohort_store_stats {
+    uint64_t commands;       /* commands started */
+    uint64_t command_errors; /* commands that failed */
+} cohort_store_stats_t;
+
+/* Connects lazily (libmongoc connects on first use). Applies short default timeouts unless
+ * the URI sets its own. Returns NULL with `error` set for a malformed URI. */
+cohort_store_t *cohort_store_new(const char *uri, const char *database, const char *appname,
+                                 bson_error_t *error);
+void cohort_store_destroy(cohort_store_t *store);
+
+/* A client for the calling thread; give it back with cohort_store_push(). */
+mongoc_client_t *cohort_store_pop(cohort_store_t *store);
+void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
+
+const char *cohort_store_database(const cohort_store_t *store);
+cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
+
+/* Creates the service's config document (if missing) and the queue's indexes. Idempotent. */
+bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, bson_error_t *error);
+
+/* ---- nodes and time -------------------------------------------------------------------- */
+
+typedef struct cohort_node_info {
+    const char *node_id;
+    const char *host;
+    int64_t pid;
+    const char *version;
+    int64_t started_at_ms;
+} cohort_node_info_t;
+
+/* Upserts the node's document with seen_at = the server's $currentDate and reads it back:
+ * *server_ms is the server's time during the call. */
+bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
+                            const cohort_node_info_t *node, const bson_t *stats,
+                            int64_t *server_ms, bson_error_t *error);
+
+/* ---- election -------------------------------------------------------------------------- */
+
+/* Renews primacy held under `epoch`: sets last_active to server time if the document still
+ * names this node and epoch. *renewed tells whether it did. */
+bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, int64_t epoch,
+                                bool *renewed, bson_error_t *error);
+
+typedef struct cohort_takeover {
+    bool taken;
+    int64_t epoch;          /* the new epoch, if taken */
+    char previous[129];     /* the previous primary's id, "" if none */
+} cohort_takeover_t;
+
+/* Claims primacy if the primary is null, this node, or last active before `cutoff_ms`
+ * (cluster clock); increments the epoch. One atomic findAndModify. */
+bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *node_id, int64_t cutoff_ms,
+                               cohort_takeover_t *result, bson_error_t *error);
+
+/* Clears primacy if still held under `epoch` (a clean step-down). */
+bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *node_id, int64_t epoch, bson_error_t *error);
+
+/* ---- tasks ----------------------------------------------------------------------------- */
+
+typedef struct cohort_new_task {
+    const bson_t *data; /* may be NULL: {} */
+    bool tracked;
+    const char *created_by;
+    int64_t epoch; /* > 0 when created by a primary */
+    int64_t now_ms; /* cluster clock */
+} cohort_new_task_t;
+
+/* Inserts one task; `oid` (may be NULL) receives its id. */
+bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
+                              bson_error_t *error);
+
+/* Inserts `count` copies of `task` with unordered bulk writes of at most 10,000 documents
+ * each, so memory stays bounded. *inserted counts what the server acknowledged. */
+bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const cohort_new_task_t *task, int64_t count,
+                               int64_t *inserted, bson_error_t *error);
+
+/* Claims the oldest due pending task: pending -> claimed by `node_id`, claimed_at = server
+ * time, attempts + 1. *claimed is initialised by this call; if a task was claimed, *found is
+ * true and the caller must bson_destroy(claimed). */
+bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t now_ms, bson_t *claimed, bool *found,
+                             bson_error_t *error);
+
+typedef enum cohort_finish {
+    COHORT_FINISH_SUCCEEDED,
+    COHORT_FINISH_RETRY,
+    COHORT_FINISH_FAILED,
+} cohort_finish_t;
+
+typedef struct cohort_task_result {
+    cohort_finish_t finish;
+    const char *error;       /* NULL on success */
+    int64_t retry_at_ms;     /* for COHORT_FINISH_RETRY: when it becomes due again */
+    int64_t started_at_ms;   /* the claim time */
+    int64_t ended_at_ms;     /* cluster clock */
+} cohort_task_result_t;
+
+/* Writes the outcome of the attempt `attempt` of task `id`, conditional on this node still
+ * holding the claim. *applied is false if the claim was lost (nothing written). */
+bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const bson_oid_t *id, const char *node_id,
+                              int32_t attempt, const cohort_task_result_t *result, bool *applied,
+                              bson_error_t *error);
+
+typedef struct cohort_status_counts {
+    int64_t pending, claimed, succeeded, failed;
+} cohort_status_counts_t;
+
+/* Counts the service's tasks by status with one aggregation. */
+bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              cohort_status_counts_t *counts, bson_error_t *error);
+
+/* Reads the service's config document into `doc` (initialised by this call; destroy it).
+ * *found is false if the service has no document yet. */
+bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, bson_t *doc, bool *found,
+                               bson_error_t *error);
+
+/* The server's current time, from the localTime of the hello (or legacy isMaster) reply. */
+bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
+                              bson_error_t *error);
+
+#endif
