@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Runs a local 3-node Cohort cluster with the shipped noop handler and shows tasks flowing.
+#
+#   bash deploy/local-cluster.sh [--nodes N] [--duration SECONDS] [--failover]
+#
+# Installs what is missing and builds (deploy/setup.sh), starts the local MongoDB-compatible
+# server on a free port unless MONGODB_URI is set, starts N cohortd nodes (default 3) whose
+# primary generates 30 tasks per tick for all nodes to process, and prints the cluster status
+# every 2 s until Ctrl-C (or --duration). --failover kills the primary with SIGKILL after
+# 10 s and restarts it later, so you can watch another node take over with a higher epoch.
+# Node logs and configs are in .cohort/cluster/.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
+NODES=3
+DURATION=0
+FAILOVER=0
+while (($#)); do
+    case "$1" in
+        --nodes) NODES="$2"; shift 2 ;;
+        --duration) DURATION="$2"; shift 2 ;;
+        --failover) FAILOVER=1; shift ;;
+        -h|--help) sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) echo "local-cluster: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+bash "$ROOT/deploy/setup.sh" "$BUILD"
+
+STATE="$ROOT/.cohort/cluster"
+mkdir -p "$STATE"
+PIDS=()
+DB_STARTED=0
+cleanup() {
+    trap - EXIT INT TERM
+    echo
+    echo "local-cluster: stopping ${#PIDS[@]} node(s)..."
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((DB_STARTED)); then bash "$ROOT/deploy/localdb/localdb.sh" stop "$STATE/db" >/dev/null 2>&1 || true; fi
+    echo "local-cluster: done. Logs: $STATE/node-*.log"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+if [ -z "${MONGODB_URI:-}" ]; then
+    mkdir -p "$STATE/db"
+    bash "$ROOT/deploy/localdb/localdb.sh" stop "$STATE/db" >/dev/null 2>&1 || true
+    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$STATE/db")"
+    DB_STARTED=1
+fi
+export MONGODB_URI
+DATABASE="cohort_demo_$(date +%s)"
+echo "local-cluster: database $DATABASE at $MONGODB_URI"
+
+start_node() {
+    local i="$1"
+    cat > "$STATE/node-$i.ini" <<INI
+[cluster]
+database    = $DATABASE
+tick_ms     = 1000
+takeover_ms = 5000
+node_id     = node-$i
+log_level   = info
+
+[service:demo]
+handler           = $BUILD/handlers/cohort_noop.so
+workers           = 2
+generate_per_tick = 30
+sleep_ms          = 20
+journal           = $STATE/journal.txt
+INI
+    "$BUILD/cohortd" -c "$STATE/node-$i.ini" >>"$STATE/node-$i.log" 2>&1 &
+    PIDS[$i]=$!
+}
+
+: > "$STATE/journal.txt"
+for ((i = 1; i <= NODES; i++)); do : > "$STATE/node-$i.log"; start_node "$i"; done
+echo "local-cluster: $NODES nodes started (logs in $STATE); Ctrl-C to stop"
+
+started=$(date +%s)
+killed=""
+while :; do
+    sleep 2
+    now=$(date +%s)
+    elapsed=$((now - started))
+    echo
+    echo "=== t+${elapsed}s ==="
+    "$BUILD/cohortctl" -c "$STATE/node-1.ini" status || true
+    echo "tasks processed per node (from the journal):"
+    awk '{print "  " $2}' "$STATE/journal.txt" | sort | uniq -c | sort -k2
+    grep -h -E "became primary|lost primacy|stepped down" "$STATE"/node-*.log | sort | tail -n 3 | sed 's/^/  /'
+    if ((FAILOVER)) && [ -z "$killed" ] && ((elapsed >= 10)); then
+        primary=$("$BUILD/cohortctl" -c "$STATE/node-1.ini" status --json | sed -n 's/.*"node_id" : "node-\([0-9]*\)".*/\1/p')
+        if [ -n "$primary" ]; then
+            echo ">>> failover demo: kill -9 node-$primary (the primary); another node takes over within takeover_ms"
+            kill -KILL "${PIDS[$primary]}" 2>/dev/null || true
+            wait "${PIDS[$primary]}" 2>/dev/null || true
+            killed="$primary"; killed_at=$elapsed
+        fi
+    fi
+    if [ -n "$killed" ] && [ "$killed" != done ] && ((elapsed >= killed_at + 12)); then
+        echo ">>> failover demo: restarting node-$killed"
+        start_node "$killed"; killed=done
+    fi
+    if ((DURATION > 0 && elapsed >= DURATION)); then break; fi
+done
