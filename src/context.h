@@ -22,8 +22,8 @@ struct cohort_ctx {
 };
 
 struct cohort_task {
-    bson_oid_t oid;
-    char id[25];
+    bson_value_t id_value; /* the _id as claimed (an ObjectId unless written by hand) */
+    char id[25];           /* 24 hex digits for an ObjectId, "" otherwise */
     bson_t data; /* a view into the claimed document */
     int attempt;
     char error[512];

@@ -144,6 +144,31 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
     return true;
 }
 
+/* Primary maintenance: see cohort_store_repair_tasks(). Fenced by the lease like every
+ * primary duty. */
+static void repair_tasks(cohort_service_t *s, mongoc_client_t *client)
+{
+    int64_t epoch = cohort_election_epoch(&s->election);
+    if (epoch == 0)
+        return;
+    int64_t made_due, quarantined;
+    bson_error_t error;
+    if (!cohort_store_repair_tasks(s->store, client, s->config->name, &made_due, &quarantined,
+                                   &error)) {
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "task maintenance failed: %s", error.message);
+        return;
+    }
+    if (made_due > 0)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, "primary", epoch,
+                    "%lld pending task(s) had no run_at: made due now", (long long)made_due);
+    if (quarantined > 0)
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "%lld malformed pending task(s) failed (attempts not a number or run_at "
+                    "not a date)",
+                    (long long)quarantined);
+}
+
 void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
 {
     bson_error_t error;
@@ -162,6 +187,9 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
                         "primary_work failed: %s",
                         ctx.error[0] ? ctx.error : "(no message from the handler)");
     }
+
+    if (epoch > 0)
+        repair_tasks(s, client);
 
     pthread_mutex_lock(&s->lock);
     if (epoch > 0)

@@ -497,8 +497,23 @@ bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
                               int32_t attempt, const cohort_task_result_t *result, bool *applied,
                               bson_error_t *error)
 {
-    bson_t *filter = BCON_NEW("_id", BCON_OID(id), "status", BCON_UTF8("claimed"), "claimed_by",
-                              BCON_UTF8(node_id), "attempts", BCON_INT32(attempt));
+    bson_value_t value = {.value_type = BSON_TYPE_OID};
+    bson_oid_copy(id, &value.value.v_oid);
+    return cohort_store_finish_task_value(store, client, service, &value, node_id, attempt, result,
+                                          applied, error);
+}
+
+bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const bson_value_t *id,
+                                    const char *node_id, int32_t attempt,
+                                    const cohort_task_result_t *result, bool *applied,
+                                    bson_error_t *error)
+{
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_INT32(filter, "attempts", attempt);
     bson_t update = BSON_INITIALIZER, set, push, history, each, entry, current;
 
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
@@ -549,6 +564,51 @@ bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_destroy(tasks);
     bson_destroy(&update);
     bson_destroy(filter);
+    return ok;
+}
+
+static int64_t modified_count(const bson_t *reply)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, reply, "modifiedCount") && BSON_ITER_HOLDS_NUMBER(&it))
+        return bson_iter_as_int64(&it);
+    return 0;
+}
+
+bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, int64_t *made_due, int64_t *quarantined,
+                               bson_error_t *error)
+{
+    *made_due = *quarantined = 0;
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *missing = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$exists",
+                               BCON_BOOL(false), "}");
+    bson_t *due = BCON_NEW("$currentDate", "{", "run_at", BCON_BOOL(true), "}");
+    bson_t *malformed = BCON_NEW(
+        "status", BCON_UTF8("pending"), "$or", "[", "{", "attempts", "{", "$exists",
+        BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("number"), "}", "}", "}", "{", "run_at",
+        "{", "$exists", BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("date"), "}", "}", "}",
+        "]");
+    bson_t *fail = BCON_NEW("$set", "{", "status", BCON_UTF8("failed"), "last_error",
+                            BCON_UTF8("malformed task: 'attempts' must be a number and 'run_at' "
+                                      "a date"),
+                            "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, missing, due, NULL, &reply, error);
+    if (ok)
+        *made_due = modified_count(&reply);
+    bson_destroy(&reply);
+    if (ok) {
+        ok = mongoc_collection_update_many(tasks, malformed, fail, NULL, &reply, error);
+        if (ok)
+            *quarantined = modified_count(&reply);
+        bson_destroy(&reply);
+    }
+    bson_destroy(fail);
+    bson_destroy(malformed);
+    bson_destroy(due);
+    bson_destroy(missing);
+    mongoc_collection_destroy(tasks);
     return ok;
 }
 

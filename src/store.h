@@ -133,6 +133,22 @@ bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
                               int32_t attempt, const cohort_task_result_t *result, bool *applied,
                               bson_error_t *error);
 
+/* The same for a task whose _id is not an ObjectId (written by hand or by another program):
+ * such a task is failed without running, and this records that. */
+bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const bson_value_t *id,
+                                    const char *node_id, int32_t attempt,
+                                    const cohort_task_result_t *result, bool *applied,
+                                    bson_error_t *error);
+
+/* Primary maintenance for tasks written by hand or by other programs: pending tasks without
+ * run_at become due now (server time); pending tasks whose attempts or run_at have the wrong
+ * type (which would make every claim fail or never match) are failed with the reason.
+ * Two updateMany commands. */
+bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, int64_t *made_due, int64_t *quarantined,
+                               bson_error_t *error);
+
 typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed;
 } cohort_status_counts_t;

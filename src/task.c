@@ -62,17 +62,20 @@ static void sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* Reads the fields of a claimed document; false if it is not a well-formed task. */
+/* Reads the fields of a claimed document; false if it is not a well-formed task (the task is
+ * then failed without running, with `why` as the reason). */
 static bool read_claim(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
                        char *why, size_t whylen)
 {
     bson_iter_t it;
-    if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_OID(&it)) {
-        snprintf(why, whylen, "task has no ObjectId _id");
-        return false;
-    }
-    bson_oid_copy(bson_iter_oid(&it), &task->oid);
-    bson_oid_to_string(&task->oid, task->id);
+    if (!bson_iter_init_find(&it, doc, "_id"))
+        return false; /* cannot happen: MongoDB gives every document an _id */
+    bson_value_copy(bson_iter_value(&it), &task->id_value);
+    bool oid = BSON_ITER_HOLDS_OID(&it);
+    if (oid)
+        bson_oid_to_string(bson_iter_oid(&it), task->id);
+    else
+        snprintf(task->id, sizeof task->id, "(not an ObjectId)");
 
     task->attempt = 1;
     if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
@@ -82,6 +85,11 @@ static bool read_claim(const bson_t *doc, cohort_task_t *task, int64_t *claimed_
     if (bson_iter_init_find(&it, doc, "claimed_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
         *claimed_at = bson_iter_date_time(&it);
 
+    if (!oid) {
+        snprintf(why, whylen, "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
+                              "tasks without an _id or with an ObjectId)");
+        return false;
+    }
     if (!bson_iter_init_find(&it, doc, "data")) {
         bson_init(&task->data);
         return true;
@@ -112,8 +120,9 @@ static void record(cohort_ctx_t *ctx, cohort_task_t *task, cohort_task_result_t 
     for (;;) {
         bool applied = false;
         bson_error_t error;
-        if (cohort_store_finish_task(service->store, ctx->client, name, &task->oid,
-                                     service->node_id, task->attempt, result, &applied, &error)) {
+        if (cohort_store_finish_task_value(service->store, ctx->client, name, &task->id_value,
+                                           service->node_id, task->attempt, result, &applied,
+                                           &error)) {
             if (!applied) {
                 atomic_fetch_add(&service->stats.lost_claims, 1);
                 cohort_logf(COHORT_LOG_WARN, name, cohort_service_role(service), 0,
@@ -166,11 +175,8 @@ void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed)
     cohort_task_result_t result = {.finish = COHORT_FINISH_FAILED};
     bool well_formed = read_claim(claimed, &task, &claimed_at, why, sizeof why);
     result.started_at_ms = claimed_at;
-    if (!task.id[0]) {
-        cohort_logf(COHORT_LOG_ERROR, config->name, cohort_service_role(service), 0,
-                    "claimed a document that is not a task (%s); left as claimed", why);
+    if (task.id_value.value_type == BSON_TYPE_EOD)
         return;
-    }
 
     if (!well_formed) {
         result.error = why; /* quarantined: bad data never reaches the handler */
@@ -213,4 +219,5 @@ void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed)
                     result.finish == COHORT_FINISH_RETRY ? "will be retried" : "failed",
                     result.error);
     record(ctx, &task, &result);
+    bson_value_destroy(&task.id_value);
 }
