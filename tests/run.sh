@@ -4,8 +4,10 @@
 #   bash tests/run.sh [ctest arguments...]     e.g. bash tests/run.sh -L unit
 #
 # Installs what is missing, builds into build/, starts the local MongoDB-compatible server
-# on a free port (unless MONGODB_URI points at a MongoDB already), runs ctest against it and
-# stops the server. Exit status is ctest's.
+# on a free port (unless MONGODB_URI points at a MongoDB already), runs ctest against it,
+# then (with no ctest arguments, or COHORT_SANITIZE=1) builds again with AddressSanitizer
+# and UndefinedBehaviorSanitizer into build-asan/ and runs the unit and integration tests
+# there too. COHORT_SANITIZE=0 skips that pass. Exit status: non-zero if any test failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,5 +27,18 @@ else
     echo "tests: using MONGODB_URI from the environment" >&2
 fi
 
-cd "$BUILD"
-ctest --output-on-failure --timeout 600 "$@"
+SANITIZE="${COHORT_SANITIZE:-$([ $# -eq 0 ] && echo 1 || echo 0)}"
+
+status=0
+(cd "$BUILD" && ctest --output-on-failure --timeout 600 "$@") || status=$?
+
+if [ "$SANITIZE" = 1 ]; then
+    echo "tests: AddressSanitizer + UndefinedBehaviorSanitizer pass (unit and integration)" >&2
+    ASAN_BUILD="${BUILD}-asan"
+    bash "$ROOT/deploy/setup.sh" "$ASAN_BUILD" -DCOHORT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+    # Handlers are dlclose()d at exit; keep them mapped so leak reports name real frames.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+    (cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 600 -L 'unit|integration') || status=$?
+fi
+exit "$status"
