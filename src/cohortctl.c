@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "log.h"
 #include "store.h"
 
 #ifndef COHORT_VERSION
@@ -235,6 +236,10 @@ static int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
     }
     bson_t *data = NULL;
     if (data_json) {
+        if (data_json[strspn(data_json, " \t\r\n")] != '{') {
+            fprintf(stderr, "cohortctl enqueue: --data must be a JSON object, like '{\"k\": 1}'\n");
+            return 2;
+        }
         bson_error_t error;
         data = bson_new_from_json((const uint8_t *)data_json, -1, &error);
         if (!data) {
@@ -315,6 +320,7 @@ int main(int argc, char **argv)
         return 2;
     }
     mongoc_init();
+    cohort_log_route_mongoc();
     ctl_t ctl = {0};
     int rc = 2;
     if (path) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "config.h"
+#include "log.h"
 #include "node.h"
 
 #ifndef COHORT_VERSION
@@ -74,6 +75,7 @@ int main(int argc, char **argv)
     }
 
     mongoc_init();
+    cohort_log_route_mongoc();
     cohort_config_errors_t errors = {0};
     cohort_config_t *config = cohort_config_load(path, &errors);
     if (config && check)

@@ -21,12 +21,6 @@
 
 #define DEFAULT_URI "mongodb://127.0.0.1:27017"
 
-/* Line-counting reader over an in-memory text. */
-typedef struct reader {
-    const char *next;
-    int line;
-} reader_t;
-
 typedef struct key_seen {
     char *section;
     char *key;
@@ -38,12 +32,12 @@ typedef struct parser {
     cohort_config_errors_t *errors;
     const char *origin;
     const char *base_dir;
-    reader_t reader;
+    const char *next; /* the text not read yet */
+    char section[256]; /* the section of the line being read */
+    int line;         /* the line last handed to inih */
     int takeover_line, tick_line;
     key_seen_t *seen;
     size_t n_seen;
-    char *current_section; /* to detect a section's first key */
-    bool section_ok;       /* false: keys of an unknown section are not reported again */
 } parser_t;
 
 void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, ...)
@@ -100,22 +94,6 @@ static bool valid_node_id(const char *id)
             return false;
     }
     return true;
-}
-
-static char *read_line(char *str, int num, void *stream)
-{
-    reader_t *r = stream;
-    if (!r->next || !*r->next)
-        return NULL;
-    const char *end = strchr(r->next, '\n');
-    size_t len = end ? (size_t)(end - r->next) + 1 : strlen(r->next);
-    if (len > (size_t)num - 1)
-        len = (size_t)num - 1; /* inih reports over-long lines itself */
-    memcpy(str, r->next, len);
-    str[len] = '\0';
-    r->next += len;
-    r->line++;
-    return str;
 }
 
 static void problem(parser_t *p, int line, const char *fmt, ...) COHORT_PRINTF(3, 4);
@@ -185,6 +163,113 @@ static cohort_service_config_t *add_service(parser_t *p, const char *name, int l
         .line = line,
     };
     return s;
+}
+
+/* Section headers are handled here, when read, so that a section's problems name its own
+ * line and an empty [service:NAME] is not silently dropped. */
+static void section_header(parser_t *p, const char *name)
+{
+    if (strcmp(name, "cluster") == 0)
+        return;
+    if (strncmp(name, "service:", 8) != 0) {
+        problem(p, p->line, "unknown section [%s] (expected [cluster] or [service:NAME])", name);
+        return;
+    }
+    const char *service = name + 8;
+    if (!cohort_config_valid_service_name(service)) {
+        problem(p, p->line, "[%s]: service name '%s' is invalid (1-%d of A-Z a-z 0-9 _ -)",
+                name, service, COHORT_SERVICE_NAME_MAX);
+        return;
+    }
+    const cohort_service_config_t *first = cohort_config_find_service(p->config, service);
+    if (first)
+        problem(p, p->line, "duplicate section [%s] (first on line %d)", name, first->line);
+    else
+        add_service(p, service, p->line);
+}
+
+static int on_key(void *user, const char *section, const char *key, const char *value);
+
+/* A line longer than inih's fixed line buffer (a long mongodb_uri, say): parsed here with
+ * inih's rules (key, '=' or ':', value, inline comment after " ;") and handed to on_key. */
+static void long_line(parser_t *p, const char *text, size_t len)
+{
+    char *line = strndup(text, len);
+    if (!line)
+        return;
+    char *s = line + strspn(line, " \t");
+    char *sep = strpbrk(s, "=:");
+    if (*s == '[' || *s == ';' || *s == '#' || !sep) {
+        problem(p, p->line, "line is longer than inih's limit and is not 'key = value'");
+        free(line);
+        return;
+    }
+    char *end = sep;
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *end = '\0';
+    char *value = sep + 1;
+    value += strspn(value, " \t");
+    for (char *c = value; *c; c++) {
+        if (*c == ';' && c > value && (c[-1] == ' ' || c[-1] == '\t')) {
+            *c = '\0';
+            break;
+        }
+    }
+    end = value + strlen(value);
+    while (end > value && (end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+    on_key(p, p->section, s, value);
+    free(line);
+}
+
+/* inih's reader: hands it one line at a time, counting lines, and checks each line's syntax
+ * first so that every bad line is reported (inih itself reports only the first). A bad line
+ * is replaced by an empty one. */
+static char *read_line(char *str, int num, void *stream)
+{
+    parser_t *p = stream;
+    if (!p->next || !*p->next)
+        return NULL;
+    const char *end = strchr(p->next, '\n');
+    size_t len = end ? (size_t)(end - p->next) + 1 : strlen(p->next);
+    const char *text = p->next;
+    p->next += len;
+    p->line++;
+
+    size_t content = len;
+    while (content > 0 && (text[content - 1] == '\n' || text[content - 1] == '\r'))
+        content--;
+    if (content > (size_t)num - 2) {
+        long_line(p, text, content);
+        snprintf(str, (size_t)num, "\n");
+        return str;
+    }
+    memcpy(str, text, len);
+    str[len] = '\0';
+
+    /* Leading blanks go: to inih an indented line continues the previous value, which
+     * would turn an indented "key = value" into a confusing duplicate key. */
+    memmove(str, str + strspn(str, " \t"), strlen(str + strspn(str, " \t")) + 1);
+    const char *s = str;
+    if (*s == '\0' || *s == '\n' || *s == '\r' || *s == ';' || *s == '#')
+        return str;
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (!close) {
+            problem(p, p->line, "syntax error: section header without ']'");
+            snprintf(str, (size_t)num, "\n");
+            return str;
+        }
+        snprintf(p->section, sizeof p->section, "%.*s", (int)(close - s - 1), s + 1);
+        section_header(p, p->section);
+        return str;
+    }
+    if (!strpbrk(s, "=:")) {
+        problem(p, p->line, "syntax error (expected 'key = value', '[section]' or a comment)");
+        snprintf(str, (size_t)num, "\n");
+    }
+    return str;
 }
 
 /* Returns false (and reports) if section/key was seen before. */
@@ -287,43 +372,19 @@ static void service_key(parser_t *p, cohort_service_config_t *s, int line, const
 static int on_key(void *user, const char *section, const char *key, const char *value)
 {
     parser_t *p = user;
-    int line = p->reader.line;
-    bool new_section = !p->current_section || strcmp(p->current_section, section) != 0;
-    if (new_section) {
-        free(p->current_section);
-        p->current_section = strdup(section);
-        p->section_ok = true;
-    }
-
+    int line = p->line;
     if (section[0] == '\0') {
         problem(p, line, "key '%s' is outside any section ([cluster] or [service:NAME])", key);
-        return 1;
-    }
-    if (strcmp(section, "cluster") == 0) {
+    } else if (strcmp(section, "cluster") == 0) {
         if (first_time(p, section, key, line))
             cluster_key(p, line, key, value);
-        return 1;
-    }
-    if (strncmp(section, "service:", 8) == 0) {
-        const char *name = section + 8;
-        if (!cohort_config_valid_service_name(name)) {
-            if (new_section)
-                problem(p, line,
-                        "[%s]: service name '%s' is invalid (1-%d of A-Z a-z 0-9 _ -)", section,
-                        name, COHORT_SERVICE_NAME_MAX);
-            p->section_ok = false;
-            return 1;
-        }
+    } else if (strncmp(section, "service:", 8) == 0) {
+        /* Unknown and invalid sections were reported at their header. */
         cohort_service_config_t *s =
-            (cohort_service_config_t *)cohort_config_find_service(p->config, name);
-        if (!s)
-            s = add_service(p, name, line);
+            (cohort_service_config_t *)cohort_config_find_service(p->config, section + 8);
         if (s && first_time(p, section, key, line))
             service_key(p, s, line, key, value);
-        return 1;
     }
-    if (new_section)
-        problem(p, line, "unknown section [%s] (expected [cluster] or [service:NAME])", section);
     return 1;
 }
 
@@ -364,9 +425,11 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
     c->log_level = COHORT_LOG_INFO;
 
     parser_t p = {.config = c, .errors = errors, .origin = origin, .base_dir = base_dir};
-    p.reader.next = text;
-    int rc = ini_parse_stream(read_line, &p.reader, on_key, &p);
-    if (rc > 0) {
+    p.next = text;
+    size_t errors_parsing = errors->count;
+    int rc = ini_parse_stream(read_line, &p, on_key, &p);
+    if (rc > 0 && errors->count == errors_parsing) {
+        /* read_line passes only lines inih accepts; keep inih's word as a safety net. */
         problem(&p, rc, "syntax error (expected 'key = value', '[section]' or a comment)");
     } else if (rc < 0) {
         problem(&p, 0, "could not be parsed (out of memory)");
@@ -378,7 +441,6 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
         free(p.seen[i].key);
     }
     free(p.seen);
-    free(p.current_section);
 
     if (errors->count > errors_before) {
         cohort_config_destroy(c);

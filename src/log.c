@@ -16,6 +16,8 @@
 
 #include "clock.h"
 
+#include <mongoc/mongoc.h>
+
 static _Atomic int log_level = COHORT_LOG_INFO;
 static char log_node[128] = "-";
 
@@ -105,4 +107,28 @@ void cohort_logf(cohort_log_level_t level, const char *service, const char *role
     va_start(ap, fmt);
     cohort_logv(level, service, role, epoch, fmt, ap);
     va_end(ap);
+}
+
+static void on_mongoc_log(mongoc_log_level_t level, const char *domain, const char *message,
+                          void *data)
+{
+    (void)data;
+    cohort_log_level_t ours;
+    switch (level) {
+    case MONGOC_LOG_LEVEL_ERROR:
+    case MONGOC_LOG_LEVEL_CRITICAL:
+        ours = COHORT_LOG_ERROR;
+        break;
+    case MONGOC_LOG_LEVEL_WARNING:
+        ours = COHORT_LOG_WARN;
+        break;
+    default:
+        return; /* message, info, debug, trace */
+    }
+    cohort_logf(ours, NULL, NULL, 0, "mongoc %s: %s", domain, message);
+}
+
+void cohort_log_route_mongoc(void)
+{
+    mongoc_log_set_handler(on_mongoc_log, NULL);
 }

@@ -29,6 +29,10 @@ void cohort_logf(cohort_log_level_t level, const char *service, const char *role
 void cohort_logv(cohort_log_level_t level, const char *service, const char *role, int64_t epoch,
                  const char *fmt, va_list ap) COHORT_PRINTF(5, 0);
 
+/* Sends libmongoc's own log messages through this log (warnings and errors only; its debug
+ * chatter would otherwise reach stdout and break scripts that read it). */
+void cohort_log_route_mongoc(void);
+
 #define cohort_log_node(level, ...) cohort_logf(level, NULL, NULL, 0, __VA_ARGS__)
 
 #endif

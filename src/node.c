@@ -147,6 +147,24 @@ static bool ping(node_t *n)
     return true;
 }
 
+/* Creates the service's config document and indexes once; until that succeeds the
+ * service takes no part (its workers have no claim budget). */
+static bool prepare(node_t *n, cohort_service_t *s)
+{
+    if (s->prepared)
+        return true;
+    bson_error_t error;
+    if (!cohort_store_ensure_service(n->store, n->client, s->config->name, &error)) {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "cannot prepare the service in the database (config document, indexes): "
+                    "%s; retrying next tick",
+                    error.message);
+        return false;
+    }
+    s->prepared = true;
+    return true;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -156,7 +174,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     if (ping(n)) {
         for (size_t i = 0; i < n->n_services && !n->stopping; i++)
-            cohort_service_tick(n->services[i], n->client);
+            if (prepare(n, n->services[i]))
+                cohort_service_tick(n->services[i], n->client);
     }
     schedule_tick(n, n->backoff_ms ? n->backoff_ms : n->config->tick_ms);
 }
@@ -276,16 +295,6 @@ int cohort_node_run(const cohort_config_t *config)
             goto out;
         }
         n.services[n.n_services++] = s;
-    }
-    /* Indexes and config documents: retried on the first ticks if the database is away. */
-    for (size_t i = 0; i < n.n_services; i++) {
-        const char *name = n.services[i]->config->name;
-        while (!cohort_store_ensure_service(n.store, n.client, name, &error)) {
-            cohort_log_node(COHORT_LOG_ERROR,
-                            "cannot prepare service '%s' in the database: %s; retrying", name,
-                            error.message);
-            sleep(1);
-        }
     }
     for (size_t i = 0; i < n.n_services; i++) {
         char err[256];

@@ -37,6 +37,7 @@ typedef struct cohort_service {
     cohort_plugin_t *plugin;
     void *handler_state;
     bool handler_ready; /* init() succeeded: destroy() is owed */
+    bool prepared;      /* config document and indexes exist (main thread only) */
     cohort_election_t election;
     cohort_service_stats_t stats;
 

@@ -21,9 +21,7 @@ int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt)
 {
     if (base_ms <= 0)
         return 0;
-    int64_t n = attempt - 1;
-    if (n < 0)
-        n = 0;
+    int64_t n = attempt > 1 ? attempt - 1 : 0;
     int64_t delay = base_ms;
     while (n-- > 0) {
         if (delay > COHORT_RETRY_DELAY_MAX_MS / 2)

@@ -112,3 +112,240 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
         test_sleep_ms(20);
     }
 }
+
+/* ---- added for the unit and integration tests ------------------------------------------ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "clock.h"
+
+extern char **environ;
+
+/* environ with the changes of `env` applied; the array is malloc'd, its strings are not. */
+static char **child_environment(const char *const env[])
+{
+    size_t n_base = 0, n_env = 0;
+    while (environ[n_base])
+        n_base++;
+    while (env && env[n_env])
+        n_env++;
+    char **out = calloc(n_base + n_env + 1, sizeof *out);
+    cr_assert_not_null(out, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < n_base; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < n_env && !replaced; j++) {
+            size_t key_len = strcspn(env[j], "=");
+            replaced = strncmp(environ[i], env[j], key_len) == 0 && environ[i][key_len] == '=';
+        }
+        if (!replaced)
+            out[n++] = environ[i];
+    }
+    for (size_t j = 0; j < n_env; j++)
+        if (strchr(env[j], '='))
+            out[n++] = (char *)env[j];
+    return out;
+}
+
+/* Appends what is readable on fd to *buf; false at end of file. */
+static bool drain_fd(int fd, char **buf, size_t *len)
+{
+    char chunk[4096];
+    ssize_t got = read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR)
+        return true;
+    if (got <= 0)
+        return false;
+    char *grown = realloc(*buf, *len + (size_t)got + 1);
+    cr_assert_not_null(grown, "out of memory");
+    memcpy(grown + *len, chunk, (size_t)got);
+    *len += (size_t)got;
+    grown[*len] = '\0';
+    *buf = grown;
+    return true;
+}
+
+test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms)
+{
+    int out_pipe[2], err_pipe[2];
+    cr_assert_eq(pipe2(out_pipe, O_CLOEXEC), 0, "pipe: %s", strerror(errno));
+    cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    char **child_env = child_environment(env);
+
+    test_run_result_t r = {.exit_code = -1};
+    int64_t started = test_now_ms();
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &actions, NULL, (char *const *)argv, child_env);
+    posix_spawn_file_actions_destroy(&actions);
+    free(child_env);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    cr_assert_eq(rc, 0, "cannot start %s: %s", argv[0], strerror(rc));
+
+    size_t out_len = 0, err_len = 0;
+    r.out = calloc(1, 1);
+    r.err = calloc(1, 1);
+    cr_assert(r.out && r.err, "out of memory");
+    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN},
+                            {.fd = err_pipe[0], .events = POLLIN}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        int64_t left = started + timeout_ms - test_now_ms();
+        if (left <= 0) {
+            r.timed_out = true;
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(fds, 2, (int)left) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            bool more = i == 0 ? drain_fd(fds[i].fd, &r.out, &out_len)
+                               : drain_fd(fds[i].fd, &r.err, &err_len);
+            if (!more) {
+                fds[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    r.elapsed_ms = test_now_ms() - started;
+    if (!r.timed_out && WIFEXITED(status))
+        r.exit_code = WEXITSTATUS(status);
+    return r;
+}
+
+void test_run_result_free(test_run_result_t *result)
+{
+    free(result->out);
+    free(result->err);
+    result->out = result->err = NULL;
+}
+
+char *test_write_file(const char *dir, const char *name, const char *text)
+{
+    char *path = NULL;
+    cr_assert_geq(asprintf(&path, "%s/%s", dir, name), 0, "out of memory");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot create %s: %s", path, strerror(errno));
+    size_t len = strlen(text);
+    cr_assert_eq(fwrite(text, 1, len, f), len, "cannot write %s", path);
+    cr_assert_eq(fclose(f), 0, "cannot write %s: %s", path, strerror(errno));
+    return path;
+}
+
+cohort_store_t *test_store_new(const char *db)
+{
+    mongoc_init(); /* idempotent */
+    bson_error_t error;
+    cohort_store_t *store = cohort_store_new(test_uri(), db, "cohort-tests", &error);
+    cr_assert_not_null(store, "cannot create a store on %s: %s", test_uri(), error.message);
+    return store;
+}
+
+void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms)
+{
+    cohort_node_info_t info = {.node_id = "test-clock",
+                               .host = "tests",
+                               .pid = getpid(),
+                               .version = "tests",
+                               .started_at_ms = cohort_clock_realtime_ms()};
+    int64_t deadline = test_now_ms() + 10000;
+    bson_error_t last_error = {.message = "no sample was fast enough"};
+    while (test_now_ms() < deadline) {
+        bson_error_t error;
+        int64_t server_ms = 0;
+        int64_t sent = cohort_clock_monotonic_ms();
+        bool ok = cohort_store_ping_node(store, client, &info, NULL, &server_ms, &error);
+        int64_t received = cohort_clock_monotonic_ms();
+        if (ok && cohort_clock_sync(server_ms, sent, received, max_rtt_ms))
+            return;
+        if (!ok)
+            last_error = error;
+        test_sleep_ms(10);
+    }
+    cr_assert_fail("cannot sync the cluster clock within 10 s: %s", last_error.message);
+}
+
+bool test_find_one(mongoc_client_t *client, const char *db, const char *collection,
+                   const char *filter_json, bson_t *doc)
+{
+    bson_init(doc);
+    bson_error_t error;
+    bson_t *filter = bson_new_from_json((const uint8_t *)filter_json, -1, &error);
+    cr_assert_not_null(filter, "bad filter %s: %s", filter_json, error.message);
+    mongoc_collection_t *coll = mongoc_client_get_collection(client, db, collection);
+    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *found = NULL;
+    bool any = mongoc_cursor_next(cursor, &found);
+    if (any)
+        bson_concat(doc, found);
+    bool failed = mongoc_cursor_error(cursor, &error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    mongoc_collection_destroy(coll);
+    bson_destroy(filter);
+    cr_assert_not(failed, "find on %s.%s failed: %s", db, collection, error.message);
+    return any;
+}
+
+static int saved_stderr = -1;
+static FILE *captured_stderr;
+
+void test_stderr_begin(void)
+{
+    cr_assert_eq(saved_stderr, -1, "test_stderr_begin() called twice");
+    captured_stderr = tmpfile();
+    cr_assert_not_null(captured_stderr, "tmpfile: %s", strerror(errno));
+    fflush(stderr);
+    saved_stderr = dup(2);
+    cr_assert_geq(saved_stderr, 0, "dup: %s", strerror(errno));
+    cr_assert_geq(dup2(fileno(captured_stderr), 2), 0, "dup2: %s", strerror(errno));
+}
+
+char *test_stderr_end(void)
+{
+    cr_assert_geq(saved_stderr, 0, "test_stderr_end() without test_stderr_begin()");
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    saved_stderr = -1;
+    fseek(captured_stderr, 0, SEEK_END);
+    long len = ftell(captured_stderr);
+    rewind(captured_stderr);
+    char *text = calloc(1, (size_t)(len > 0 ? len : 0) + 1);
+    cr_assert_not_null(text, "out of memory");
+    size_t got = len > 0 ? fread(text, 1, (size_t)len, captured_stderr) : 0;
+    text[got] = '\0';
+    fclose(captured_stderr);
+    captured_stderr = NULL;
+    return text;
+}
+
+const char *test_handler_path(const char *name)
+{
+    /* tests/CMakeLists.txt names the objects after their targets (test_handler_<name>.so);
+     * accept the plain <name>.so too, should the build name them after their sources. */
+    static char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tests/handlers/test_handler_%s.so", COHORT_BUILD_DIR, name);
+    if (access(path, R_OK) != 0)
+        snprintf(path, sizeof path, "%s/tests/handlers/%s.so", COHORT_BUILD_DIR, name);
+    cr_assert_eq(access(path, R_OK), 0, "test handler '%s' is not built (%s)", name, path);
+    return path;
+}

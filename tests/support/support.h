@@ -42,4 +42,49 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 int64_t test_now_ms(void);
 void test_sleep_ms(int64_t ms);
 
+/* ---- added for the unit and integration tests ------------------------------------------ */
+
+#include "store.h"
+
+/* What a program did: its exit status and everything it wrote. */
+typedef struct test_run_result {
+    int exit_code;  /* the exit status; -1 if it was killed by a signal or timed out */
+    bool timed_out; /* it was still running after the timeout and was killed */
+    char *out;      /* stdout, NUL-terminated */
+    char *err;      /* stderr, NUL-terminated */
+    int64_t elapsed_ms;
+} test_run_result_t;
+
+/* Runs the program argv[0] (a path) with arguments argv (NULL-terminated), stdin from
+ * /dev/null, in this process's environment changed by `env` (may be NULL; NULL-terminated
+ * entries "KEY=VALUE" set KEY, "KEY" alone unsets it). Kills it after timeout_ms. Fails the
+ * test if it cannot be started. Free the result with test_run_result_free(). */
+test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms);
+void test_run_result_free(test_run_result_t *result);
+
+/* Writes `text` to dir/name and returns the path (caller frees). Fails the test on error. */
+char *test_write_file(const char *dir, const char *name, const char *text);
+
+/* A store on MONGODB_URI and database `db` (caller destroys). Fails the test on a bad URI. */
+cohort_store_t *test_store_new(const char *db);
+
+/* Syncs the cluster clock from the server the way a node does (a node ping under the id
+ * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
+ * if no sample is accepted within 10 s. */
+void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms);
+
+/* Copies into *doc (initialised by this call; destroy it) the first document of
+ * db.collection matching the JSON filter; false if there is none. Fails the test on error. */
+bool test_find_one(mongoc_client_t *client, const char *db, const char *collection,
+                   const char *filter_json, bson_t *doc);
+
+/* Sends this process's stderr (fd 2) to a temporary file until test_stderr_end(), which
+ * restores it and returns what was written (caller frees). Not nestable. */
+void test_stderr_begin(void);
+char *test_stderr_end(void);
+
+/* Path of the test handler built from tests/support/handlers/<name>.c; static buffer. Fails
+ * the test if it is not built. */
+const char *test_handler_path(const char *name);
+
 #endif

@@ -1,0 +1,19 @@
+/*
+ * wrong_version.c - a handler built for a handler ABI newer than this cohortd knows, which
+ * the loader must refuse with a message naming both versions.
+ */
+#include <cohort/handler.h>
+
+static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
+{
+    (void)ctx;
+    (void)state;
+    (void)task;
+    return COHORT_TASK_SUCCEEDED;
+}
+
+COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
+    .abi_version = COHORT_HANDLER_ABI_VERSION + 1,
+    .name = "wrong_version",
+    .process_task = process,
+};

@@ -1,0 +1,212 @@
+/*
+ * plugin.c - loading handlers (src/plugin.h) and starting a service's handler
+ * (cohort_service_new): every way a handler can be wrong gives a message that names the
+ * file and the problem, and nothing is left loaded.
+ *
+ * The broken handlers are built from tests/support/handlers/ into build/tests/handlers/.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "service.h"
+#include "../support/support.h"
+
+static char *handler_path(const char *name)
+{
+    char *path = strdup(test_handler_path(name));
+    cr_assert_not_null(path);
+    return path;
+}
+
+/* Loads `path`, expects a failure and returns the message (static). */
+static const char *load_error(const char *path)
+{
+    static char err[1024];
+    strcpy(err, "(untouched)");
+    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
+    cr_assert_null(plugin, "loading %s should fail", path);
+    cr_assert_str_neq(err, "(untouched)", "no message for %s", path);
+    cr_assert_not_null(strstr(err, path), "the message does not name the file: %s", err);
+    return err;
+}
+
+static void assert_contains(const char *text, const char *part)
+{
+    cr_assert_not_null(strstr(text, part), "expected \"%s\" in: %s", part, text);
+}
+
+Test(plugin, loads_a_good_handler)
+{
+    char err[512] = "";
+    const char *path = test_build_path("handlers/cohort_noop.so");
+    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
+    cr_assert_not_null(plugin, "cannot load the shipped noop handler: %s", err);
+    cr_assert_eq(plugin->handler->abi_version, COHORT_HANDLER_ABI_VERSION);
+    cr_assert_str_eq(plugin->handler->name, "noop");
+    cr_assert_not_null(plugin->handler->process_task);
+    cr_assert_str_eq(plugin->path, path);
+    cohort_plugin_unload(plugin);
+}
+
+Test(plugin, file_not_found)
+{
+    const char *err = load_error("/nonexistent/dir/handler.so");
+    assert_contains(err, "cannot load handler");
+    assert_contains(err, "No such file");
+}
+
+Test(plugin, not_a_shared_object)
+{
+    char *dir = test_tmpdir("plugin");
+    char *path = test_write_file(dir, "text.so", "this is a text file, not an ELF object\n");
+    const char *err = load_error(path);
+    assert_contains(err, "cannot load handler");
+    /* dlerror() says why, e.g. "invalid ELF header" or "file too short" */
+    cr_assert(strstr(err, "ELF") || strstr(err, "too short"), "no reason given: %s", err);
+    free(path);
+    free(dir);
+}
+
+Test(plugin, shared_object_without_the_symbol)
+{
+    char *path = handler_path("missing_symbol");
+    const char *err = load_error(path);
+    assert_contains(err, "is not a Cohort handler");
+    assert_contains(err, "'cohort_handler'");
+    free(path);
+}
+
+Test(plugin, abi_version_too_new)
+{
+    char *path = handler_path("wrong_version");
+    const char *err = load_error(path);
+    char expect[128];
+    snprintf(expect, sizeof expect, "ABI version %d", COHORT_HANDLER_ABI_VERSION + 1);
+    assert_contains(err, expect);
+    snprintf(expect, sizeof expect, "versions 1 to %d", COHORT_HANDLER_ABI_VERSION);
+    assert_contains(err, expect);
+    assert_contains(err, "rebuild");
+    free(path);
+}
+
+Test(plugin, abi_version_zero)
+{
+    char *path = handler_path("zero_version");
+    const char *err = load_error(path);
+    assert_contains(err, "ABI version 0");
+    free(path);
+}
+
+Test(plugin, no_process_task)
+{
+    char *path = handler_path("no_process");
+    const char *err = load_error(path);
+    assert_contains(err, "process_task");
+    assert_contains(err, "required");
+    free(path);
+}
+
+Test(plugin, a_short_buffer_truncates_but_stays_terminated)
+{
+    char err[16];
+    memset(err, 'x', sizeof err);
+    cr_assert_null(cohort_plugin_load("/nonexistent/handler.so", err, sizeof err));
+    cr_assert_lt(strlen(err), sizeof err);
+}
+
+/* ---- cohort_service_new: the handler's init() ---------------------------------------- */
+
+static cohort_service_config_t service_config(const char *name, char *path,
+                                              cohort_option_t *options, size_t n_options)
+{
+    return (cohort_service_config_t){
+        .name = (char *)name,
+        .handler_path = path,
+        .handler_line = 3,
+        .primary_task_count = 10,
+        .workers = 1,
+        .max_attempts = 5,
+        .retry_base_ms = 1000,
+        .options = options,
+        .n_options = n_options,
+        .line = 2,
+    };
+}
+
+Test(service_new, init_failure_carries_the_handlers_message)
+{
+    char *path = handler_path("init_fails");
+    cohort_option_t options[] = {{"colour", "blue", 7}};
+    cohort_service_config_t config = service_config("mail", path, options, 1);
+    char err[1024] = "";
+    cohort_service_t *s = cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err);
+    cr_assert_null(s);
+    assert_contains(err, "[service:mail]");
+    assert_contains(err, "'init_fails'");
+    assert_contains(err, "init_fails: refusing service 'mail' on purpose (1 option(s))");
+    free(path);
+}
+
+Test(service_new, init_failure_without_a_message_says_so)
+{
+    char *path = handler_path("init_fails");
+    cohort_option_t options[] = {{"silent", "yes", 9}};
+    cohort_service_config_t config = service_config("mail", path, options, 1);
+    char err[1024] = "";
+    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    assert_contains(err, "[service:mail]");
+    assert_contains(err, "without a message");
+    free(path);
+}
+
+Test(service_new, options_for_a_handler_without_init)
+{
+    char *path = handler_path("no_init");
+    cohort_option_t options[] = {{"colour", "blue", 7}, {"size", "3", 8}};
+    cohort_service_config_t config = service_config("mail", path, options, 2);
+    char err[1024] = "";
+    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    assert_contains(err, "line 7");
+    assert_contains(err, "'colour'");
+    assert_contains(err, "[service:mail]");
+    assert_contains(err, "takes no options");
+    free(path);
+}
+
+Test(service_new, handler_without_init_and_no_options_starts)
+{
+    char *path = handler_path("no_init");
+    cohort_service_config_t config = service_config("mail", path, NULL, 0);
+    char err[1024] = "";
+    cohort_service_t *s = cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err);
+    cr_assert_not_null(s, "%s", err);
+    cr_assert_str_eq(cohort_service_role(s), "secondary");
+    cohort_service_destroy(s, NULL);
+    free(path);
+}
+
+Test(service_new, load_errors_come_through)
+{
+    char *path = handler_path("no_process");
+    cohort_service_config_t config = service_config("mail", path, NULL, 0);
+    char err[1024] = "";
+    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    assert_contains(err, path);
+    assert_contains(err, "process_task");
+    free(path);
+}
+
+Test(service_new, noop_rejects_a_bad_option_with_its_line)
+{
+    char *path = strdup(test_build_path("handlers/cohort_noop.so"));
+    cohort_option_t options[] = {{"sleep_ms", "abc", 12}};
+    cohort_service_config_t config = service_config("mail", path, options, 1);
+    char err[1024] = "";
+    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    assert_contains(err, "line 12");
+    assert_contains(err, "sleep_ms");
+    assert_contains(err, "'abc'");
+    free(path);
+}
