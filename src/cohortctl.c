@@ -3,6 +3,7 @@
  *
  *   cohortctl [-c FILE] status [--json]
  *   cohortctl [-c FILE] enqueue SERVICE [--count N] [--data JSON] [--tracked]
+ *   cohortctl [-c FILE] data get|set|unset SERVICE KEY [JSON]
  *
  * The database comes from FILE's [cluster] section, or without -c from MONGODB_URI and
  * --database (default "cohort"). MONGODB_URI always wins over the file, as in cohortd.
@@ -33,7 +34,9 @@ static void usage(FILE *out)
             "                       counts by status\n"
             "  enqueue SERVICE [--count N] [--data JSON] [--tracked]\n"
             "                       insert N tasks (default 1) with the JSON document as data\n"
-            "                       (default {}); tracked tasks join the service's batch\n"
+            "                       (default {}); tracked tasks join the service's open batch\n"
+            "  data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY\n"
+            "                       the service's generic data (any JSON value)\n"
             "\n"
             "The database is taken from FILE, or from MONGODB_URI (default\n"
             "mongodb://127.0.0.1:27017) and --database (default cohort).\n");
@@ -260,9 +263,17 @@ static int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
                                       .tracked = tracked,
                                       .created_by = "cohortctl",
                                       .now_ms = server_now};
+            cohort_batch_state_t batches = {.open = 1};
+            if (tracked &&
+                !cohort_store_batch_state(ctl->store, ctl->client, service, &batches, &error)) {
+                fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+                bson_destroy(data);
+                return 1;
+            }
+            task.batch = batches.open;
             if (!count_given) {
                 bson_oid_t oid;
-                if (cohort_store_insert_task(ctl->store, ctl->client, service, &task, &oid,
+                if (cohort_store_insert_task(ctl->store, ctl->client, service, &task, &oid, NULL,
                                              &error)) {
                     char id[25];
                     bson_oid_to_string(&oid, id);
@@ -281,6 +292,89 @@ static int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
         }
     }
     bson_destroy(data);
+    return rc;
+}
+
+/* cohortctl data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY */
+static int cmd_data(ctl_t *ctl, int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[0], "set") == 0 ? argc != 4 : argc != 3) ||
+        (strcmp(argv[0], "get") != 0 && strcmp(argv[0], "set") != 0 &&
+         strcmp(argv[0], "unset") != 0)) {
+        fprintf(stderr, "usage: cohortctl data get SERVICE KEY\n"
+                        "       cohortctl data set SERVICE KEY JSON   (any JSON value)\n"
+                        "       cohortctl data unset SERVICE KEY\n");
+        return 2;
+    }
+    const char *verb = argv[0], *service = argv[1], *key = argv[2];
+    if (!cohort_config_valid_service_name(service)) {
+        fprintf(stderr, "cohortctl data: '%s' is not a valid service name\n", service);
+        return 2;
+    }
+    if (!*key || strlen(key) > 64 || strpbrk(key, ".$")) {
+        fprintf(stderr, "cohortctl data: key '%s' is invalid (1-64 characters, no '.' or '$')\n",
+                key);
+        return 2;
+    }
+    bson_t *wrapper = NULL;
+    bson_iter_t value;
+    if (strcmp(verb, "set") == 0) {
+        /* Any JSON value: parse it as the value of a one-key document. */
+        char *json = NULL;
+        if (asprintf(&json, "{\"v\": %s}", argv[3]) < 0)
+            return 1;
+        bson_error_t error;
+        wrapper = bson_new_from_json((const uint8_t *)json, -1, &error);
+        free(json);
+        if (!wrapper || !bson_iter_init_find(&value, wrapper, "v")) {
+            fprintf(stderr, "cohortctl data set: '%s' is not a JSON value: %s\n", argv[3],
+                    wrapper ? "empty" : error.message);
+            bson_destroy(wrapper);
+            return 2;
+        }
+    }
+    if (!open_store(ctl)) {
+        bson_destroy(wrapper);
+        return 1;
+    }
+    bson_error_t error;
+    int rc = 0;
+    if (strcmp(verb, "get") == 0) {
+        bson_value_t v;
+        bool found = false;
+        if (!cohort_store_get_data(ctl->store, ctl->client, service, key, &v, &found, &error)) {
+            fprintf(stderr, "cohortctl data get: %s\n", error.message);
+            rc = 1;
+        } else if (!found) {
+            fprintf(stderr, "cohortctl data get: '%s' is not set for service '%s'\n", key,
+                    service);
+            rc = 1;
+        } else {
+            bson_t doc = BSON_INITIALIZER;
+            bson_append_value(&doc, "v", 1, &v);
+            char *text = bson_as_relaxed_extended_json(&doc, NULL);
+            /* Print only the value: strip '{ "v" : ' and ' }'. */
+            size_t len = strlen(text);
+            printf("%.*s\n", (int)(len - 10), text + 8);
+            bson_free(text);
+            bson_destroy(&doc);
+            bson_value_destroy(&v);
+        }
+    } else {
+        bool applied = false;
+        const bson_value_t *v = wrapper ? bson_iter_value(&value) : NULL;
+        if (!cohort_store_set_data(ctl->store, ctl->client, service, key, v, NULL, 0, &applied,
+                                   &error)) {
+            fprintf(stderr, "cohortctl data %s: %s\n", verb, error.message);
+            rc = 1;
+        } else if (!applied) {
+            fprintf(stderr, "cohortctl data %s: service '%s' does not exist (start a node that "
+                            "hosts it first)\n",
+                    verb, service);
+            rc = 1;
+        }
+    }
+    bson_destroy(wrapper);
     return rc;
 }
 
@@ -343,6 +437,8 @@ int main(int argc, char **argv)
         rc = cmd_status(&ctl, argc - optind - 1, argv + optind + 1);
     } else if (strcmp(command, "enqueue") == 0) {
         rc = cmd_enqueue(&ctl, argc - optind - 1, argv + optind + 1);
+    } else if (strcmp(command, "data") == 0) {
+        rc = cmd_data(&ctl, argc - optind - 1, argv + optind + 1);
     } else {
         fprintf(stderr, "cohortctl: unknown command '%s'\n", command);
         usage(stderr);

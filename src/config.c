@@ -160,6 +160,9 @@ static cohort_service_config_t *add_service(parser_t *p, const char *name, int l
         .workers = 2,
         .max_attempts = 5,
         .retry_base_ms = 20000,
+        .stall_timeout_ms = 1800000,
+        .succeeded_retention_ms = 7LL * 24 * 3600 * 1000,
+        .failed_retention_ms = 7LL * 24 * 3600 * 1000,
         .line = line,
     };
     return s;
@@ -360,6 +363,13 @@ static void service_key(parser_t *p, cohort_service_config_t *s, int line, const
         parse_int(p, line, key, value, 1, 1000, &s->max_attempts);
     } else if (strcmp(key, "retry_base_ms") == 0) {
         parse_int(p, line, key, value, 0, 86400000, &s->retry_base_ms);
+    } else if (strcmp(key, "stall_timeout_ms") == 0) {
+        if (parse_int(p, line, key, value, 100, 7LL * 86400000, &s->stall_timeout_ms))
+            s->stall_line = line;
+    } else if (strcmp(key, "succeeded_retention_ms") == 0) {
+        parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->succeeded_retention_ms);
+    } else if (strcmp(key, "failed_retention_ms") == 0) {
+        parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->failed_retention_ms);
     } else {
         cohort_option_t *grown = realloc(s->options, (s->n_options + 1) * sizeof *grown);
         if (!grown)
@@ -403,6 +413,11 @@ static void check_whole(parser_t *p)
         if (!s->handler_path && s->handler_line == 0)
             problem(p, s->line, "[service:%s] has no 'handler' (the path of a handler .so)",
                     s->name);
+        /* Check-ins happen on the tick, every stall_timeout_ms/3: keep several per timeout. */
+        if (s->stall_timeout_ms < 3 * c->tick_ms)
+            problem(p, s->stall_line ? s->stall_line : s->line,
+                    "[service:%s] stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
+                    s->name, (long long)s->stall_timeout_ms, (long long)(3 * c->tick_ms));
     }
 }
 

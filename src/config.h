@@ -27,9 +27,13 @@ typedef struct cohort_service_config {
     int64_t workers;
     int64_t max_attempts;
     int64_t retry_base_ms;
+    int64_t stall_timeout_ms;       /* a claimed task not checked in this long is reset */
+    int64_t succeeded_retention_ms; /* 0: keep */
+    int64_t failed_retention_ms;    /* 0: keep */
     cohort_option_t *options; /* keys handed to the handler; owned */
     size_t n_options;
-    int line; /* line of the section header */
+    int line;       /* line of the section header */
+    int stall_line; /* line of stall_timeout_ms, 0 if defaulted */
 } cohort_service_config_t;
 
 typedef struct cohort_config {

@@ -74,9 +74,11 @@ static bool fail(cohort_error_t *error, cohort_error_code_t code, const char *fm
     return false;
 }
 
-static bool parse_create_opts(const bson_t *opts, bool *tracked, cohort_error_t *error)
+static bool parse_create_opts(const bson_t *opts, bool *tracked, const char **unique_key,
+                              cohort_error_t *error)
 {
     *tracked = true;
+    *unique_key = NULL;
     if (!opts)
         return true;
     bson_iter_t it;
@@ -88,11 +90,36 @@ static bool parse_create_opts(const bson_t *opts, bool *tracked, cohort_error_t 
             if (!BSON_ITER_HOLDS_BOOL(&it))
                 return fail(error, COHORT_ERROR_INVALID, "task option 'tracked' must be a bool");
             *tracked = bson_iter_bool(&it);
+        } else if (strcmp(key, "unique_key") == 0) {
+            uint32_t len = 0;
+            if (!BSON_ITER_HOLDS_UTF8(&it) || (bson_iter_utf8(&it, &len), len == 0 || len > 512))
+                return fail(error, COHORT_ERROR_INVALID,
+                            "task option 'unique_key' must be a string of 1 to 512 bytes");
+            *unique_key = bson_iter_utf8(&it, NULL);
         } else {
-            return fail(error, COHORT_ERROR_INVALID, "unknown task option '%s' (known: tracked)",
-                        key);
+            return fail(error, COHORT_ERROR_INVALID,
+                        "unknown task option '%s' (known: tracked, unique_key)", key);
         }
     }
+    return true;
+}
+
+/* The batch a tracked task created now joins: the primary keeps it current on its tick;
+ * anyone else asks the config document. */
+static bool open_batch(cohort_ctx_t *ctx, int64_t *batch, cohort_error_t *error)
+{
+    cohort_service_t *service = ctx->service;
+    if (cohort_election_has_lease(&service->election)) {
+        *batch = atomic_load(&service->batch_open);
+        if (*batch > 0)
+            return true;
+    }
+    cohort_batch_state_t state;
+    bson_error_t db_error;
+    if (!cohort_store_batch_state(service->store, ctx->client, service->config->name, &state,
+                                  &db_error))
+        return fail(error, COHORT_ERROR_DATABASE, "task not created: %s", db_error.message);
+    *batch = state.open;
     return true;
 }
 
@@ -106,7 +133,8 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
     if (!ctx)
         return fail(error, COHORT_ERROR_INVALID, "cohort_task_create: ctx is NULL");
     bool tracked;
-    if (!parse_create_opts(opts, &tracked, error))
+    const char *unique_key;
+    if (!parse_create_opts(opts, &tracked, &unique_key, error))
         return false;
     if (data && !bson_validate(data, BSON_VALIDATE_NONE, NULL))
         return fail(error, COHORT_ERROR_INVALID, "task data is not a valid BSON document");
@@ -119,20 +147,165 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
         return fail(error, COHORT_ERROR_NOT_PRIMARY,
                     "not primary of '%s' any more (lease expired): task not created",
                     service->config->name);
+    int64_t batch = 0;
+    if (tracked && !open_batch(ctx, &batch, error))
+        return false;
 
     cohort_new_task_t task = {
         .data = data,
         .tracked = tracked,
+        .batch = batch,
+        .unique_key = unique_key,
         .created_by = service->node_id,
         .epoch = ctx->fenced ? epoch : 0,
         .now_ms = cohort_clock_cluster_ms(),
     };
     bson_oid_t oid;
+    bool exists = false;
     bson_error_t db_error;
     if (!cohort_store_insert_task(service->store, ctx->client, service->config->name, &task, &oid,
-                                  &db_error))
+                                  &exists, &db_error)) {
+        if (exists)
+            return fail(error, COHORT_ERROR_EXISTS, "a task with unique_key '%s' already exists",
+                        unique_key);
         return fail(error, COHORT_ERROR_DATABASE, "task not created: %s", db_error.message);
+    }
     if (id)
         bson_oid_to_string(&oid, id);
+    return true;
+}
+
+/* ---- generic data -------------------------------------------------------------------------- */
+
+static bool valid_data_key(const char *key, cohort_error_t *error)
+{
+    size_t len = key ? strlen(key) : 0;
+    if (len == 0 || len > 64 || strpbrk(key, ".$"))
+        return fail(error, COHORT_ERROR_INVALID,
+                    "generic data key '%s' is invalid (1-64 characters, no '.' or '$')",
+                    key ? key : "(null)");
+    return true;
+}
+
+bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_error_t *error)
+{
+    if (error) {
+        error->code = COHORT_OK;
+        error->message[0] = '\0';
+    }
+    if (!valid_data_key(key, error))
+        return false;
+    bson_iter_t it;
+    if (ctx->pending_sets && bson_iter_init_find(&it, ctx->pending_sets, key)) {
+        if (BSON_ITER_HOLDS_NULL(&it))
+            return false; /* removed by this callback */
+        bson_value_copy(bson_iter_value(&it), value);
+        return true;
+    }
+    if (!ctx->client)
+        return fail(error, COHORT_ERROR_DATABASE, "no database connection in this callback");
+    bool found = false;
+    bson_error_t db_error;
+    cohort_service_t *service = ctx->service;
+    if (!cohort_store_get_data(service->store, ctx->client, service->config->name, key, value,
+                               &found, &db_error))
+        return fail(error, COHORT_ERROR_DATABASE, "cannot read '%s': %s", key, db_error.message);
+    return found;
+}
+
+bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
+                cohort_error_t *error)
+{
+    if (error) {
+        error->code = COHORT_OK;
+        error->message[0] = '\0';
+    }
+    if (!valid_data_key(key, error))
+        return false;
+    if (value && value->value_type == BSON_TYPE_NULL)
+        value = NULL; /* storing null is removing */
+    if (ctx->pending_sets) {
+        /* Applied with the batch's completion; a later set of the same key wins. */
+        bson_t copy = BSON_INITIALIZER;
+        bson_iter_t it;
+        bson_iter_init(&it, ctx->pending_sets);
+        while (bson_iter_next(&it))
+            if (strcmp(bson_iter_key(&it), key) != 0)
+                bson_append_value(&copy, bson_iter_key(&it), -1, bson_iter_value(&it));
+        if (value)
+            bson_append_value(&copy, key, -1, value);
+        else
+            bson_append_null(&copy, key, -1);
+        bson_reinit(ctx->pending_sets);
+        bson_concat(ctx->pending_sets, &copy);
+        bson_destroy(&copy);
+        return true;
+    }
+    if (!ctx->client)
+        return fail(error, COHORT_ERROR_DATABASE, "no database connection in this callback");
+    cohort_service_t *service = ctx->service;
+    int64_t epoch = 0;
+    if (ctx->fenced) {
+        epoch = cohort_election_epoch(&service->election);
+        if (epoch == 0)
+            return fail(error, COHORT_ERROR_NOT_PRIMARY,
+                        "not primary any more (lease expired): '%s' not set", key);
+    }
+    bool applied = false;
+    bson_error_t db_error;
+    if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key, value,
+                               ctx->fenced ? service->node_id : NULL, epoch, &applied, &db_error))
+        return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key, db_error.message);
+    if (!applied)
+        return fail(error, ctx->fenced ? COHORT_ERROR_NOT_PRIMARY : COHORT_ERROR_DATABASE,
+                    ctx->fenced ? "not primary under epoch %lld any more: '%s' not set"
+                                : "service document missing (epoch %lld): '%s' not set",
+                    (long long)epoch, key);
+    return true;
+}
+
+/* ---- batches ------------------------------------------------------------------------------- */
+
+int64_t cohort_batch_id(const cohort_batch_t *batch)
+{
+    return batch->id;
+}
+
+int64_t cohort_batch_succeeded(const cohort_batch_t *batch)
+{
+    return batch->succeeded;
+}
+
+int64_t cohort_batch_failed(const cohort_batch_t *batch)
+{
+    return batch->failed;
+}
+
+const cohort_task_t *cohort_batch_next(cohort_batch_t *batch)
+{
+    if (!batch->cursor || batch->failed_iterating)
+        return NULL;
+    const bson_t *doc;
+    while (mongoc_cursor_next(batch->cursor, &doc)) {
+        int64_t ignored;
+        char why[256];
+        memset(&batch->task, 0, sizeof batch->task);
+        bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, why, sizeof why);
+        bson_value_destroy(&batch->task.id_value);
+        if (ok)
+            return &batch->task;
+        /* A succeeded task always had well-formed data; skip anything else. */
+    }
+    if (mongoc_cursor_error(batch->cursor, &batch->error))
+        batch->failed_iterating = true;
+    return NULL;
+}
+
+bool cohort_batch_error(const cohort_batch_t *batch, cohort_error_t *error)
+{
+    if (!batch->failed_iterating)
+        return false;
+    fail(error, COHORT_ERROR_DATABASE, "batch %lld: %s", (long long)batch->id,
+         batch->error.message);
     return true;
 }

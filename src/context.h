@@ -18,6 +18,8 @@ struct cohort_ctx {
     cohort_service_t *service;
     mongoc_client_t *client; /* NULL: no database (e.g. --check-config) */
     bool fenced;             /* primary_work: writes require the primary lease */
+    bson_t *pending_sets;    /* on_tasks_completed: cohort_set() writes, applied atomically
+                              * with marking the batch completed; owned by the caller */
     char error[256];
 };
 
@@ -28,6 +30,20 @@ struct cohort_task {
     int attempt;
     char error[512];
 };
+
+struct cohort_batch {
+    int64_t id;
+    int64_t succeeded, failed;
+    mongoc_cursor_t *cursor; /* over the succeeded tasks; owned */
+    cohort_task_t task;      /* the current one, a view into the cursor's document */
+    bool failed_iterating;
+    bson_error_t error;
+};
+
+/* Fills `task` from a task document (a view: valid while `doc` is). False, with `why`,
+ * if the document is not a well-formed task. */
+bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at, char *why,
+                          size_t whylen);
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced);

@@ -82,6 +82,9 @@ static void build_stats(node_t *n, bson_t *stats)
         add_stat(&one, "failed", &s->stats.failed);
         add_stat(&one, "retried", &s->stats.retried);
         add_stat(&one, "lost_claims", &s->stats.lost_claims);
+        add_stat(&one, "stalled_reset", &s->stats.stalled_reset);
+        add_stat(&one, "purged", &s->stats.purged);
+        add_stat(&one, "batches_completed", &s->stats.batches_completed);
         BSON_APPEND_INT64(&one, "epoch", cohort_election_epoch(&s->election));
         bson_append_document_end(&services, &one);
     }

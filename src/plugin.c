@@ -7,6 +7,7 @@
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,10 @@ cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     plugin->dl = dl;
-    plugin->handler = handler;
+    size_t size = handler->abi_version >= 2 ? sizeof *handler
+                                            : offsetof(cohort_handler_t, on_tasks_completed);
+    memcpy(&plugin->copy, handler, size);
+    plugin->handler = &plugin->copy;
     return plugin;
 }
 

@@ -14,7 +14,10 @@
 
 typedef struct cohort_plugin {
     void *dl;
-    const cohort_handler_t *handler; /* points into the loaded object */
+    /* A copy of the exported struct, as long as its ABI version defines it; callbacks an
+     * older ABI lacks are NULL, so the node never reads past an old handler's struct. */
+    const cohort_handler_t *handler;
+    cohort_handler_t copy;
     char *path;
 } cohort_plugin_t;
 

@@ -77,9 +77,17 @@ static bool take_claim(cohort_service_t *s)
     return go;
 }
 
+typedef struct worker_arg {
+    cohort_service_t *service;
+    size_t slot;
+} worker_arg_t;
+
 static void *worker_main(void *arg)
 {
-    cohort_service_t *s = arg;
+    worker_arg_t *w = arg;
+    cohort_service_t *s = w->service;
+    size_t slot = w->slot;
+    free(w);
     mongoc_client_t *client = cohort_store_pop(s->store);
     cohort_ctx_t ctx;
     cohort_ctx_init(&ctx, s, client, false);
@@ -107,14 +115,21 @@ static void *worker_main(void *arg)
             continue;
         }
         atomic_fetch_add(&s->stats.claimed, 1);
+        bson_iter_t id;
         pthread_mutex_lock(&s->lock);
         s->running++;
+        if (bson_iter_init_find(&id, &task, "_id") && BSON_ITER_HOLDS_OID(&id)) {
+            s->slots[slot].busy = true;
+            bson_oid_copy(bson_iter_oid(&id), &s->slots[slot].task);
+            s->slots[slot].checked_in_ms = cohort_clock_monotonic_ms();
+        }
         pthread_mutex_unlock(&s->lock);
 
         cohort_task_execute(&ctx, &task);
         bson_destroy(&task);
 
         pthread_mutex_lock(&s->lock);
+        s->slots[slot].busy = false;
         s->running--;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
@@ -127,13 +142,22 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
 {
     size_t n = (size_t)s->config->workers;
     s->threads = calloc(n, sizeof *s->threads);
-    if (!s->threads) {
+    s->slots = calloc(n, sizeof *s->slots);
+    if (!s->threads || !s->slots) {
         snprintf(err, errlen, "out of memory");
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = pthread_create(&s->threads[i], NULL, worker_main, s);
+        worker_arg_t *arg = malloc(sizeof *arg);
+        if (!arg) {
+            snprintf(err, errlen, "out of memory");
+            cohort_service_stop_claiming(s);
+            return false;
+        }
+        *arg = (worker_arg_t){s, i};
+        int rc = pthread_create(&s->threads[i], NULL, worker_main, arg);
         if (rc != 0) {
+            free(arg);
             snprintf(err, errlen, "[service:%s] cannot start worker thread %zu: %s",
                      s->config->name, i + 1, strerror(rc));
             cohort_service_stop_claiming(s);
@@ -144,40 +168,199 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
     return true;
 }
 
-/* Primary maintenance: see cohort_store_repair_tasks(). Fenced by the lease like every
- * primary duty. */
-static void repair_tasks(cohort_service_t *s, mongoc_client_t *client)
+/* Primary maintenance: tasks written by other programs (see cohort_store_repair_tasks()),
+ * stalled claims, and finished tasks past their retention. */
+static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
-    int64_t epoch = cohort_election_epoch(&s->election);
-    if (epoch == 0)
-        return;
-    int64_t made_due, quarantined;
+    const cohort_service_config_t *c = s->config;
     bson_error_t error;
-    if (!cohort_store_repair_tasks(s->store, client, s->config->name, &made_due, &quarantined,
-                                   &error)) {
-        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
-                    "task maintenance failed: %s", error.message);
+    int64_t made_due, quarantined, reset;
+    if (!cohort_store_repair_tasks(s->store, client, c->name, &made_due, &quarantined, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "task maintenance failed: %s",
+                    error.message);
         return;
     }
     if (made_due > 0)
-        cohort_logf(COHORT_LOG_INFO, s->config->name, "primary", epoch,
+        cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
                     "%lld pending task(s) had no run_at: made due now", (long long)made_due);
     if (quarantined > 0)
-        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
                     "%lld malformed pending task(s) failed (attempts not a number or run_at "
                     "not a date)",
                     (long long)quarantined);
+
+    int64_t now = cohort_clock_cluster_ms();
+    if (cohort_election_epoch(&s->election) == 0)
+        return;
+    if (!cohort_store_reset_stalled(s->store, client, c->name, now - c->stall_timeout_ms, &reset,
+                                    &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",
+                    error.message);
+        return;
+    }
+    if (reset > 0) {
+        atomic_fetch_add(&s->stats.stalled_reset, (uint64_t)reset);
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "reset %lld stalled task(s) to pending: no check-in for %lld ms",
+                    (long long)reset, (long long)c->stall_timeout_ms);
+    }
+
+    /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
+    int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
+    static const char *const statuses[] = {"succeeded", "failed"};
+    const int64_t retention[] = {c->succeeded_retention_ms, c->failed_retention_ms};
+    for (int i = 0; i < 2; i++) {
+        int64_t deleted = 0;
+        if (retention[i] == 0 || cohort_election_epoch(&s->election) == 0)
+            continue;
+        if (!cohort_store_purge(s->store, client, c->name, statuses[i], now - retention[i],
+                                keep_from, COHORT_PURGE_PER_TICK, &deleted, &error)) {
+            cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "purge of %s tasks failed: %s",
+                        statuses[i], error.message);
+            continue;
+        }
+        if (deleted > 0) {
+            atomic_fetch_add(&s->stats.purged, (uint64_t)deleted);
+            cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                        "purged %lld %s task(s) older than %lld ms", (long long)deleted,
+                        statuses[i], (long long)retention[i]);
+        }
+    }
+}
+
+/* Runs the handler's callback for the draining batch and records its completion. */
+static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t epoch,
+                           const cohort_batch_counts_t *counts)
+{
+    const cohort_service_config_t *c = s->config;
+    int64_t seq = s->batch_draining;
+    bson_error_t error;
+    if (!cohort_store_acknowledge_batch(s->store, client, c->name, seq, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "batch %lld: cannot acknowledge its tasks: %s", (long long)seq,
+                    error.message);
+        return;
+    }
+    bson_t sets = BSON_INITIALIZER;
+    const cohort_handler_t *h = s->plugin->handler;
+    if (h->on_tasks_completed) {
+        cohort_ctx_t ctx;
+        cohort_ctx_init(&ctx, s, client, true);
+        ctx.pending_sets = &sets;
+        cohort_batch_t batch = {.id = seq, .succeeded = counts->succeeded,
+                                .failed = counts->failed};
+        batch.cursor = cohort_store_batch_cursor(s->store, client, c->name, seq);
+        bool ok = h->on_tasks_completed(&ctx, s->handler_state, &batch);
+        mongoc_cursor_destroy(batch.cursor);
+        if (!ok) {
+            cohort_logf(COHORT_LOG_ERROR, c->name, "primary", epoch,
+                        "batch %lld: on_tasks_completed failed (%s); retrying next tick",
+                        (long long)seq, ctx.error[0] ? ctx.error : "no message");
+            bson_destroy(&sets);
+            return;
+        }
+    }
+    bool completed = false;
+    /* Fenced: if primacy moved on meanwhile, this matches nothing and the new primary runs
+     * the callback again; the batch is recorded completed exactly once. */
+    if (!cohort_store_complete_batch(s->store, client, c->name, s->node_id, epoch, seq, counts,
+                                     &sets, &completed, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "batch %lld: cannot record completion: %s; retrying next tick",
+                    (long long)seq, error.message);
+    } else if (completed) {
+        s->batch_draining = 0;
+        atomic_fetch_add(&s->stats.batches_completed, 1);
+        cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                    "batch %lld completed: %lld succeeded, %lld failed", (long long)seq,
+                    (long long)counts->succeeded, (long long)counts->failed);
+    } else {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "batch %lld: primacy moved on before its completion was recorded; the new "
+                    "primary finishes it",
+                    (long long)seq);
+    }
+    bson_destroy(&sets);
+}
+
+/* Tracked batches: close the open batch once all its tasks finished (new tracked tasks then
+ * join the next), and a tick later, once nothing of it is unfinished, complete it. */
+static void advance_batches(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    const cohort_service_config_t *c = s->config;
+    bson_error_t error;
+    cohort_batch_counts_t counts;
+    int64_t seq = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
+    if (!cohort_store_count_batch(s->store, client, c->name, seq, &counts, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "batch %lld: cannot count: %s",
+                    (long long)seq, error.message);
+        return;
+    }
+    if (counts.unfinished > 0 || cohort_election_epoch(&s->election) == 0)
+        return;
+    if (s->batch_draining) {
+        complete_batch(s, client, epoch, &counts);
+        return;
+    }
+    if (counts.succeeded + counts.failed == 0)
+        return; /* nothing tracked yet */
+    bool closed = false;
+    if (!cohort_store_close_batch(s->store, client, c->name, s->node_id, epoch, seq, &closed,
+                                  &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "batch %lld: cannot close: %s",
+                    (long long)seq, error.message);
+    } else if (closed) {
+        s->batch_draining = seq;
+        atomic_store(&s->batch_open, seq + 1);
+        cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                    "batch %lld drained (%lld succeeded, %lld failed); completing it next tick",
+                    (long long)seq, (long long)counts.succeeded, (long long)counts.failed);
+    }
+}
+
+/* Check-ins: extends the leases of the tasks this node runs, every stall_timeout_ms / 3. */
+static void check_in(cohort_service_t *s, mongoc_client_t *client)
+{
+    bson_oid_t ids[64];
+    size_t n = 0;
+    int64_t now = cohort_clock_monotonic_ms();
+    int64_t every = s->config->stall_timeout_ms / 3;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_threads && n < 64; i++) {
+        if (s->slots[i].busy && now - s->slots[i].checked_in_ms >= every) {
+            bson_oid_copy(&s->slots[i].task, &ids[n++]);
+            s->slots[i].checked_in_ms = now;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    bson_error_t error;
+    if (n > 0 &&
+        !cohort_store_checkin_tasks(s->store, client, s->config->name, s->node_id, ids, n, &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                    "check-in of %zu running task(s) failed: %s", n, error.message);
 }
 
 void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
 {
     bson_error_t error;
+    check_in(s, client);
     if (!cohort_election_tick(&s->election, s->store, client, &error)) {
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
                     "election round failed: %s", error.message);
         return;
     }
     int64_t epoch = cohort_election_epoch(&s->election);
+    if (epoch > 0) {
+        cohort_batch_state_t batches;
+        if (cohort_store_batch_state(s->store, client, s->config->name, &batches, &error)) {
+            atomic_store(&s->batch_open, batches.open);
+            s->batch_draining = batches.draining;
+        } else {
+            cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                        "cannot read the batch state: %s", error.message);
+            epoch = 0; /* no primary duties on stale state this tick */
+        }
+    }
     const cohort_handler_t *h = s->plugin->handler;
     if (epoch > 0 && h->primary_work) {
         cohort_ctx_t ctx;
@@ -187,12 +370,13 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
                         "primary_work failed: %s",
                         ctx.error[0] ? ctx.error : "(no message from the handler)");
     }
-
-    if (epoch > 0)
-        repair_tasks(s, client);
+    if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
+        maintain(s, client, epoch);
+        advance_batches(s, client, epoch);
+    }
 
     pthread_mutex_lock(&s->lock);
-    if (epoch > 0)
+    if (cohort_election_has_lease(&s->election))
         s->budget = s->config->primary_task_count;
     else
         s->budget = s->config->secondary_task_count > 0 ? s->config->secondary_task_count : -1;
@@ -225,6 +409,7 @@ void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)
     for (size_t i = 0; i < s->n_threads; i++)
         pthread_join(s->threads[i], NULL);
     free(s->threads);
+    free(s->slots);
     if (client)
         cohort_election_step_down(&s->election, s->store, client);
     if (s->handler_ready && s->plugin->handler->destroy)

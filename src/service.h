@@ -22,13 +22,25 @@
 #include "plugin.h"
 #include "store.h"
 
+#define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per tick, at most */
+
 typedef struct cohort_service_stats {
     _Atomic uint64_t claimed;
     _Atomic uint64_t succeeded;
     _Atomic uint64_t failed;
     _Atomic uint64_t retried;
     _Atomic uint64_t lost_claims; /* outcomes not written: the claim had moved on */
+    _Atomic uint64_t stalled_reset;
+    _Atomic uint64_t purged;
+    _Atomic uint64_t batches_completed;
 } cohort_service_stats_t;
+
+/* What one worker thread is running, for check-ins. */
+typedef struct cohort_slot {
+    bool busy;
+    bson_oid_t task;
+    int64_t checked_in_ms; /* monotonic */
+} cohort_slot_t;
 
 typedef struct cohort_service {
     const cohort_service_config_t *config; /* borrowed from the node's config */
@@ -40,6 +52,8 @@ typedef struct cohort_service {
     bool prepared;      /* config document and indexes exist (main thread only) */
     cohort_election_t election;
     cohort_service_stats_t stats;
+    _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
+    int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
 
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -47,6 +61,7 @@ typedef struct cohort_service {
     bool drained;         /* a claim found nothing: wait for the next tick */
     bool stopping;        /* no more claims */
     pthread_t *threads;
+    cohort_slot_t *slots; /* one per thread */
     size_t n_threads;
     size_t running;       /* tasks being processed right now */
 } cohort_service_t;

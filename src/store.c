@@ -192,8 +192,9 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_t *services = collection(store, client, "services");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(0),
-                              "last_active", BCON_NULL, "}", "$currentDate", "{", "seen_at",
-                              BCON_BOOL(true), "}");
+                              "last_active", BCON_NULL, "batch_seq", BCON_INT64(1), "draining",
+                              BCON_NULL, "batches_completed", BCON_INT64(0), "data", "{", "}",
+                              "}", "$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
     bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
     bool ok = mongoc_collection_update_one(services, filter, update, opts, NULL, error);
     bson_destroy(opts);
@@ -203,10 +204,24 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
     if (!ok)
         return false;
 
-    /* claim: status + run_at serves {status: pending, run_at <= now} sorted by run_at */
     mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t *indexes = BCON_NEW("0", "{", "key", "{", "status", BCON_INT32(1), "run_at",
-                               BCON_INT32(1), "}", "name", BCON_UTF8("status_run_at"), "}");
+    bson_t *indexes = BCON_NEW(
+        /* claims: {status: pending, run_at <= now} sorted by run_at */
+        "0", "{", "key", "{", "status", BCON_INT32(1), "run_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_run_at"), "}",
+        /* purge: {status, finished_at < cutoff} */
+        "1", "{", "key", "{", "status", BCON_INT32(1), "finished_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_finished_at"), "}",
+        /* stalled-task reset: {status: claimed, heartbeat_at < cutoff} */
+        "2", "{", "key", "{", "status", BCON_INT32(1), "heartbeat_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_heartbeat_at"), "}",
+        /* batch counts and the callback's cursor: {batch, status} */
+        "3", "{", "key", "{", "batch", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("batch_status"), "}",
+        /* idempotent creation: at most one task per unique_key (sparse: tasks without one
+         * are not indexed) */
+        "4", "{", "key", "{", "unique_key", BCON_INT32(1), "}", "name", BCON_UTF8("unique_key"),
+        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}");
     ok = create_indexes(tasks, indexes, error);
     bson_destroy(indexes);
     mongoc_collection_destroy(tasks);
@@ -396,6 +411,10 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
         BSON_APPEND_DOCUMENT(doc, "data", &empty);
     }
     BSON_APPEND_BOOL(doc, "tracked", task->tracked);
+    if (task->tracked)
+        BSON_APPEND_INT64(doc, "batch", task->batch);
+    if (task->unique_key)
+        BSON_APPEND_UTF8(doc, "unique_key", task->unique_key);
     BSON_APPEND_DATE_TIME(doc, "created_at", task->now_ms);
     BSON_APPEND_UTF8(doc, "created_by", task->created_by);
     if (task->epoch > 0)
@@ -404,10 +423,17 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
     BSON_APPEND_INT32(doc, "attempts", 0);
 }
 
+static bool is_duplicate_key(const bson_error_t *error)
+{
+    return error->code == 11000 || error->code == 11001;
+}
+
 bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
-                              bson_error_t *error)
+                              bool *exists, bson_error_t *error)
 {
+    if (exists)
+        *exists = false;
     bson_oid_t id;
     bson_oid_init(&id, NULL);
     bson_t doc = BSON_INITIALIZER;
@@ -416,6 +442,8 @@ bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
     bool ok = mongoc_collection_insert_one(tasks, &doc, NULL, NULL, error);
     mongoc_collection_destroy(tasks);
     bson_destroy(&doc);
+    if (!ok && exists && task->unique_key && is_duplicate_key(error))
+        *exists = true;
     if (ok && oid)
         bson_oid_copy(&id, oid);
     return ok;
@@ -467,7 +495,8 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     bson_t *sort = BCON_NEW("run_at", BCON_INT32(1));
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
                               BCON_UTF8(node_id), "}", "$inc", "{", "attempts", BCON_INT32(1),
-                              "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "}");
+                              "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "heartbeat_at",
+                              BCON_BOOL(true), "}");
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
     bool ok = find_and_modify(tasks, query, sort, update, fields, true, false, claimed, found,
                               error);
@@ -642,5 +671,329 @@ bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, co
     mongoc_cursor_destroy(cursor);
     bson_destroy(pipeline);
     mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* ---- leases, stalled tasks, purging ------------------------------------------------------ */
+
+bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const bson_oid_t *ids,
+                                size_t n_ids, bson_error_t *error)
+{
+    if (n_ids == 0)
+        return true;
+    bson_t filter = BSON_INITIALIZER, id, in;
+    BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
+    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
+    for (size_t i = 0; i < n_ids; i++) {
+        char key[16];
+        const char *k;
+        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+        BSON_APPEND_OID(&in, k, &ids[i]);
+    }
+    bson_append_array_end(&id, &in);
+    bson_append_document_end(&filter, &id);
+    BSON_APPEND_UTF8(&filter, "status", "claimed");
+    BSON_APPEND_UTF8(&filter, "claimed_by", node_id);
+    bson_t *update = BCON_NEW("$currentDate", "{", "heartbeat_at", BCON_BOOL(true), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = mongoc_collection_update_many(tasks, &filter, update, NULL, NULL, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(&filter);
+    return ok;
+}
+
+bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, int64_t cutoff_ms, int64_t *reset,
+                                bson_error_t *error)
+{
+    *reset = 0;
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "heartbeat_at", "{", "$lt",
+                              BCON_DATE_TIME(cutoff_ms), "}");
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "last_error",
+                              BCON_UTF8("stalled: its node stopped checking in; reset to pending"),
+                              "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
+    if (ok)
+        *reset = modified_count(&reply);
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        const char *status, int64_t cutoff_ms, int64_t keep_batch_from,
+                        int64_t limit, int64_t *deleted, bson_error_t *error)
+{
+    *deleted = 0;
+    bson_t *filter = BCON_NEW("status", BCON_UTF8(status), "finished_at", "{", "$lt",
+                              BCON_DATE_TIME(cutoff_ms), "}", "$or", "[", "{", "tracked", "{",
+                              "$ne", BCON_BOOL(true), "}", "}", "{", "batch", "{", "$lt",
+                              BCON_INT64(keep_batch_from), "}", "}", "]");
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(limit));
+    mongoc_collection_t *tasks = queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t n = 0;
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id")) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string(n++, &k, key, sizeof key);
+            bson_append_value(&ids, k, -1, bson_iter_value(&it));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    if (ok && n > 0) {
+        /* The status and cutoff again: a task retried meanwhile is not deleted. */
+        bson_t del = BSON_INITIALIZER, in;
+        BSON_APPEND_DOCUMENT_BEGIN(&del, "_id", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&del, &in);
+        BSON_APPEND_UTF8(&del, "status", status);
+        bson_t reply;
+        ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);
+        bson_iter_t it;
+        if (ok && bson_iter_init_find(&it, &reply, "deletedCount") && BSON_ITER_HOLDS_NUMBER(&it))
+            *deleted = bson_iter_as_int64(&it);
+        bson_destroy(&reply);
+        bson_destroy(&del);
+    }
+    bson_destroy(&ids);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback)
+{
+    bson_iter_t it, child;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
+        BSON_ITER_HOLDS_NUMBER(&child))
+        return bson_iter_as_int64(&child);
+    return fallback;
+}
+
+bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, cohort_batch_state_t *state,
+                              bson_error_t *error)
+{
+    bson_t doc;
+    bool found = false;
+    bool ok = cohort_store_read_service(store, client, service, &doc, &found, error);
+    state->open = ok && found ? int64_field(&doc, "batch_seq", 1) : 1;
+    state->draining = ok && found ? int64_field(&doc, "draining.seq", 0) : 0;
+    bson_destroy(&doc);
+    return ok;
+}
+
+bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t batch, cohort_batch_counts_t *counts, bson_error_t *error)
+{
+    memset(counts, 0, sizeof *counts);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "batch", BCON_INT64(batch),
+                                "tracked", BCON_BOOL(true), "}", "}", "{", "$group", "{", "_id",
+                                BCON_UTF8("$status"), "n", "{", "$sum", BCON_INT32(1), "}", "}",
+                                "}", "]");
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, NULL, NULL);
+    const bson_t *row;
+    while (mongoc_cursor_next(cursor, &row)) {
+        bson_iter_t id, n;
+        if (!bson_iter_init_find(&id, row, "_id") || !BSON_ITER_HOLDS_UTF8(&id) ||
+            !bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
+            continue;
+        const char *status = bson_iter_utf8(&id, NULL);
+        if (strcmp(status, "succeeded") == 0)
+            counts->succeeded += bson_iter_as_int64(&n);
+        else if (strcmp(status, "failed") == 0)
+            counts->failed += bson_iter_as_int64(&n);
+        else
+            counts->unfinished += bson_iter_as_int64(&n);
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(pipeline);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* An update of the service's config document, fenced on primacy under `epoch`. */
+static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const char *node_id, int64_t epoch, const bson_t *extra_filter,
+                          const bson_t *update, bool *applied, bson_error_t *error)
+{
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t filter = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&filter, "_id", service);
+    if (node_id) {
+        BSON_APPEND_UTF8(&filter, "primary", node_id);
+        BSON_APPEND_INT64(&filter, "epoch", epoch);
+    }
+    if (extra_filter)
+        bson_concat(&filter, extra_filter);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(services, &filter, update, NULL, &reply, error);
+    *applied = ok && matched_count(&reply) == 1;
+    bson_destroy(&reply);
+    bson_destroy(&filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *node_id, int64_t epoch, int64_t batch, bool *closed,
+                              bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("batch_seq", BCON_INT64(batch), "draining", BCON_NULL);
+    bson_t *update = BCON_NEW("$set", "{", "draining", "{", "seq", BCON_INT64(batch), "epoch",
+                              BCON_INT64(epoch), "}", "}", "$inc", "{", "batch_seq",
+                              BCON_INT64(1), "}");
+    bool ok = fenced_update(store, client, service, node_id, epoch, filter, update, closed, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, int64_t batch, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true), "status",
+                              BCON_UTF8("succeeded"), "acknowledged", "{", "$ne", BCON_BOOL(true),
+                              "}");
+    bson_t *update = BCON_NEW("$set", "{", "acknowledged", BCON_BOOL(true), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, NULL, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
+                                           const char *service, int64_t batch)
+{
+    bson_t *filter = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true), "status",
+                              BCON_UTF8("succeeded"));
+    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "projection", "{", "data",
+                            BCON_INT32(1), "attempts", BCON_INT32(1), "}", "batchSize",
+                            BCON_INT32(500));
+    mongoc_collection_t *tasks = queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
+    mongoc_collection_destroy(tasks); /* the cursor keeps what it needs */
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return cursor;
+}
+
+bool cohort_store_complete_batch(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t epoch,
+                                 int64_t batch, const cohort_batch_counts_t *counts,
+                                 const bson_t *data_sets, bool *completed, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("draining.seq", BCON_INT64(batch));
+    bson_t update = BSON_INITIALIZER, set, unset, current;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    BSON_APPEND_NULL(&set, "draining");
+    /* Dotted paths, so $currentDate can fill last_batch.completed_at beside them. */
+    BSON_APPEND_INT64(&set, "last_batch.seq", batch);
+    BSON_APPEND_INT64(&set, "last_batch.succeeded", counts->succeeded);
+    BSON_APPEND_INT64(&set, "last_batch.failed", counts->failed);
+    BSON_APPEND_UTF8(&set, "last_batch.completed_by", node_id);
+    BSON_APPEND_INT64(&set, "last_batch.epoch", epoch);
+    bool any_unset = false;
+    bson_iter_t it;
+    if (data_sets && bson_iter_init(&it, data_sets)) {
+        while (bson_iter_next(&it)) {
+            if (BSON_ITER_HOLDS_NULL(&it)) {
+                any_unset = true;
+                continue;
+            }
+            char key[128];
+            snprintf(key, sizeof key, "data.%s", bson_iter_key(&it));
+            bson_append_value(&set, key, -1, bson_iter_value(&it));
+        }
+    }
+    bson_append_document_end(&update, &set);
+    if (any_unset) {
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
+        bson_iter_init(&it, data_sets);
+        while (bson_iter_next(&it)) {
+            if (!BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            char key[128];
+            snprintf(key, sizeof key, "data.%s", bson_iter_key(&it));
+            BSON_APPEND_UTF8(&unset, key, "");
+        }
+        bson_append_document_end(&update, &unset);
+    }
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+    BSON_APPEND_BOOL(&current, "last_batch.completed_at", true);
+    bson_append_document_end(&update, &current);
+    bson_t inc;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
+    BSON_APPEND_INT64(&inc, "batches_completed", 1);
+    bson_append_document_end(&update, &inc);
+
+    bool ok = fenced_update(store, client, service, node_id, epoch, filter, &update, completed,
+                            error);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
+/* ---- generic data ------------------------------------------------------------------------ */
+
+bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, bson_value_t *value, bool *found,
+                           bson_error_t *error)
+{
+    *found = false;
+    bson_t doc;
+    bool exists = false;
+    if (!cohort_store_read_service(store, client, service, &doc, &exists, error)) {
+        bson_destroy(&doc);
+        return false;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "data.%s", key);
+    bson_iter_t it, child;
+    if (exists && bson_iter_init(&it, &doc) && bson_iter_find_descendant(&it, path, &child)) {
+        bson_value_copy(bson_iter_value(&child), value);
+        *found = true;
+    }
+    bson_destroy(&doc);
+    return true;
+}
+
+bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, const bson_value_t *value, const char *node_id,
+                           int64_t epoch, bool *applied, bson_error_t *error)
+{
+    char path[128];
+    snprintf(path, sizeof path, "data.%s", key);
+    bson_t update = BSON_INITIALIZER, op;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, value ? "$set" : "$unset", &op);
+    if (value)
+        bson_append_value(&op, path, -1, value);
+    else
+        BSON_APPEND_UTF8(&op, path, "");
+    bson_append_document_end(&update, &op);
+    bool ok = fenced_update(store, client, service, node_id, epoch, NULL, &update, applied, error);
+    bson_destroy(&update);
     return ok;
 }

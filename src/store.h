@@ -89,15 +89,18 @@ bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, cons
 typedef struct cohort_new_task {
     const bson_t *data; /* may be NULL: {} */
     bool tracked;
+    int64_t batch;          /* for tracked tasks: the open batch's number */
+    const char *unique_key; /* may be NULL */
     const char *created_by;
     int64_t epoch; /* > 0 when created by a primary */
     int64_t now_ms; /* cluster clock */
 } cohort_new_task_t;
 
-/* Inserts one task; `oid` (may be NULL) receives its id. */
+/* Inserts one task; `oid` (may be NULL) receives its id. With a unique_key that exists
+ * already, returns false with *exists true (and nothing inserted). */
 bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
-                              bson_error_t *error);
+                              bool *exists, bson_error_t *error);
 
 /* Inserts `count` copies of `task` with unordered bulk writes of at most 10,000 documents
  * each, so memory stays bounded. *inserted counts what the server acknowledged. */
@@ -105,8 +108,8 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const cohort_new_task_t *task, int64_t count,
                                int64_t *inserted, bson_error_t *error);
 
-/* Claims the oldest due pending task: pending -> claimed by `node_id`, claimed_at = server
- * time, attempts + 1. *claimed is initialised by this call; if a task was claimed, *found is
+/* Claims the oldest due pending task: pending -> claimed by `node_id`, claimed_at and
+ * heartbeat_at = server time, attempts + 1. *claimed is initialised by this call; if a task was claimed, *found is
  * true and the caller must bson_destroy(claimed). */
 bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *node_id, int64_t now_ms, bson_t *claimed, bool *found,
@@ -156,6 +159,83 @@ typedef struct cohort_status_counts {
 /* Counts the service's tasks by status with one aggregation. */
 bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               cohort_status_counts_t *counts, bson_error_t *error);
+
+/* ---- leases, stalled tasks, purging (primary maintenance) ------------------------------- */
+
+/* Check-in: heartbeat_at = server time for these tasks, where this node still holds them. */
+bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const bson_oid_t *ids,
+                                size_t n_ids, bson_error_t *error);
+
+/* Resets claimed tasks whose last check-in is older than `cutoff_ms` to pending. */
+bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, int64_t cutoff_ms, int64_t *reset,
+                                bson_error_t *error);
+
+/* Deletes up to `limit` tasks in `status` finished before `cutoff_ms`, leaving tracked tasks
+ * of batches numbered `keep_batch_from` or later (not completed yet) alone. Two commands:
+ * find the ids (bounded), delete them. */
+bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        const char *status, int64_t cutoff_ms, int64_t keep_batch_from,
+                        int64_t limit, int64_t *deleted, bson_error_t *error);
+
+/* ---- batches --------------------------------------------------------------------------- */
+
+typedef struct cohort_batch_state {
+    int64_t open;     /* the batch tracked tasks join now */
+    int64_t draining; /* the closed batch awaiting its callback, 0 if none */
+} cohort_batch_state_t;
+
+/* Reads the batch numbers from the service's config document. */
+bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, cohort_batch_state_t *state,
+                              bson_error_t *error);
+
+typedef struct cohort_batch_counts {
+    int64_t unfinished; /* pending or claimed */
+    int64_t succeeded, failed;
+} cohort_batch_counts_t;
+
+/* Counts the batch's tracked tasks by state with one aggregation. */
+bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t batch, cohort_batch_counts_t *counts, bson_error_t *error);
+
+/* Closes the open batch `batch` (new tracked tasks join batch + 1) if this node is still
+ * primary under `epoch` and nothing is draining. *closed tells whether it did. */
+bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *node_id, int64_t epoch, int64_t batch, bool *closed,
+                              bson_error_t *error);
+
+/* Marks the succeeded tasks of `batch` acknowledged (idempotent). */
+bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, int64_t batch, bson_error_t *error);
+
+/* A cursor over the succeeded tasks of `batch` in creation order (caller destroys it). */
+mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
+                                           const char *service, int64_t batch);
+
+/* Marks the draining batch `batch` completed, and applies `data_sets` (a document of
+ * generic-data keys to set; a null value unsets) in the same atomic write, if this node is
+ * still primary under `epoch`. *completed tells whether it did: exactly one call per batch
+ * can succeed. */
+bool cohort_store_complete_batch(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t epoch,
+                                 int64_t batch, const cohort_batch_counts_t *counts,
+                                 const bson_t *data_sets, bool *completed, bson_error_t *error);
+
+/* ---- generic data ---------------------------------------------------------------------- */
+
+/* Reads data.<key> of the service's config document. *found is false if unset. */
+bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, bson_value_t *value, bool *found,
+                           bson_error_t *error);
+
+/* Sets (value != NULL) or unsets data.<key>. With `node_id` non-NULL the write is fenced:
+ * it applies only while the document names that node as primary under `epoch`; *applied
+ * says whether it did. */
+bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, const bson_value_t *value, const char *node_id,
+                           int64_t epoch, bool *applied, bson_error_t *error);
 
 /* Reads the service's config document into `doc` (initialised by this call; destroy it).
  * *found is false if the service has no document yet. */

@@ -60,10 +60,10 @@ static void sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* Reads the fields of a claimed document; false if it is not a well-formed task (the task is
- * then failed without running, with `why` as the reason). */
-static bool read_claim(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
-                       char *why, size_t whylen)
+/* Reads the fields of a task document; false if it is not a well-formed task (a claimed one
+ * is then failed without running, with `why` as the reason). */
+bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at, char *why,
+                          size_t whylen)
 {
     bson_iter_t it;
     if (!bson_iter_init_find(&it, doc, "_id"))
@@ -171,7 +171,7 @@ void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed)
     int64_t claimed_at = 0;
     char why[256] = "";
     cohort_task_result_t result = {.finish = COHORT_FINISH_FAILED};
-    bool well_formed = read_claim(claimed, &task, &claimed_at, why, sizeof why);
+    bool well_formed = cohort_task_from_doc(claimed, &task, &claimed_at, why, sizeof why);
     result.started_at_ms = claimed_at;
     if (task.id_value.value_type == BSON_TYPE_EOD)
         return;

@@ -8,7 +8,10 @@
  *                             with one write() on an O_APPEND descriptor, so concurrent
  *                             writers (threads and processes) never interleave lines
  *   generate_per_tick = N     the primary creates N tasks per tick (default 0)
+ *   generate_every    = N     ... every N-th tick only (default 1), so tracked batches drain
  *   generate_tracked  = bool  generated tasks are tracked (default false)
+ *   completed_log     = PATH  on_tasks_completed appends "<batch id> <succeeded> <failed>
+ *                             <tasks iterated> <node id>" (one write, O_APPEND)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,9 +28,12 @@ typedef struct noop {
     long sleep_ms;
     long fail_first_n;
     long generate_per_tick;
+    long generate_every;
     bool generate_tracked;
     int journal_fd;
+    int completed_fd;
     long long generated;
+    long long ticks;
 } noop_t;
 
 static bool parse_long(cohort_ctx_t *ctx, const cohort_option_t *opt, long max, long *out)
@@ -51,6 +57,8 @@ static void noop_destroy(void *state)
         return;
     if (n->journal_fd >= 0)
         close(n->journal_fd);
+    if (n->completed_fd >= 0)
+        close(n->completed_fd);
     free(n);
 }
 
@@ -63,6 +71,8 @@ static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_o
         return false;
     }
     n->journal_fd = -1;
+    n->completed_fd = -1;
+    n->generate_every = 1;
     bool ok = true;
     for (size_t i = 0; ok && i < n_opts; i++) {
         const cohort_option_t *o = &opts[i];
@@ -72,6 +82,12 @@ static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_o
             ok = parse_long(ctx, o, 1000, &n->fail_first_n);
         } else if (strcmp(o->key, "generate_per_tick") == 0) {
             ok = parse_long(ctx, o, 100000, &n->generate_per_tick);
+        } else if (strcmp(o->key, "generate_every") == 0) {
+            ok = parse_long(ctx, o, 1000000, &n->generate_every);
+            if (ok && n->generate_every < 1) {
+                cohort_ctx_set_error(ctx, "line %d: generate_every must be at least 1", o->line);
+                ok = false;
+            }
         } else if (strcmp(o->key, "generate_tracked") == 0) {
             if (strcmp(o->value, "true") == 0 || strcmp(o->value, "false") == 0) {
                 n->generate_tracked = strcmp(o->value, "true") == 0;
@@ -80,18 +96,19 @@ static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_o
                                      o->line, o->value);
                 ok = false;
             }
-        } else if (strcmp(o->key, "journal") == 0) {
-            n->journal_fd = open(o->value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-            if (n->journal_fd < 0) {
-                cohort_ctx_set_error(ctx, "line %d: journal '%s' cannot be opened: %s", o->line,
-                                     o->value, strerror(errno));
+        } else if (strcmp(o->key, "journal") == 0 || strcmp(o->key, "completed_log") == 0) {
+            int *fd = o->key[0] == 'j' ? &n->journal_fd : &n->completed_fd;
+            *fd = open(o->value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+            if (*fd < 0) {
+                cohort_ctx_set_error(ctx, "line %d: %s '%s' cannot be opened: %s", o->line,
+                                     o->key, o->value, strerror(errno));
                 ok = false;
             }
         } else {
             cohort_ctx_set_error(ctx,
                                  "line %d: unknown option '%s' for the noop handler (known: "
                                  "sleep_ms, fail_first_n, journal, generate_per_tick, "
-                                 "generate_tracked)",
+                                 "generate_every, generate_tracked, completed_log)",
                                  o->line, o->key);
             ok = false;
         }
@@ -107,6 +124,8 @@ static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_o
 static bool noop_primary_work(cohort_ctx_t *ctx, void *state)
 {
     noop_t *n = state;
+    if (n->generate_per_tick == 0 || n->ticks++ % n->generate_every != 0)
+        return true;
     bson_t *opts = BCON_NEW("tracked", BCON_BOOL(n->generate_tracked));
     bool ok = true;
     for (long i = 0; i < n->generate_per_tick; i++) {
@@ -150,6 +169,37 @@ static cohort_outcome_t noop_process(cohort_ctx_t *ctx, void *state, cohort_task
     return COHORT_TASK_SUCCEEDED;
 }
 
+/* Counts the batch's succeeded tasks by iterating them (constant memory) and logs a line. */
+static bool noop_completed(cohort_ctx_t *ctx, void *state, cohort_batch_t *batch)
+{
+    noop_t *n = state;
+    long long iterated = 0;
+    while (cohort_batch_next(batch))
+        iterated++;
+    cohort_error_t error;
+    if (cohort_batch_error(batch, &error)) {
+        cohort_ctx_set_error(ctx, "%s", error.message);
+        return false;
+    }
+    cohort_log(ctx, COHORT_LOG_INFO, "noop: batch %lld done: %lld succeeded, %lld failed",
+               (long long)cohort_batch_id(batch), (long long)cohort_batch_succeeded(batch),
+               (long long)cohort_batch_failed(batch));
+    if (n->completed_fd >= 0) {
+        char line[256];
+        int len = snprintf(line, sizeof line, "%lld %lld %lld %lld %s\n",
+                           (long long)cohort_batch_id(batch),
+                           (long long)cohort_batch_succeeded(batch),
+                           (long long)cohort_batch_failed(batch), iterated,
+                           cohort_ctx_node_id(ctx));
+        if (len < 0 || (size_t)len >= sizeof line ||
+            write(n->completed_fd, line, (size_t)len) != (ssize_t)len) {
+            cohort_ctx_set_error(ctx, "noop: completed_log write failed: %s", strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
 COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
     .abi_version = COHORT_HANDLER_ABI_VERSION,
     .name = "noop",
@@ -157,4 +207,5 @@ COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
     .destroy = noop_destroy,
     .primary_work = noop_primary_work,
     .process_task = noop_process,
+    .on_tasks_completed = noop_completed,
 };

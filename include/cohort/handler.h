@@ -3,8 +3,13 @@
  *
  * A handler is a shared object that exports one symbol, `cohort_handler`, of type
  * cohort_handler_t. cohortd loads it with dlopen(), checks abi_version, calls init() once
- * per service that names it, then calls primary_work() on the service's primary every tick
- * and process_task() on the service's worker threads for every task this node claims.
+ * per service that names it, then calls primary_work() on the service's primary every tick,
+ * process_task() on the service's worker threads for every task this node claims, and
+ * on_tasks_completed() on the primary once a tracked batch has drained.
+ *
+ * History: ABI 1 had init, destroy, primary_work, process_task. ABI 2 added
+ * on_tasks_completed, batches, generic data (cohort_get/cohort_set) and the unique_key task
+ * option.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
  * (they are exported by the cohortd executable; a handler links with nothing but libbson).
@@ -35,7 +40,7 @@
 extern "C" {
 #endif
 
-#define COHORT_HANDLER_ABI_VERSION 1
+#define COHORT_HANDLER_ABI_VERSION 2
 #define COHORT_HANDLER_SYMBOL "cohort_handler"
 
 #if defined(__GNUC__)
@@ -46,9 +51,10 @@ extern "C" {
 #define COHORT_PRINTF(f, a)
 #endif
 
-/* Opaque: the call context (service, node, role) and the task being processed. */
+/* Opaque: the call context (service, node, role), a task, and a completed tracked batch. */
 typedef struct cohort_ctx cohort_ctx_t;
 typedef struct cohort_task cohort_task_t;
+typedef struct cohort_batch cohort_batch_t;
 
 /* What process_task() reports. Any other value is a handler bug: the task is failed with
  * the message "handler returned invalid outcome N". */
@@ -78,6 +84,7 @@ typedef enum cohort_error_code {
     COHORT_ERROR_INVALID = 1,     /* bad argument (e.g. task data that is not a document) */
     COHORT_ERROR_NOT_PRIMARY = 2, /* primary-only call made without a valid primary lease */
     COHORT_ERROR_DATABASE = 3,    /* MongoDB failed or is unreachable; nothing was written */
+    COHORT_ERROR_EXISTS = 4,      /* a task with this unique_key exists already: a no-op */
 } cohort_error_code_t;
 
 typedef struct cohort_error {
@@ -107,6 +114,19 @@ typedef struct cohort_handler {
     /* Required. Processes one claimed task. Runs on a worker thread. Execution is
      * at-least-once: a task may run again if a node dies mid-run, so make it idempotent. */
     cohort_outcome_t (*process_task)(cohort_ctx_t *ctx, void *state, cohort_task_t *task);
+
+    /* ABI 2. Optional. Called on the primary, on the main thread, once every tracked task of
+     * a batch has finished (succeeded or failed) and at least one tick has passed. Iterate
+     * the batch's succeeded tasks with cohort_batch_next(); memory stays constant whatever
+     * the batch size.
+     *
+     * Guarantees: "batch N is completed" is recorded exactly once, in the same atomic write
+     * that applies every cohort_set() made during this call. The callback body itself runs
+     * at least once: if the primary dies or loses primacy before that write, the next
+     * primary calls it again for the same batch id. So effects outside Cohort should be keyed
+     * by cohort_batch_id() to be idempotent; effects made with cohort_set() need nothing.
+     * Return false (with cohort_ctx_set_error()) to have the batch retried next tick. */
+    bool (*on_tasks_completed)(cohort_ctx_t *ctx, void *state, cohort_batch_t *batch);
 } cohort_handler_t;
 
 /* ---- context --------------------------------------------------------------------------- */
@@ -127,7 +147,10 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
 
 /* Creates one task of the context's service with `data` (copied; may be NULL for {}).
  * `opts` may be NULL or a document of options:
- *   tracked (bool, default true): the task belongs to the service's tracked batch.
+ *   tracked (bool, default true): the task belongs to the service's open tracked batch.
+ *   unique_key (string, ABI 2): at most one task with this key ever exists in the service
+ *     (a unique index enforces it); creating another fails with COHORT_ERROR_EXISTS and
+ *     changes nothing. Makes primary_work idempotent across failover.
  * From primary_work() the call is fenced: it fails with COHORT_ERROR_NOT_PRIMARY once the
  * primary lease has run out, and the task records the creating epoch. On success, if `id`
  * is not NULL it receives the new task's id (25 bytes: 24 hex digits and a NUL).
@@ -143,6 +166,37 @@ const bson_t *cohort_task_data(const cohort_task_t *task);
 int cohort_task_attempt(const cohort_task_t *task);
 /* Records why the task failed; stored in the task's history and last_error. */
 void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...) COHORT_PRINTF(2, 3);
+
+/* ---- batches (ABI 2) -------------------------------------------------------------------- */
+
+/* The batch's number: unique and increasing per service. Key external effects on it. */
+int64_t cohort_batch_id(const cohort_batch_t *batch);
+/* How many of the batch's tracked tasks succeeded / failed. */
+int64_t cohort_batch_succeeded(const cohort_batch_t *batch);
+int64_t cohort_batch_failed(const cohort_batch_t *batch);
+/* The next succeeded task of the batch (in creation order), or NULL at the end. The task is
+ * valid until the next call. If iteration stopped because of a database error, the callback
+ * is retried later: see cohort_batch_error(). */
+const cohort_task_t *cohort_batch_next(cohort_batch_t *batch);
+/* True if iteration ended on an error (then returning false from the callback retries it). */
+bool cohort_batch_error(const cohort_batch_t *batch, cohort_error_t *error);
+
+/* ---- generic data (ABI 2) --------------------------------------------------------------- */
+
+/* Generic data of the service: key/value pairs stored in its config document, surviving
+ * restarts and failover (the seed's Get/Set). Keys are 1-64 characters without '.' or '$'.
+ *
+ * cohort_get copies the value into *value (release it with bson_value_destroy()); returns
+ * false if the key is not set or on error (then `error`, may be NULL, says which).
+ *
+ * cohort_set stores a copy of `value` (NULL removes the key). Writes are fenced like task
+ * creation: from primary_work they happen only while the primary lease is valid and only
+ * under this node's epoch; from on_tasks_completed they are applied atomically with marking
+ * the batch completed (and are discarded if that does not happen). Elsewhere they are
+ * immediate. Reads during on_tasks_completed see the callback's own pending writes. */
+bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_error_t *error);
+bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
+                cohort_error_t *error);
 
 #ifdef __cplusplus
 }

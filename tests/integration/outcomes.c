@@ -74,6 +74,9 @@ static void make_service(const char *handler, int64_t max_attempts, int64_t retr
         .workers = 2,
         .max_attempts = max_attempts,
         .retry_base_ms = retry_base_ms,
+        .stall_timeout_ms = 1800000,
+        .succeeded_retention_ms = 0, /* keep: the tests inspect finished tasks */
+        .failed_retention_ms = 0,
         .options = options,
         .n_options = n,
         .line = 18,
@@ -122,7 +125,7 @@ static bson_oid_t insert_task(const char *data_json)
                               .created_by = "outcomes-test",
                               .now_ms = cohort_clock_cluster_ms()};
     bson_oid_t oid;
-    cr_assert(cohort_store_insert_task(store, client, SERVICE, &task, &oid, &error), "%s",
+    cr_assert(cohort_store_insert_task(store, client, SERVICE, &task, &oid, NULL, &error), "%s",
               error.message);
     if (data)
         bson_destroy(data);
