@@ -43,6 +43,12 @@ int64_t cohort_ctx_epoch(const cohort_ctx_t *ctx)
     return cohort_election_epoch(&ctx->service->election);
 }
 
+int64_t cohort_now_ms(const cohort_ctx_t *ctx)
+{
+    (void)ctx;
+    return cohort_clock_cluster_ms();
+}
+
 void cohort_ctx_set_error(cohort_ctx_t *ctx, const char *fmt, ...)
 {
     va_list ap;

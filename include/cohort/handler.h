@@ -8,8 +8,8 @@
  * on_tasks_completed() on the primary once a tracked batch has drained.
  *
  * History: ABI 1 had init, destroy, primary_work, process_task. ABI 2 added
- * on_tasks_completed, batches, generic data (cohort_get/cohort_set) and the unique_key task
- * option.
+ * on_tasks_completed, batches, generic data (cohort_get/cohort_set), cohort_now_ms and the
+ * unique_key task option.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
  * (they are exported by the cohortd executable; a handler links with nothing but libbson).
@@ -137,6 +137,10 @@ const char *cohort_ctx_node_id(const cohort_ctx_t *ctx);
 bool cohort_ctx_is_primary(const cohort_ctx_t *ctx);
 /* The epoch of this node's current primacy, or 0 if it is not primary. */
 int64_t cohort_ctx_epoch(const cohort_ctx_t *ctx);
+/* Now, in ms since the Unix epoch, on the cluster clock (the database server's time as this
+ * node measures it; ABI 2). Use it rather than the node's own clock for anything other nodes
+ * must agree on, such as which period a leaderboard is in. */
+int64_t cohort_now_ms(const cohort_ctx_t *ctx);
 /* Sets the message reported when init() or primary_work() returns false. */
 void cohort_ctx_set_error(cohort_ctx_t *ctx, const char *fmt, ...) COHORT_PRINTF(2, 3);
 /* One log line, tagged with the node, service and role. */
