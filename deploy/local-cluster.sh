@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs a local 3-node Cohort cluster with the shipped noop handler and shows tasks flowing.
 #
-#   bash deploy/local-cluster.sh [--nodes N] [--duration SECONDS] [--failover]
+#   bash deploy/local-cluster.sh [--nodes N] [--duration SECONDS] [--failover] [--leaderboard]
 #
 # Installs what is missing and builds (deploy/setup.sh), starts the local MongoDB-compatible
 # server on a free port unless MONGODB_URI is set, starts N cohortd nodes (default 3) whose
 # primary generates 30 tasks per tick for all nodes to process, and prints the cluster status
 # every 2 s until Ctrl-C (or --duration). --failover kills the primary with SIGKILL after
 # 10 s and restarts it later, so you can watch another node take over with a higher epoch.
+# --leaderboard runs the leaderboard handler instead (200 boards rolled over every 15 s) and,
+# at the end, checks that every board of every period was rolled over.
 # Node logs and configs are in .cohort/cluster/.
 set -euo pipefail
 
@@ -16,17 +18,19 @@ BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
 NODES=3
 DURATION=0
 FAILOVER=0
+LEADERBOARD=0
 while (($#)); do
     case "$1" in
         --nodes) NODES="$2"; shift 2 ;;
         --duration) DURATION="$2"; shift 2 ;;
         --failover) FAILOVER=1; shift ;;
-        -h|--help) sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --leaderboard) LEADERBOARD=1; shift ;;
+        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "local-cluster: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 
-bash "$ROOT/deploy/setup.sh" "$BUILD"
+COHORT_TARGETS="cohortd cohortctl cohort_noop cohort_leaderboard" bash "$ROOT/deploy/setup.sh" "$BUILD"
 
 STATE="$ROOT/.cohort/cluster"
 mkdir -p "$STATE"
@@ -38,8 +42,25 @@ cleanup() {
     echo "local-cluster: stopping ${#PIDS[@]} node(s)..."
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((LEADERBOARD)); then verify_leaderboard; fi
     if ((DB_STARTED)); then bash "$ROOT/deploy/localdb/localdb.sh" stop "$STATE/db" >/dev/null 2>&1 || true; fi
     echo "local-cluster: done. Logs: $STATE/node-*.log"
+}
+
+# Every (period, board) in the journal, how many periods completed, and re-runs (a task whose
+# node died mid-run runs again: at-least-once; its journal line then shows attempt > 1).
+verify_leaderboard() {
+    echo "local-cluster: leaderboard check"
+    awk '{ if (!(($1 " " $2) in seen)) { seen[$1 " " $2] = 1; boards[$1]++; pairs++ }
+           if ($4 > 1) reruns++ }
+         END {
+           for (p in boards) printf "  period %s: %d distinct boards rolled over\n", p, boards[p]
+           printf "  %d (period, board) pairs, %d re-runs after a node died mid-task\n", pairs, reruns + 0
+         }' "$STATE/journal.txt" | sort
+    grep -h "rolled over:" "$STATE"/node-*.log | sed 's/^.*| /  /' | sort | uniq -c
+    SERVICE=leaderboards
+    echo "  last_rollover = $("$BUILD/cohortctl" -c "$STATE/node-1.ini" data get "$SERVICE" last_rollover 2>&1)" \
+        "(completed batches: $(grep -h "batch [0-9]* completed" "$STATE"/node-*.log | wc -l))"
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
@@ -54,6 +75,30 @@ export MONGODB_URI
 DATABASE="cohort_demo_$(date +%s)"
 echo "local-cluster: database $DATABASE at $MONGODB_URI"
 
+service_section() {
+    if ((LEADERBOARD)); then
+        cat <<INI
+[service:leaderboards]
+handler   = $BUILD/handlers/cohort_leaderboard.so
+workers   = 4
+boards    = 200
+period_ms = 15000
+work_ms   = 100
+stall_timeout_ms = 5000
+journal   = $STATE/journal.txt
+INI
+    else
+        cat <<INI
+[service:demo]
+handler           = $BUILD/handlers/cohort_noop.so
+workers           = 2
+generate_per_tick = 30
+sleep_ms          = 20
+journal           = $STATE/journal.txt
+INI
+    fi
+}
+
 start_node() {
     local i="$1"
     cat > "$STATE/node-$i.ini" <<INI
@@ -64,12 +109,7 @@ takeover_ms = 5000
 node_id     = node-$i
 log_level   = info
 
-[service:demo]
-handler           = $BUILD/handlers/cohort_noop.so
-workers           = 2
-generate_per_tick = 30
-sleep_ms          = 20
-journal           = $STATE/journal.txt
+$(service_section)
 INI
     "$BUILD/cohortd" -c "$STATE/node-$i.ini" >>"$STATE/node-$i.log" 2>&1 &
     PIDS[$i]=$!
@@ -82,16 +122,30 @@ echo "local-cluster: $NODES nodes started (logs in $STATE); Ctrl-C to stop"
 started=$(date +%s)
 killed=""
 while :; do
-    sleep 2
+    # Leaderboard failover waits for a rollover to begin: look often, print every 2 s.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        sleep 0.2
+        if ((FAILOVER && LEADERBOARD)) && [ -z "$killed" ] && [ "$(grep -h "begins:" "$STATE"/node-*.log | wc -l)" -ge 2 ]; then break; fi
+    done
     now=$(date +%s)
     elapsed=$((now - started))
     echo
     echo "=== t+${elapsed}s ==="
     "$BUILD/cohortctl" -c "$STATE/node-1.ini" status || true
     echo "tasks processed per node (from the journal):"
-    awk '{print "  " $2}' "$STATE/journal.txt" | sort | uniq -c | sort -k2
-    grep -h -E "became primary|lost primacy|stepped down" "$STATE"/node-*.log | sort | tail -n 3 | sed 's/^/  /'
-    if ((FAILOVER)) && [ -z "$killed" ] && ((elapsed >= 10)); then
+    awk -v col=$((LEADERBOARD ? 3 : 2)) '{print "  " $col}' "$STATE/journal.txt" | sort | uniq -c | sort -k2
+    grep -h -E "became primary|lost primacy|stepped down|rolled over:|begins:" "$STATE"/node-*.log | sort | tail -n 4 | sed 's/^/  /'
+    if ((FAILOVER && LEADERBOARD)) && [ -z "$killed" ]; then
+        line=$(grep -h "begins:" "$STATE"/node-*.log | sort | sed -n 2p)
+        if [ -n "$line" ]; then
+            primary=$(sed -n 's/.*node=node-\([0-9]*\) .*/\1/p' <<<"$line")
+            echo ">>> failover demo: kill -9 node-$primary, the primary, in the middle of a rollover"
+            kill -KILL "${PIDS[$primary]}" 2>/dev/null || true
+            wait "${PIDS[$primary]}" 2>/dev/null || true
+            killed="$primary"; killed_at=$elapsed
+        fi
+    fi
+    if ((FAILOVER && !LEADERBOARD)) && [ -z "$killed" ] && ((elapsed >= 10)); then
         primary=$("$BUILD/cohortctl" -c "$STATE/node-1.ini" status --json | sed -n 's/.*"node_id" : "node-\([0-9]*\)".*/\1/p')
         if [ -n "$primary" ]; then
             echo ">>> failover demo: kill -9 node-$primary (the primary); another node takes over within takeover_ms"

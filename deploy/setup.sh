@@ -3,6 +3,7 @@
 #
 #   deploy/setup.sh [BUILD_DIR] [extra cmake -D options...]
 #
+# COHORT_TARGETS="a b" builds only those targets (default: everything, tests included).
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -28,6 +29,8 @@ if ((${#missing[@]})); then
 fi
 
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" >&2
+targets=()
+for t in ${COHORT_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >&2
 # The local database: built now so the first start is quick.
 bash "$ROOT/deploy/localdb/localdb.sh" build >&2
