@@ -54,7 +54,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     if (e->primary) {
         bool renewed = false;
         if (!cohort_store_renew_primacy(store, client, e->service, e->node_id,
-                                        atomic_load(&e->epoch), &renewed, error))
+                                        atomic_load(&e->epoch), &renewed, &e->batches, error))
             return false;
         if (renewed) {
             atomic_store(&e->lease_until_ms, sent + lease);
@@ -77,6 +77,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     atomic_store(&e->epoch, result.epoch);
     atomic_store(&e->lease_until_ms, sent + lease);
     e->primary = true;
+    e->batches = result.batches;
     cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
                 "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
                 result.previous[0] ? result.previous : "none");

@@ -26,6 +26,7 @@ typedef struct cohort_election {
     bool primary; /* main thread only: this node believes it holds primacy */
     _Atomic int64_t epoch;          /* epoch of the held primacy, 0 if none */
     _Atomic int64_t lease_until_ms; /* monotonic; 0 if none */
+    cohort_batch_state_t batches;   /* main thread: as of the last renewal or takeover */
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,

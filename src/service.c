@@ -68,11 +68,13 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
 static bool take_claim(cohort_service_t *s)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->stopping && (s->drained || s->budget == 0))
+    while (!s->stopping && (s->drained || s->budget == 0 || (s->probing && !s->work_seen)))
         pthread_cond_wait(&s->wake, &s->lock);
     bool go = !s->stopping;
     if (go && s->budget > 0)
         s->budget--;
+    if (go && !s->work_seen)
+        s->probing = true; /* this worker finds out whether there is work */
     pthread_mutex_unlock(&s->lock);
     return go;
 }
@@ -103,9 +105,13 @@ static void *worker_main(void *arg)
             bson_destroy(&task);
             pthread_mutex_lock(&s->lock);
             s->drained = true; /* poll again next tick */
+            s->probing = false;
             if (s->budget >= 0)
                 s->budget++;   /* nothing was claimed: give the claim back */
+            pthread_cond_broadcast(&s->wake);
             pthread_mutex_unlock(&s->lock);
+            if (!ok && error.domain == MONGOC_ERROR_SERVER)
+                atomic_store(&s->type_check_wanted, true); /* a malformed task, perhaps */
             int64_t now = cohort_clock_monotonic_ms();
             if (!ok && now - last_error_log > 5000) {
                 last_error_log = now;
@@ -117,6 +123,11 @@ static void *worker_main(void *arg)
         atomic_fetch_add(&s->stats.claimed, 1);
         bson_iter_t id;
         pthread_mutex_lock(&s->lock);
+        if (!s->work_seen) {
+            s->work_seen = true; /* the probe found work: let the others claim too */
+            s->probing = false;
+            pthread_cond_broadcast(&s->wake);
+        }
         s->running++;
         if (bson_iter_init_find(&id, &task, "_id") && BSON_ITER_HOLDS_OID(&id)) {
             s->slots[slot].busy = true;
@@ -173,9 +184,18 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
 static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
     const cohort_service_config_t *c = s->config;
+    int64_t mono = cohort_clock_monotonic_ms();
+    if (mono < s->next_maintenance_ms)
+        return;
+    s->next_maintenance_ms = mono + cohort_service_maintenance_interval_ms(c);
+    bool check_types = atomic_exchange(&s->type_check_wanted, false) ||
+                       mono >= s->next_type_check_ms;
+    if (check_types)
+        s->next_type_check_ms = mono + COHORT_TYPE_CHECK_INTERVAL_MS;
     bson_error_t error;
     int64_t made_due, quarantined, reset;
-    if (!cohort_store_repair_tasks(s->store, client, c->name, &made_due, &quarantined, &error)) {
+    if (!cohort_store_repair_tasks(s->store, client, c->name, check_types, &made_due,
+                                   &quarantined, &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "task maintenance failed: %s",
                     error.message);
         return;
@@ -219,6 +239,8 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
                         statuses[i], error.message);
             continue;
         }
+        if (deleted >= COHORT_PURGE_PER_TICK)
+            s->next_maintenance_ms = 0; /* a backlog: go on next tick */
         if (deleted > 0) {
             atomic_fetch_add(&s->stats.purged, (uint64_t)deleted);
             cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
@@ -351,15 +373,9 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     }
     int64_t epoch = cohort_election_epoch(&s->election);
     if (epoch > 0) {
-        cohort_batch_state_t batches;
-        if (cohort_store_batch_state(s->store, client, s->config->name, &batches, &error)) {
-            atomic_store(&s->batch_open, batches.open);
-            s->batch_draining = batches.draining;
-        } else {
-            cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
-                        "cannot read the batch state: %s", error.message);
-            epoch = 0; /* no primary duties on stale state this tick */
-        }
+        /* The renewal (or takeover) just read the batch state. */
+        atomic_store(&s->batch_open, s->election.batches.open);
+        s->batch_draining = s->election.batches.draining;
     }
     const cohort_handler_t *h = s->plugin->handler;
     if (epoch > 0 && h->primary_work) {
@@ -381,8 +397,16 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     else
         s->budget = s->config->secondary_task_count > 0 ? s->config->secondary_task_count : -1;
     s->drained = false;
+    s->work_seen = false;
+    s->probing = false;
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
+}
+
+int64_t cohort_service_maintenance_interval_ms(const cohort_service_config_t *config)
+{
+    int64_t every = config->stall_timeout_ms / 3;
+    return every < COHORT_MAINTENANCE_INTERVAL_MS ? every : COHORT_MAINTENANCE_INTERVAL_MS;
 }
 
 void cohort_service_stop_claiming(cohort_service_t *s)

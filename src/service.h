@@ -6,7 +6,8 @@
  * the handler's primary_work, then a new claim budget for the workers (primary_task_count
  * on the primary, secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim
  * and run tasks while budget remains and the queue had work; a claim that finds nothing
- * parks the workers until the next tick, so an idle service costs one query per tick.
+ * parks the workers until the next tick. After a tick one worker probes first and the
+ * others follow only if it found work, so an idle service costs one query per tick.
  */
 #ifndef COHORT_SERVICE_H
 #define COHORT_SERVICE_H
@@ -22,7 +23,12 @@
 #include "plugin.h"
 #include "store.h"
 
-#define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per tick, at most */
+#define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per run, at most */
+/* Maintenance (reset, purge, repair) runs every stall_timeout_ms/3, at most this far apart,
+ * and on the next tick again while a purge backlog remains. */
+#define COHORT_MAINTENANCE_INTERVAL_MS 5000
+/* The scan for malformed pending tasks: this often, or when a claim failed on the server. */
+#define COHORT_TYPE_CHECK_INTERVAL_MS 300000
 
 typedef struct cohort_service_stats {
     _Atomic uint64_t claimed;
@@ -54,11 +60,16 @@ typedef struct cohort_service {
     cohort_service_stats_t stats;
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
+    int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
+    int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
+    _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
 
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int64_t budget;       /* claims left this tick; -1: unlimited */
     bool drained;         /* a claim found nothing: wait for the next tick */
+    bool work_seen;       /* a claim found a task this tick: every worker may claim */
+    bool probing;         /* until then one worker probes; the others wait for its result */
     bool stopping;        /* no more claims */
     pthread_t *threads;
     cohort_slot_t *slots; /* one per thread */
@@ -71,6 +82,10 @@ typedef struct cohort_service {
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      int64_t takeover_ms, cohort_store_t *store,
                                      mongoc_client_t *client, char *err, size_t errlen);
+
+/* How often the primary's maintenance runs for this service (it runs on a tick, so never
+ * more often than the tick). */
+int64_t cohort_service_maintenance_interval_ms(const cohort_service_config_t *config);
 
 /* Starts the worker threads. */
 bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);

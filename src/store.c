@@ -329,20 +329,29 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 
 /* ---- election -------------------------------------------------------------------------- */
 
+static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state);
+static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback);
+
 bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, int64_t epoch,
-                                bool *renewed, bson_error_t *error)
+                                bool *renewed, cohort_batch_state_t *batches,
+                                bson_error_t *error)
 {
     mongoc_collection_t *services = collection(store, client, "services");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
-                              BCON_INT64(epoch));
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
+                             BCON_INT64(epoch));
     bson_t *update = BCON_NEW("$currentDate", "{", "last_active", BCON_BOOL(true), "}");
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(services, filter, update, NULL, &reply, error);
-    *renewed = ok && matched_count(&reply) == 1;
-    bson_destroy(&reply);
+    bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1));
+    bson_t doc;
+    bson_init(&doc);
+    bool ok = find_and_modify(services, query, NULL, update, fields, true, false, &doc, renewed,
+                              error);
+    if (ok && *renewed && batches)
+        read_batch_state(&doc, batches);
+    bson_destroy(&doc);
+    bson_destroy(fields);
     bson_destroy(update);
-    bson_destroy(filter);
+    bson_destroy(query);
     mongoc_collection_destroy(services);
     return ok;
 }
@@ -359,7 +368,8 @@ bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
     bson_t *update = BCON_NEW("$set", "{", "primary", BCON_UTF8(node_id), "}", "$inc", "{",
                               "epoch", BCON_INT64(1), "}", "$currentDate", "{", "last_active",
                               BCON_BOOL(true), "elected_at", BCON_BOOL(true), "}");
-    bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1));
+    bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1), "batch_seq",
+                              BCON_INT32(1), "draining", BCON_INT32(1));
     bson_t doc;
     bool found = false;
     bson_init(&doc);
@@ -375,6 +385,7 @@ bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
         if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
             snprintf(result->previous, sizeof result->previous, "%s",
                      bson_iter_utf8(&it, NULL));
+        read_batch_state(&doc, &result->batches);
     }
     bson_destroy(&doc);
     bson_destroy(fields);
@@ -605,8 +616,8 @@ static int64_t modified_count(const bson_t *reply)
 }
 
 bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
-                               const char *service, int64_t *made_due, int64_t *quarantined,
-                               bson_error_t *error)
+                               const char *service, bool check_types, int64_t *made_due,
+                               int64_t *quarantined, bson_error_t *error)
 {
     *made_due = *quarantined = 0;
     mongoc_collection_t *tasks = queue(store, client, service);
@@ -627,7 +638,7 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
     if (ok)
         *made_due = modified_count(&reply);
     bson_destroy(&reply);
-    if (ok) {
+    if (ok && check_types) {
         ok = mongoc_collection_update_many(tasks, malformed, fail, NULL, &reply, error);
         if (ok)
             *quarantined = modified_count(&reply);
@@ -787,6 +798,12 @@ static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallba
     return fallback;
 }
 
+static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state)
+{
+    state->open = int64_field(doc, "batch_seq", 1);
+    state->draining = int64_field(doc, "draining.seq", 0);
+}
+
 bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, cohort_batch_state_t *state,
                               bson_error_t *error)
@@ -794,8 +811,10 @@ bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
     bson_t doc;
     bool found = false;
     bool ok = cohort_store_read_service(store, client, service, &doc, &found, error);
-    state->open = ok && found ? int64_field(&doc, "batch_seq", 1) : 1;
-    state->draining = ok && found ? int64_field(&doc, "draining.seq", 0) : 0;
+    state->open = 1;
+    state->draining = 0;
+    if (ok && found)
+        read_batch_state(&doc, state);
     bson_destroy(&doc);
     return ok;
 }

@@ -62,16 +62,25 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
 
 /* ---- election -------------------------------------------------------------------------- */
 
+typedef struct cohort_batch_state {
+    int64_t open;     /* the batch tracked tasks join now */
+    int64_t draining; /* the closed batch awaiting its callback, 0 if none */
+} cohort_batch_state_t;
+
+
 /* Renews primacy held under `epoch`: sets last_active to server time if the document still
- * names this node and epoch. *renewed tells whether it did. */
+ * names this node and epoch (one findAndModify). *renewed tells whether it did; if so,
+ * `batches` receives the batch state, which saves the primary a read every tick. */
 bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, int64_t epoch,
-                                bool *renewed, bson_error_t *error);
+                                bool *renewed, cohort_batch_state_t *batches,
+                                bson_error_t *error);
 
 typedef struct cohort_takeover {
     bool taken;
-    int64_t epoch;          /* the new epoch, if taken */
-    char previous[129];     /* the previous primary's id, "" if none */
+    int64_t epoch;                /* the new epoch, if taken */
+    char previous[129];           /* the previous primary's id, "" if none */
+    cohort_batch_state_t batches; /* if taken */
 } cohort_takeover_t;
 
 /* Claims primacy if the primary is null, this node, or last active before `cutoff_ms`
@@ -145,12 +154,13 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
                                     bson_error_t *error);
 
 /* Primary maintenance for tasks written by hand or by other programs: pending tasks without
- * run_at become due now (server time); pending tasks whose attempts or run_at have the wrong
- * type (which would make every claim fail or never match) are failed with the reason.
- * Two updateMany commands. */
+ * run_at become due now (server time; index-served). With `check_types`, pending tasks whose
+ * attempts or run_at have the wrong type (which would make every claim fail or never match)
+ * are also failed with the reason; that query reads every pending task, so it runs only
+ * when a claim failed on the server or every few minutes. */
 bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
-                               const char *service, int64_t *made_due, int64_t *quarantined,
-                               bson_error_t *error);
+                               const char *service, bool check_types, int64_t *made_due,
+                               int64_t *quarantined, bson_error_t *error);
 
 typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed;
@@ -180,11 +190,6 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
                         int64_t limit, int64_t *deleted, bson_error_t *error);
 
 /* ---- batches --------------------------------------------------------------------------- */
-
-typedef struct cohort_batch_state {
-    int64_t open;     /* the batch tracked tasks join now */
-    int64_t draining; /* the closed batch awaiting its callback, 0 if none */
-} cohort_batch_state_t;
 
 /* Reads the batch numbers from the service's config document. */
 bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
