@@ -337,10 +337,12 @@ out:;
         fflush(NULL);
         _exit(rc);
     }
-    for (size_t i = 0; i < n.n_services; i++)
-        cohort_service_destroy(n.services[i], n.client);
+    /* The summary reads the services' counters: before they are freed. Nothing is running
+     * (claims in flight count as running), so the counters are final. */
     if (n.store && n.n_services)
         log_summary(&n);
+    for (size_t i = 0; i < n.n_services; i++)
+        cohort_service_destroy(n.services[i], n.client);
     free(n.services);
     if (n.tick)
         event_free(n.tick);

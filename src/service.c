@@ -75,6 +75,8 @@ static bool take_claim(cohort_service_t *s)
         s->budget--;
     if (go && !s->work_seen)
         s->probing = true; /* this worker finds out whether there is work */
+    if (go)
+        s->running++; /* from the claim on: shutdown waits for a claim in flight too */
     pthread_mutex_unlock(&s->lock);
     return go;
 }
@@ -106,6 +108,7 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&s->lock);
             s->drained = true; /* poll again next tick */
             s->probing = false;
+            s->running--;
             if (s->budget >= 0)
                 s->budget++;   /* nothing was claimed: give the claim back */
             pthread_cond_broadcast(&s->wake);
@@ -128,7 +131,6 @@ static void *worker_main(void *arg)
             s->probing = false;
             pthread_cond_broadcast(&s->wake);
         }
-        s->running++;
         if (bson_iter_init_find(&id, &task, "_id") && BSON_ITER_HOLDS_OID(&id)) {
             s->slots[slot].busy = true;
             bson_oid_copy(bson_iter_oid(&id), &s->slots[slot].task);

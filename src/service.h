@@ -74,7 +74,7 @@ typedef struct cohort_service {
     pthread_t *threads;
     cohort_slot_t *slots; /* one per thread */
     size_t n_threads;
-    size_t running;       /* tasks being processed right now */
+    size_t running;       /* claims in flight and tasks being processed right now */
 } cohort_service_t;
 
 /* Loads the handler and calls its init(); takeover_ms is the cluster's. `client` (may be NULL) is lent to init() for the

@@ -1,0 +1,254 @@
+/*
+ * cluster.h - a harness for the cluster tests: several real cohortd processes sharing one
+ * database, driven from a Criterion test.
+ *
+ * A cluster owns a temporary directory (one config file and one log file per node, plus
+ * whatever the test puts there), a database of its own (test_db_name()) and a client to
+ * read it. Nodes are spawned with posix_spawn, their stdout and stderr appended to their
+ * log file, and are stopped (SIGTERM), killed (SIGKILL), paused (SIGSTOP) and resumed
+ * (SIGCONT) by the test.
+ *
+ * Cleanup is not left to the test's happy path: every cluster (and every private database
+ * server started here) is registered, and cluster_cleanup_all() - which tests name as their
+ * Criterion .fini and which also runs at exit - kills every node still running, drops the
+ * database and removes the directory. Where util-linux's setpriv exists, nodes also get
+ * SIGKILL as parent-death signal, so even a test process that dies hard leaves none behind.
+ *
+ * Nothing here sleeps for correctness: waits poll with a deadline. A failed assertion prints
+ * the tail of every node's log; COHORT_TEST_KEEP=1 keeps the directory (configs, logs) too.
+ */
+#ifndef COHORT_TEST_CLUSTER_H
+#define COHORT_TEST_CLUSTER_H
+
+#include <criterion/criterion.h>
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CLUSTER_MAX_NODES 8
+#define CLUSTER_MAX_SERVICES 4
+#define CLUSTER_MAX_ENV 4
+#define CLUSTER_ID_MAX 129
+
+/* One [service:NAME] section; every node of the cluster hosts the same services. */
+typedef struct cluster_service_spec {
+    const char *name;
+    /* Extra lines for the section, e.g. "workers = 2\nsleep_ms = 5" (may be NULL); "@DIR@"
+     * stands for the cluster's directory. The handler is always
+     * build/handlers/cohort_noop.so. */
+    const char *settings;
+} cluster_service_spec_t;
+
+typedef struct cluster_options {
+    const char *tag;           /* names the directory and the database */
+    int64_t tick_ms;           /* 0: 200 */
+    int64_t takeover_ms;       /* 0: 1500 */
+    int64_t shutdown_grace_ms; /* 0: 5000 */
+    const char *uri;           /* NULL: MONGODB_URI */
+    /* Start a private database server for this cluster (deploy/localdb, data in an H2 file,
+     * on a free port) instead of using `uri`, so the test may stop and restart it. */
+    bool private_db;
+    cluster_service_spec_t services[CLUSTER_MAX_SERVICES];
+} cluster_options_t;
+
+typedef struct cluster cluster_t;
+
+typedef struct cluster_node {
+    cluster_t *cluster;
+    int index;   /* 1-based */
+    char id[32]; /* its node_id: "n1", "n2", ... */
+    char *config_path;
+    char *log_path;
+    char *env[CLUSTER_MAX_ENV]; /* extra "KEY=VALUE" for the process; owned */
+    pid_t pid;                  /* 0: not running (never started, or reaped) */
+    bool paused;
+    bool exited; /* reaped: see wait_status */
+    int wait_status;
+} cluster_node_t;
+
+struct cluster {
+    char *dir;
+    char *db;
+    char *uri;
+    int64_t tick_ms, takeover_ms, shutdown_grace_ms;
+    cluster_service_spec_t services[CLUSTER_MAX_SERVICES];
+    size_t n_services;
+    cluster_node_t nodes[CLUSTER_MAX_NODES];
+    size_t n_nodes;
+    mongoc_client_t *client; /* the test's own reads; short timeouts */
+    char *db_state;          /* private_db: localdb.sh state directory, H2 file and port */
+    char *db_h2;
+    int db_port;
+};
+
+/* A new cluster with no nodes yet. Fails the test on any problem. Freed by
+ * cluster_cleanup_all() (or cluster_destroy()). */
+cluster_t *cluster_new(const cluster_options_t *options);
+
+/* Kills any node still running, drops the database, removes the directory. Idempotent. */
+void cluster_destroy(cluster_t *c);
+
+/* Destroys every cluster and stops every private database started by this process. Name it
+ * as the Criterion .fini of each cluster test; it is also registered with atexit(). */
+void cluster_cleanup_all(void);
+
+/* Writes the next node's config file. `env` is a NULL-terminated list of "KEY=VALUE" added to
+ * the process environment (may be NULL). The node is not started. */
+cluster_node_t *cluster_add_node(cluster_t *c, const char *const *env);
+
+/* Spawns the node (build/cohortd -c FILE); MONGODB_URI is set to the cluster's URI. */
+void cluster_node_start(cluster_node_t *n);
+
+/* cluster_add_node() + cluster_node_start() for `count` nodes without extra environment. */
+void cluster_start_nodes(cluster_t *c, size_t count);
+
+/* True while the process has not exited (reaps it if it has). */
+bool cluster_node_alive(cluster_node_t *n);
+
+/* Sends SIGTERM (and SIGCONT if the node is paused) without waiting. */
+void cluster_node_send_term(cluster_node_t *n);
+
+/* Waits up to timeout_ms for the node to exit and reaps it. Returns the milliseconds from
+ * `since_ms` (a test_now_ms() time) to the exit, or -1 if it is still running. */
+int64_t cluster_node_wait_exit(cluster_node_t *n, int64_t since_ms, int64_t timeout_ms);
+
+/* SIGTERM, then waits up to timeout_ms for the exit. Returns the milliseconds it took to
+ * exit, or -1 if it did not (the node is then still running). */
+int64_t cluster_node_term(cluster_node_t *n, int64_t timeout_ms);
+
+/* Asserts that the node has exited with status 0 (dumping the logs if not). */
+void cluster_node_assert_clean_exit(cluster_node_t *n);
+
+/* cluster_node_term() and asserts a clean exit with status 0 within timeout_ms. */
+int64_t cluster_node_stop_ok(cluster_node_t *n, int64_t timeout_ms);
+
+/* SIGKILL and reap (also works on a paused node). */
+void cluster_node_kill(cluster_node_t *n);
+
+void cluster_node_pause(cluster_node_t *n);
+void cluster_node_resume(cluster_node_t *n);
+
+/* The node whose node_id is `id`, or NULL. */
+cluster_node_t *cluster_node_by_id(cluster_t *c, const char *id);
+
+/* Waits until every started node has registered in the `nodes` collection (its first ping,
+ * which also synchronises its clock, is done). Returns whether they all did in time. */
+bool cluster_wait_registered(cluster_t *c, int64_t timeout_ms);
+
+/* ---- logs ------------------------------------------------------------------------------ */
+
+/* Lines of the node's log that contain `needle` and, if not NULL, also `needle2`. */
+int cluster_log_count(cluster_node_t *n, const char *needle, const char *needle2);
+
+/* The first such line (without its newline), or NULL; caller frees. */
+char *cluster_log_find(cluster_node_t *n, const char *needle, const char *needle2);
+
+/* Polls until cluster_log_count() > 0. */
+bool cluster_wait_log(cluster_node_t *n, const char *needle, const char *needle2,
+                      int64_t timeout_ms);
+
+/* Checks that across all nodes' logs each epoch of `service` was announced ("became primary
+ * (epoch N") at most once. On a duplicate returns false and describes it in `why`. */
+bool cluster_epochs_unique(cluster_t *c, const char *service, char *why, size_t whylen);
+
+/* Prints the last `lines` lines of every node's log to stderr (for failure reports). */
+void cluster_dump_logs(cluster_t *c, int lines);
+
+/* Fails the test like cr_assert_fail(), after printing the tail of every node's log. */
+#define cluster_assert(c, cond, ...)                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            cluster_dump_logs((c), 25);                                                            \
+            cr_assert_fail(__VA_ARGS__);                                                           \
+        }                                                                                          \
+    } while (0)
+
+/* ---- database -------------------------------------------------------------------------- */
+
+typedef struct cluster_primacy {
+    char primary[CLUSTER_ID_MAX]; /* "" if none */
+    int64_t epoch;
+    int64_t last_active_ms; /* server time; 0 if unset */
+    int64_t elected_at_ms;  /* server time; 0 if unset */
+} cluster_primacy_t;
+
+/* Reads the `services` document of `service`. False on a database error or if there is no
+ * document yet (out is then zeroed). Never fails the test. */
+bool cluster_read_primacy(cluster_t *c, const char *service, cluster_primacy_t *out);
+
+/* Polls until `service` has a primary other than `not_this` (NULL or "": any primary).
+ * Returns whether it did; `out` holds the last reading. */
+bool cluster_wait_primary(cluster_t *c, const char *service, const char *not_this,
+                          int64_t timeout_ms, cluster_primacy_t *out);
+
+/* A change of primary, seen by polling the services document every 20 ms. */
+typedef struct cluster_takeover {
+    cluster_primacy_t before; /* the last reading that still named the old primary */
+    cluster_primacy_t after;  /* the first reading naming another node */
+    int64_t elapsed_ms;       /* from `since_ms` to the end of that first reading: an upper
+                               * bound, late by at most one poll interval plus a read */
+} cluster_takeover_t;
+
+/* Polls until `service` has a primary that is neither `old_primary` nor none. `since_ms`
+ * (test_now_ms() time, e.g. of a kill) is where elapsed_ms counts from. */
+bool cluster_wait_takeover(cluster_t *c, const char *service, const char *old_primary,
+                           int64_t since_ms, int64_t timeout_ms, cluster_takeover_t *out);
+
+/* Counts tasks of queue_<service> matching the JSON filter; -1 on a database error. */
+int64_t cluster_try_count(cluster_t *c, const char *service, const char *filter_json);
+
+/* Tasks of `service` with status `status` ("pending", "claimed", ...); fails the test on a
+ * database error. */
+int64_t cluster_count_status(cluster_t *c, const char *service, const char *status);
+
+/* Polls until `count` tasks of `service` are succeeded (database errors just mean "not
+ * yet"). */
+bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms);
+
+/* Runs build/cohortctl -c <node 1's config> ARGS... (NULL-terminated) with the cluster's
+ * MONGODB_URI and returns its exit status (-1 if it did not exit normally). Its output is
+ * appended to <dir>/cohortctl.log. */
+int cluster_run_ctl(cluster_t *c, const char *const *args);
+
+/* ---- journal --------------------------------------------------------------------------- */
+
+/* What a noop journal (lines "<task id> <node id> <attempt>") says about a service's queue. */
+typedef struct cluster_journal_report {
+    int64_t lines;
+    int64_t malformed;   /* lines that are not "<24 hex> <node> <attempt>" */
+    int64_t tasks_in_db; /* documents in queue_<service> */
+    int64_t duplicates;  /* journal lines repeating an id seen before */
+    int64_t missing;     /* tasks in the db absent from the journal */
+    int64_t unknown;     /* journal ids that are not tasks in the db */
+    int64_t not_first_attempt;
+    char nodes[CLUSTER_MAX_NODES][CLUSTER_ID_MAX]; /* distinct node ids, in order seen */
+    int64_t per_node[CLUSTER_MAX_NODES];
+    size_t n_nodes;
+    char example[160]; /* one offending line or id, for the failure message */
+} cluster_journal_report_t;
+
+/* Reads the journal at `path` and every task id of `service` from the database. Fails the
+ * test if either cannot be read. */
+void cluster_journal_check(cluster_t *c, const char *service, const char *path,
+                           cluster_journal_report_t *report);
+
+/* ---- a private database server (for tests that stop it) -------------------------------- */
+
+/* For a private_db cluster: stop its server cleanly (localdb.sh stop), and start it again on
+ * the same port with the same H2 file. */
+void cluster_db_stop(cluster_t *c);
+void cluster_db_start(cluster_t *c);
+
+/* A TCP port that was free a moment ago (bind port 0, read it, close). */
+int cluster_free_port(void);
+
+/* Starts deploy/localdb/localdb.sh in `state_dir` with data in the H2 file `h2_file` on
+ * `port`; returns its URI (caller frees). Registered: cluster_cleanup_all() stops it. */
+char *cluster_localdb_start(const char *state_dir, const char *h2_file, int port);
+
+/* Stops it cleanly (localdb.sh stop); fails the test if the script fails. */
+void cluster_localdb_stop(const char *state_dir);
+
+#endif
