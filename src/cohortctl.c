@@ -346,8 +346,17 @@ static int cmd_data(ctl_t *ctl, int argc, char **argv)
             fprintf(stderr, "cohortctl data get: %s\n", error.message);
             rc = 1;
         } else if (!found) {
-            fprintf(stderr, "cohortctl data get: '%s' is not set for service '%s'\n", key,
-                    service);
+            bson_t doc;
+            bool exists = true;
+            cohort_store_read_service(ctl->store, ctl->client, service, &doc, &exists, &error);
+            bson_destroy(&doc);
+            if (!exists)
+                fprintf(stderr, "cohortctl data get: service '%s' does not exist (start a node "
+                                "that hosts it first)\n",
+                        service);
+            else
+                fprintf(stderr, "cohortctl data get: '%s' is not set for service '%s'\n", key,
+                        service);
             rc = 1;
         } else {
             bson_t doc = BSON_INITIALIZER;
@@ -363,6 +372,8 @@ static int cmd_data(ctl_t *ctl, int argc, char **argv)
     } else {
         bool applied = false;
         const bson_value_t *v = wrapper ? bson_iter_value(&value) : NULL;
+        if (v && v->value_type == BSON_TYPE_NULL)
+            v = NULL; /* as in cohort_set(): storing null removes the key */
         if (!cohort_store_set_data(ctl->store, ctl->client, service, key, v, NULL, 0, &applied,
                                    &error)) {
             fprintf(stderr, "cohortctl data %s: %s\n", verb, error.message);

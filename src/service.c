@@ -315,6 +315,16 @@ static void advance_batches(cohort_service_t *s, mongoc_client_t *client, int64_
     bson_error_t error;
     cohort_batch_counts_t counts;
     int64_t seq = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
+    int64_t moved = 0;
+    if (!cohort_store_adopt_stragglers(s->store, client, c->name, seq,
+                                       atomic_load(&s->batch_open), &moved, &error))
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "cannot move late tracked tasks into batch %lld: %s",
+                    (long long)atomic_load(&s->batch_open), error.message);
+    else if (moved > 0)
+        cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                    "%lld tracked task(s) outside any open batch joined batch %lld",
+                    (long long)moved, (long long)atomic_load(&s->batch_open));
     if (!cohort_store_count_batch(s->store, client, c->name, seq, &counts, &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "batch %lld: cannot count: %s",
                     (long long)seq, error.message);

@@ -13,6 +13,11 @@
 #include <string.h>
 
 #define INSERT_CHUNK 10000
+/* How many completed batches back a late tracked task is looked for. A writer reads the open
+ * batch and inserts a moment later; it cannot fall further behind than this without pausing
+ * through several whole batches. The bound keeps the query on a short range of the
+ * batch_status index instead of every retained task. */
+#define STRAGGLER_BATCHES 8
 
 struct cohort_store {
     mongoc_client_pool_t *pool;
@@ -197,6 +202,17 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                               "}", "$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
     bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
     bool ok = mongoc_collection_update_one(services, filter, update, opts, NULL, error);
+    if (ok) {
+        /* Documents created before batches existed lack their fields, and closing a batch
+         * is fenced on batch_seq: fill them in. */
+        bson_t *old = BCON_NEW("_id", BCON_UTF8(service), "batch_seq", "{", "$exists",
+                               BCON_BOOL(false), "}");
+        bson_t *fill = BCON_NEW("$set", "{", "batch_seq", BCON_INT64(1), "draining", BCON_NULL,
+                                "batches_completed", BCON_INT64(0), "}");
+        ok = mongoc_collection_update_one(services, old, fill, NULL, NULL, error);
+        bson_destroy(fill);
+        bson_destroy(old);
+    }
     bson_destroy(opts);
     bson_destroy(update);
     bson_destroy(filter);
@@ -720,8 +736,11 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                                 bson_error_t *error)
 {
     *reset = 0;
-    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "heartbeat_at", "{", "$lt",
-                              BCON_DATE_TIME(cutoff_ms), "}");
+    /* Claims made before check-ins existed have only claimed_at. */
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{",
+                              "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
+                              "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
+                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                               BCON_NULL, "last_error",
                               BCON_UTF8("stalled: its node stopped checking in; reset to pending"),
@@ -746,7 +765,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
     bson_t *filter = BCON_NEW("status", BCON_UTF8(status), "finished_at", "{", "$lt",
                               BCON_DATE_TIME(cutoff_ms), "}", "$or", "[", "{", "tracked", "{",
                               "$ne", BCON_BOOL(true), "}", "}", "{", "batch", "{", "$lt",
-                              BCON_INT64(keep_batch_from), "}", "}", "]");
+                              BCON_INT64(keep_batch_from), "}", "}", "{", "batch", "{",
+                              "$exists", BCON_BOOL(false), "}", "}", "]");
     bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
                             BCON_INT64(limit));
     mongoc_collection_t *tasks = queue(store, client, service);
@@ -1014,5 +1034,29 @@ bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const
     bson_append_document_end(&update, &op);
     bool ok = fenced_update(store, client, service, node_id, epoch, NULL, &update, applied, error);
     bson_destroy(&update);
+    return ok;
+}
+
+bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t completed_before, int64_t open,
+                                   int64_t *moved, bson_error_t *error)
+{
+    *moved = 0;
+    bson_t *filter = BCON_NEW(
+        "tracked", BCON_BOOL(true), "$and", "[", "{", "$or", "[", "{", "batch", "{", "$lt",
+        BCON_INT64(completed_before), "$gte", BCON_INT64(completed_before - STRAGGLER_BATCHES),
+        "}", "}", "{", "batch", "{", "$exists", BCON_BOOL(false), "}", "}", "]", "}", "{", "$or", "[", "{", "status", "{", "$in", "[", BCON_UTF8("pending"),
+        BCON_UTF8("claimed"), "]", "}", "}", "{", "status", BCON_UTF8("succeeded"),
+        "acknowledged", "{", "$ne", BCON_BOOL(true), "}", "}", "]", "}", "]");
+    bson_t *update = BCON_NEW("$set", "{", "batch", BCON_INT64(open), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
+    if (ok)
+        *moved = modified_count(&reply);
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
     return ok;
 }

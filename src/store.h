@@ -211,6 +211,14 @@ bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, co
                               const char *node_id, int64_t epoch, int64_t batch, bool *closed,
                               bson_error_t *error);
 
+/* Tracked tasks that no callback would see join the open batch `open`: unfinished or
+ * unacknowledged-succeeded ones in one of the few batches numbered just below
+ * `completed_before` (written there by a writer that read batch_seq before the close) or
+ * without a batch (written by another program). One updateMany. */
+bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t completed_before, int64_t open,
+                                   int64_t *moved, bson_error_t *error);
+
 /* Marks the succeeded tasks of `batch` acknowledged (idempotent). */
 bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
                                     const char *service, int64_t batch, bson_error_t *error);
