@@ -330,10 +330,28 @@ static void cluster_key(parser_t *p, int line, const char *key, const char *valu
     } else if (strcmp(key, "log_level") == 0) {
         if (!cohort_log_parse_level(value, &c->log_level))
             problem(p, line, "log_level = '%s' is not one of debug, info, warn, error", value);
+    } else if (strcmp(key, "log_format") == 0) {
+        if (strcmp(value, "text") == 0 || strcmp(value, "json") == 0)
+            c->log_json = strcmp(value, "json") == 0;
+        else
+            problem(p, line, "log_format = '%s' is not one of text, json", value);
+    } else if (strcmp(key, "http_listen") == 0) {
+        free(c->http_listen);
+        c->http_listen = NULL;
+        if (*value) {
+            const char *colon = strrchr(value, ':');
+            char *end = NULL;
+            long port = colon ? strtol(colon + 1, &end, 10) : -1;
+            if (!colon || colon == value || !end || *end || port < 1 || port > 65535)
+                problem(p, line, "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)",
+                        value);
+            else
+                c->http_listen = strdup(value);
+        }
     } else {
         problem(p, line,
                 "unknown key '%s' in [cluster] (known: mongodb_uri, database, tick_ms, "
-                "takeover_ms, shutdown_grace_ms, node_id, log_level)",
+                "takeover_ms, shutdown_grace_ms, node_id, log_level, log_format, http_listen)",
                 key);
     }
 }
@@ -522,6 +540,7 @@ void cohort_config_destroy(cohort_config_t *c)
     free(c->mongodb_uri);
     free(c->database);
     free(c->node_id);
+    free(c->http_listen);
     free(c);
 }
 

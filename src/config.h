@@ -46,6 +46,8 @@ typedef struct cohort_config {
     int64_t shutdown_grace_ms;
     char *node_id; /* NULL: generate one */
     cohort_log_level_t log_level;
+    bool log_json;     /* log_format = json: one JSON object per line */
+    char *http_listen; /* HOST:PORT of the HTTP listener (health, metrics); NULL: off */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;
