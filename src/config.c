@@ -552,3 +552,85 @@ const cohort_service_config_t *cohort_config_find_service(const cohort_config_t 
             return &c->services[i];
     return NULL;
 }
+
+/* ---- live settings ------------------------------------------------------------------------ */
+
+const char *const cohort_setting_names[] = {
+    "tick_ms",          "takeover_ms",           "primary_task_count", "secondary_task_count",
+    "stall_timeout_ms", "succeeded_retention_ms", "failed_retention_ms", NULL,
+};
+
+/* Ranges, the same as the file's. */
+static const struct {
+    int64_t min, max;
+} setting_ranges[] = {
+    {10, 3600000},           {20, 86400000}, {1, 1000000}, {0, 1000000}, {100, 7LL * 86400000},
+    {0, 3650LL * 86400000}, {0, 3650LL * 86400000},
+};
+
+void cohort_settings_from_config(const cohort_config_t *config,
+                                 const cohort_service_config_t *service,
+                                 cohort_settings_t *settings)
+{
+    *settings = (cohort_settings_t){
+        .tick_ms = config->tick_ms,
+        .takeover_ms = config->takeover_ms,
+        .primary_task_count = service->primary_task_count,
+        .secondary_task_count = service->secondary_task_count,
+        .stall_timeout_ms = service->stall_timeout_ms,
+        .succeeded_retention_ms = service->succeeded_retention_ms,
+        .failed_retention_ms = service->failed_retention_ms,
+    };
+}
+
+int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key)
+{
+    int64_t *fields[] = {&settings->tick_ms,          &settings->takeover_ms,
+                         &settings->primary_task_count, &settings->secondary_task_count,
+                         &settings->stall_timeout_ms, &settings->succeeded_retention_ms,
+                         &settings->failed_retention_ms};
+    for (size_t i = 0; cohort_setting_names[i]; i++)
+        if (strcmp(cohort_setting_names[i], key) == 0)
+            return fields[i];
+    return NULL;
+}
+
+bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen)
+{
+    for (size_t i = 0; cohort_setting_names[i]; i++) {
+        if (strcmp(cohort_setting_names[i], key) != 0)
+            continue;
+        if (value >= setting_ranges[i].min && value <= setting_ranges[i].max)
+            return true;
+        snprintf(why, whylen, "%s = %lld is out of range [%lld, %lld]", key, (long long)value,
+                 (long long)setting_ranges[i].min, (long long)setting_ranges[i].max);
+        return false;
+    }
+    snprintf(why, whylen,
+             "'%s' is not a live setting (known: tick_ms, takeover_ms, primary_task_count, "
+             "secondary_task_count, stall_timeout_ms, succeeded_retention_ms, "
+             "failed_retention_ms)",
+             key);
+    return false;
+}
+
+bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen)
+{
+    cohort_settings_t copy = *settings;
+    for (size_t i = 0; cohort_setting_names[i]; i++)
+        if (!cohort_settings_check_value(cohort_setting_names[i],
+                                         *cohort_settings_field(&copy, cohort_setting_names[i]),
+                                         why, whylen))
+            return false;
+    if (settings->takeover_ms <= settings->tick_ms) {
+        snprintf(why, whylen, "takeover_ms (%lld) must be greater than tick_ms (%lld)",
+                 (long long)settings->takeover_ms, (long long)settings->tick_ms);
+        return false;
+    }
+    if (settings->stall_timeout_ms < 3 * settings->tick_ms) {
+        snprintf(why, whylen, "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
+                 (long long)settings->stall_timeout_ms, (long long)(3 * settings->tick_ms));
+        return false;
+    }
+    return true;
+}

@@ -52,6 +52,34 @@ typedef struct cohort_config {
     size_t n_services;
 } cohort_config_t;
 
+/* The values an operator may change live with `cohortctl settings set` (stored in the
+ * service's config document, where they win over the file while set). */
+typedef struct cohort_settings {
+    int64_t tick_ms;
+    int64_t takeover_ms;
+    int64_t primary_task_count;
+    int64_t secondary_task_count;
+    int64_t stall_timeout_ms;
+    int64_t succeeded_retention_ms;
+    int64_t failed_retention_ms;
+} cohort_settings_t;
+
+/* The names of the live settings, NULL-terminated, in the order of cohort_settings_t. */
+extern const char *const cohort_setting_names[];
+
+/* The file's values for a service. */
+void cohort_settings_from_config(const cohort_config_t *config,
+                                 const cohort_service_config_t *service,
+                                 cohort_settings_t *settings);
+
+/* A pointer to the field named `key`, or NULL if it is not a live setting. */
+int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key);
+
+/* Checks one value's range, then the rules between values (takeover_ms > tick_ms,
+ * stall_timeout_ms >= 3 * tick_ms). False with a reason a person can act on. */
+bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen);
+bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen);
+
 /* Problems found while loading; each message already carries "line N: ". */
 typedef struct cohort_config_errors {
     char **messages;

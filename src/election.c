@@ -8,6 +8,8 @@
  */
 #include "election.h"
 
+#include <string.h>
+
 #include "clock.h"
 #include "log.h"
 
@@ -20,6 +22,36 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     e->primary = false;
     atomic_store(&e->epoch, 0);
     atomic_store(&e->lease_until_ms, 0);
+    atomic_store(&e->leader_changes, 0);
+    bson_init(&e->settings);
+}
+
+void cohort_election_destroy(cohort_election_t *e)
+{
+    bson_destroy(&e->settings);
+}
+
+/* Keeps a copy of the document's settings sub-document (empty if none). */
+static void keep_settings(cohort_election_t *e, const bson_t *doc)
+{
+    bson_iter_t it;
+    bson_reinit(&e->settings);
+    if (bson_iter_init_find(&it, doc, "settings") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_iter_document(&it, &len, &data);
+        bson_t sub;
+        if (bson_init_static(&sub, data, len))
+            bson_concat(&e->settings, &sub);
+    }
+}
+
+static int64_t doc_int64(const bson_t *doc, const char *key)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it)
+               ? bson_iter_as_int64(&it)
+               : 0;
 }
 
 int64_t cohort_election_guard_ms(int64_t takeover_ms)
@@ -41,6 +73,7 @@ static void lose(cohort_election_t *e, const char *why)
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->epoch, 0);
     e->primary = false;
+    atomic_fetch_add(&e->leader_changes, 1);
     cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
                 "lost primacy of epoch %lld: %s", (long long)epoch, why);
 }
@@ -53,23 +86,58 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
 
     if (e->primary) {
         bool renewed = false;
-        if (!cohort_store_renew_primacy(store, client, e->service, e->node_id,
-                                        atomic_load(&e->epoch), &renewed, &e->batches, error))
+        bson_t doc;
+        if (!cohort_store_renew_lease(store, client, e->service, e->node_id,
+                                      atomic_load(&e->epoch), e->takeover_ms, &renewed, &doc,
+                                      error)) {
+            bson_destroy(&doc);
             return false;
+        }
         if (renewed) {
             atomic_store(&e->lease_until_ms, sent + lease);
+            cohort_store_parse_batch_state(&doc, &e->batches);
+            keep_settings(e, &doc);
+            bson_destroy(&doc);
             return true;
         }
+        bson_destroy(&doc);
         lose(e, "another node took over or an operator cleared it");
     }
 
     if (!cohort_clock_synced())
         return true; /* no trustworthy cluster time yet: no takeover */
 
+    /* Read first: most ticks of a secondary end here, with the settings learnt. */
+    bson_t doc;
+    bool found = false;
+    if (!cohort_store_read_service(store, client, e->service, &doc, &found, error)) {
+        bson_destroy(&doc);
+        return false;
+    }
+    if (!found) {
+        bson_destroy(&doc);
+        return true; /* created on the node's next preparation */
+    }
+    keep_settings(e, &doc);
+    bson_iter_t it;
+    const char *primary = NULL;
+    if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+        primary = bson_iter_utf8(&it, NULL);
+    int64_t declared = doc_int64(&doc, "lease_ms");
+    int64_t last_active = 0;
+    if (bson_iter_init_find(&it, &doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        last_active = bson_iter_date_time(&it);
+    /* Documents written before leases were declared: this node's own takeover_ms. */
+    int64_t wait = declared > 0 ? declared : e->takeover_ms;
+    int64_t cutoff = cohort_clock_cluster_ms() - wait;
+    bool vacant = !primary || strcmp(primary, e->node_id) == 0 || last_active < cutoff;
+    bson_destroy(&doc);
+    if (!vacant)
+        return true;
+
     cohort_takeover_t result;
-    int64_t cutoff = cohort_clock_cluster_ms() - e->takeover_ms;
-    if (!cohort_store_take_primacy(store, client, e->service, e->node_id, cutoff, &result,
-                                   error))
+    if (!cohort_store_take_lease(store, client, e->service, e->node_id, cutoff, declared,
+                                 e->takeover_ms, &result, error))
         return false;
     if (!result.taken)
         return true;
@@ -78,6 +146,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     atomic_store(&e->lease_until_ms, sent + lease);
     e->primary = true;
     e->batches = result.batches;
+    atomic_fetch_add(&e->leader_changes, 1);
     cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
                 "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
                 result.previous[0] ? result.previous : "none");
@@ -107,6 +176,7 @@ void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->epoch, 0);
     e->primary = false;
+    atomic_fetch_add(&e->leader_changes, 1);
     bson_error_t error;
     if (cohort_store_step_down(store, client, e->service, e->node_id, epoch, &error))
         cohort_logf(COHORT_LOG_INFO, e->service, "secondary", epoch,

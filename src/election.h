@@ -27,6 +27,8 @@ typedef struct cohort_election {
     _Atomic int64_t epoch;          /* epoch of the held primacy, 0 if none */
     _Atomic int64_t lease_until_ms; /* monotonic; 0 if none */
     cohort_batch_state_t batches;   /* main thread: as of the last renewal or takeover */
+    bson_t settings;                /* main thread: the document's live settings, as last read */
+    _Atomic uint64_t leader_changes; /* times this node became primary or stopped being it */
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,
@@ -38,8 +40,13 @@ int64_t cohort_election_guard_ms(int64_t takeover_ms);
 /* The largest clock-sample round trip that keeps the clock error inside the guard. */
 int64_t cohort_election_max_rtt_ms(int64_t takeover_ms);
 
-/* One election round: renew held primacy, or try to take it. Logs every change of role.
- * Returns false on a database error (the lease then simply runs out). */
+/* One election round: renew held primacy, or read the document and, if its primary is gone
+ * (null, this node, or silent for longer than the lease it declared), take it. Every
+ * renewal and takeover declares this node's takeover_ms as the lease (lease_ms) in the same
+ * write as last_active, and a takeover waits for the lease the current primary declared:
+ * so a live change of takeover_ms cannot make two nodes disagree about when a primary may
+ * be replaced. Logs every change of role. Returns false on a database error (the lease then
+ * simply runs out). */
 bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
                           mongoc_client_t *client, bson_error_t *error);
 
@@ -48,6 +55,9 @@ bool cohort_election_has_lease(const cohort_election_t *election);
 
 /* The epoch under which this node may act now, or 0. Safe from any thread. */
 int64_t cohort_election_epoch(const cohort_election_t *election);
+
+/* Frees what the election holds (its settings copy). */
+void cohort_election_destroy(cohort_election_t *election);
 
 /* Gives primacy up (clears it in the database if still held). */
 void cohort_election_step_down(cohort_election_t *election, cohort_store_t *store,

@@ -2,7 +2,8 @@
  * log.c - the node's log lines (see log.h for the format).
  *
  * The level and node id are set once at start-up (and the level again on reload), so they
- * are plain atomics; formatting happens on the caller's stack.
+ * are plain atomics; formatting happens on the caller's stack. JSON lines (log_format =
+ * json) are built in a heap buffer, each string escaped by libbson, and written the same way.
  */
 #include "log.h"
 
@@ -20,6 +21,7 @@
 
 static _Atomic int log_level = COHORT_LOG_INFO;
 static char log_node[128] = "-";
+static _Atomic bool log_json = false;
 
 void cohort_log_set_level(cohort_log_level_t level)
 {
@@ -34,6 +36,11 @@ cohort_log_level_t cohort_log_get_level(void)
 void cohort_log_set_node(const char *node_id)
 {
     snprintf(log_node, sizeof log_node, "%s", node_id ? node_id : "-");
+}
+
+void cohort_log_set_json(bool json)
+{
+    atomic_store(&log_json, json);
 }
 
 bool cohort_log_parse_level(const char *text, cohort_log_level_t *level)
@@ -68,6 +75,100 @@ const char *cohort_log_level_name(cohort_log_level_t level)
     return "?";
 }
 
+/* "2026-11-21T13:45:01.123Z" from the node's clock. */
+static void format_time(char *out, size_t len)
+{
+    int64_t now_ms = cohort_clock_realtime_ms();
+    time_t secs = (time_t)(now_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, len - n, ".%03dZ", (int)(now_ms % 1000));
+}
+
+/* `text` as the inside of a JSON string (caller frees with bson_free). Bytes that are not
+ * UTF-8 (a message quoting binary data) become '?': the line stays valid JSON. */
+static char *json_escape(const char *text)
+{
+    size_t len = strlen(text);
+    if (bson_utf8_validate(text, len, false))
+        return bson_utf8_escape_for_json(text, (ssize_t)len);
+    char *ascii = bson_strdup(text);
+    for (char *p = ascii; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    char *escaped = bson_utf8_escape_for_json(ascii, (ssize_t)len);
+    bson_free(ascii);
+    return escaped;
+}
+
+static const char *json_level(cohort_log_level_t level)
+{
+    switch (level) {
+    case COHORT_LOG_DEBUG:
+        return "debug";
+    case COHORT_LOG_INFO:
+        return "info";
+    case COHORT_LOG_WARN:
+        return "warn";
+    case COHORT_LOG_ERROR:
+        return "error";
+    }
+    return "?";
+}
+
+/* After vsnprintf cut a message at the end of `text`, drops a UTF-8 sequence left
+ * incomplete, so the message stays valid UTF-8. */
+static void trim_partial_utf8(char *text)
+{
+    size_t len = strlen(text), lead = len;
+    while (lead > 0 && ((unsigned char)text[lead - 1] & 0xC0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return;
+    unsigned char c = (unsigned char)text[lead - 1];
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (len - (lead - 1) < need)
+        text[lead - 1] = '\0';
+}
+
+/* Appends ,"key":"value" with the value escaped. */
+static void json_field(FILE *out, const char *key, const char *value)
+{
+    char *escaped = json_escape(value);
+    fprintf(out, ",\"%s\":\"%s\"", key, escaped ? escaped : "?");
+    bson_free(escaped);
+}
+
+/* One JSON object per line, written with one write(2) like the text lines. */
+static void write_json_line(cohort_log_level_t level, const char *service, const char *role,
+                            int64_t epoch, const char *message)
+{
+    char stamp[32];
+    format_time(stamp, sizeof stamp);
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len);
+    if (!out)
+        return;
+    fprintf(out, "{\"time\":\"%s\",\"level\":\"%s\"", stamp, json_level(level));
+    json_field(out, "node", log_node);
+    if (service)
+        json_field(out, "service", service);
+    if (role)
+        json_field(out, "role", role);
+    if (epoch > 0)
+        fprintf(out, ",\"epoch\":%lld", (long long)epoch);
+    json_field(out, "msg", message);
+    fputs("}\n", out);
+    bool complete = !ferror(out);
+    if (fclose(out) == 0 && complete) {
+        ssize_t ignored = write(STDERR_FILENO, line, len);
+        (void)ignored;
+    }
+    free(line);
+}
+
 void cohort_logv(cohort_log_level_t level, const char *service, const char *role, int64_t epoch,
                  const char *fmt, va_list ap)
 {
@@ -75,13 +176,15 @@ void cohort_logv(cohort_log_level_t level, const char *service, const char *role
         return;
 
     char line[2048];
-    size_t n = 0;
-    int64_t now_ms = cohort_clock_realtime_ms();
-    time_t secs = (time_t)(now_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    n += strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(line + n, sizeof line - n, ".%03dZ %-5s node=%s", (int)(now_ms % 1000),
+    if (atomic_load(&log_json)) {
+        if (vsnprintf(line, sizeof line, fmt, ap) >= (int)sizeof line)
+            trim_partial_utf8(line);
+        write_json_line(level, service, role, epoch, line);
+        return;
+    }
+    format_time(line, sizeof line);
+    size_t n = strlen(line);
+    n += (size_t)snprintf(line + n, sizeof line - n, " %-5s node=%s",
                           cohort_log_level_name(level), log_node);
     if (service && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " service=%s", service);

@@ -19,6 +19,12 @@ void cohort_log_set_level(cohort_log_level_t level);
 cohort_log_level_t cohort_log_get_level(void);
 void cohort_log_set_node(const char *node_id);
 
+/* With `json`, each line is one JSON object instead (log_format = json):
+ *   {"time":"2026-11-21T13:45:01.123Z","level":"info","node":"web-1","service":"noop",
+ *    "role":"primary","epoch":3,"msg":"message"}
+ * service, role and epoch are left out when unknown, as in the text format. */
+void cohort_log_set_json(bool json);
+
 /* Parses "debug", "info", "warn"/"warning", "error". */
 bool cohort_log_parse_level(const char *text, cohort_log_level_t *level);
 const char *cohort_log_level_name(cohort_log_level_t level);

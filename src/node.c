@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "service.h"
 #include "store.h"
 
@@ -41,6 +43,7 @@ typedef struct node {
     struct event *tick;
     struct event *drain;
     struct event *sigterm, *sigint;
+    cohort_http_t *http; /* NULL: no http_listen */
     int64_t backoff_ms; /* 0: database healthy */
     bool stopping;
     int64_t stop_deadline_ms;
@@ -168,6 +171,25 @@ static bool prepare(node_t *n, cohort_service_t *s)
     return true;
 }
 
+/* The node ticks as often as its most demanding service wants (tick_ms may be set live). */
+static int64_t tick_ms(node_t *n)
+{
+    int64_t tick = n->config->tick_ms;
+    for (size_t i = 0; i < n->n_services; i++)
+        if (i == 0 || n->services[i]->eff.tick_ms < tick)
+            tick = n->services[i]->eff.tick_ms;
+    return tick;
+}
+
+/* Pinged and every service prepared: the node is ready (READY=1 for a service manager). */
+static bool all_prepared(node_t *n)
+{
+    for (size_t i = 0; i < n->n_services; i++)
+        if (!n->services[i]->prepared)
+            return false;
+    return true;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -179,8 +201,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         for (size_t i = 0; i < n->n_services && !n->stopping; i++)
             if (prepare(n, n->services[i]))
                 cohort_service_tick(n->services[i], n->client);
+        if (!n->stopping && all_prepared(n) && cohort_notify_ready())
+            cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
+                                 n->config->database);
     }
-    schedule_tick(n, n->backoff_ms ? n->backoff_ms : n->config->tick_ms);
+    schedule_tick(n, n->backoff_ms ? n->backoff_ms : tick_ms(n));
 }
 
 static size_t running_tasks(node_t *n)
@@ -215,6 +240,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     n->stopping = true;
+    cohort_notify_stopping();
     cohort_log_node(COHORT_LOG_INFO,
                     "%s: stopping claims, stepping down, letting running tasks finish "
                     "(grace %lld ms)",
@@ -264,6 +290,51 @@ static void log_summary(node_t *n)
                     (unsigned long long)db.commands, (unsigned long long)db.command_errors);
 }
 
+/* /readyz: the last ping reached the database and every service is prepared there. */
+static bool http_ready(void *arg, char *why, size_t whylen)
+{
+    node_t *n = arg;
+    if (n->stopping)
+        snprintf(why, whylen, "shutting down");
+    else if (n->backoff_ms)
+        snprintf(why, whylen, "database unreachable (the last ping failed)");
+    else if (!all_prepared(n))
+        snprintf(why, whylen, "not registered yet (services not prepared in the database)");
+    else
+        return true;
+    return false;
+}
+
+static char *http_metrics(void *arg, size_t *len)
+{
+    node_t *n = arg;
+    cohort_metrics_source_t source = {.services = n->services,
+                                      .n_services = n->n_services,
+                                      .store = n->store,
+                                      .started_at_ms = n->started_at_ms,
+                                      .version = COHORT_VERSION};
+    return cohort_metrics_render(&source, len);
+}
+
+/* The HTTP listener, if configured; the primaries then count their queues for it. */
+static bool start_http(node_t *n)
+{
+    if (!n->config->http_listen)
+        return true;
+    char err[512];
+    cohort_http_callbacks_t callbacks = {.ready = http_ready, .metrics = http_metrics, .arg = n};
+    n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, err, sizeof err);
+    if (!n->http) {
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err);
+        return false;
+    }
+    for (size_t i = 0; i < n->n_services; i++)
+        n->services[i]->count_queue = true;
+    cohort_log_node(COHORT_LOG_INFO, "serving /healthz, /readyz and /metrics on http://%s",
+                    n->config->http_listen);
+    return true;
+}
+
 int cohort_node_run(const cohort_config_t *config)
 {
     node_t n = {.config = config};
@@ -276,6 +347,7 @@ int cohort_node_run(const cohort_config_t *config)
     n.started_at_ms = cohort_clock_realtime_ms();
     cohort_log_set_node(n.node_id);
     cohort_log_set_level(config->log_level);
+    cohort_log_set_json(config->log_json);
     signal(SIGPIPE, SIG_IGN);
 
     bson_error_t error;
@@ -297,6 +369,9 @@ int cohort_node_run(const cohort_config_t *config)
             cohort_log_node(COHORT_LOG_ERROR, "%s", err);
             goto out;
         }
+        cohort_settings_t file;
+        cohort_settings_from_config(config, &config->services[i], &file);
+        cohort_service_set_file_settings(s, &file);
         n.services[n.n_services++] = s;
     }
     for (size_t i = 0; i < n.n_services; i++) {
@@ -308,7 +383,7 @@ int cohort_node_run(const cohort_config_t *config)
     }
 
     n.base = event_base_new();
-    if (!n.base)
+    if (!n.base || !start_http(&n))
         goto out;
     n.tick = evtimer_new(n.base, on_tick, &n);
     n.drain = evtimer_new(n.base, on_drain, &n);
@@ -352,6 +427,7 @@ out:;
         event_free(n.sigterm);
     if (n.sigint)
         event_free(n.sigint);
+    cohort_http_destroy(n.http);
     if (n.base)
         event_base_free(n.base);
     cohort_store_push(n.store, n.client);

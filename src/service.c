@@ -40,6 +40,16 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     cohort_election_init(&s->election, config->name, node_id, takeover_ms);
+    cohort_settings_t file = {
+        .tick_ms = 1000,
+        .takeover_ms = takeover_ms,
+        .primary_task_count = config->primary_task_count,
+        .secondary_task_count = config->secondary_task_count,
+        .stall_timeout_ms = config->stall_timeout_ms,
+        .succeeded_retention_ms = config->succeeded_retention_ms,
+        .failed_retention_ms = config->failed_retention_ms,
+    };
+    cohort_service_set_file_settings(s, &file);
 
     const cohort_handler_t *h = plugin->handler;
     if (h->init) {
@@ -189,7 +199,7 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
     int64_t mono = cohort_clock_monotonic_ms();
     if (mono < s->next_maintenance_ms)
         return;
-    s->next_maintenance_ms = mono + cohort_service_maintenance_interval_ms(c);
+    s->next_maintenance_ms = mono + cohort_service_maintenance_interval_ms(&s->eff);
     bool check_types = atomic_exchange(&s->type_check_wanted, false) ||
                        mono >= s->next_type_check_ms;
     if (check_types)
@@ -214,7 +224,7 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
     int64_t now = cohort_clock_cluster_ms();
     if (cohort_election_epoch(&s->election) == 0)
         return;
-    if (!cohort_store_reset_stalled(s->store, client, c->name, now - c->stall_timeout_ms, &reset,
+    if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms, &reset,
                                     &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",
                     error.message);
@@ -224,13 +234,13 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
         atomic_fetch_add(&s->stats.stalled_reset, (uint64_t)reset);
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
                     "reset %lld stalled task(s) to pending: no check-in for %lld ms",
-                    (long long)reset, (long long)c->stall_timeout_ms);
+                    (long long)reset, (long long)s->eff.stall_timeout_ms);
     }
 
     /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
     int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
     static const char *const statuses[] = {"succeeded", "failed"};
-    const int64_t retention[] = {c->succeeded_retention_ms, c->failed_retention_ms};
+    const int64_t retention[] = {s->eff.succeeded_retention_ms, s->eff.failed_retention_ms};
     for (int i = 0; i < 2; i++) {
         int64_t deleted = 0;
         if (retention[i] == 0 || cohort_election_epoch(&s->election) == 0)
@@ -358,7 +368,7 @@ static void check_in(cohort_service_t *s, mongoc_client_t *client)
     bson_oid_t ids[64];
     size_t n = 0;
     int64_t now = cohort_clock_monotonic_ms();
-    int64_t every = s->config->stall_timeout_ms / 3;
+    int64_t every = s->eff.stall_timeout_ms / 3;
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->n_threads && n < 64; i++) {
         if (s->slots[i].busy && now - s->slots[i].checked_in_ms >= every) {
@@ -374,6 +384,69 @@ static void check_in(cohort_service_t *s, mongoc_client_t *client)
                     "check-in of %zu running task(s) failed: %s", n, error.message);
 }
 
+void cohort_service_set_file_settings(cohort_service_t *s, const cohort_settings_t *file)
+{
+    s->file = *file;
+    s->eff = *file;
+    s->election.takeover_ms = file->takeover_ms;
+}
+
+/* Applies the settings the election just read from the config document: each key set there
+ * overrides the file; a key unset returns to the file. Invalid combinations (edited by hand)
+ * are reported once and ignored. */
+static void apply_settings(cohort_service_t *s)
+{
+    cohort_settings_t next = s->file;
+    bson_iter_t it;
+    if (bson_iter_init(&it, &s->election.settings)) {
+        while (bson_iter_next(&it)) {
+            int64_t *field = cohort_settings_field(&next, bson_iter_key(&it));
+            if (field && BSON_ITER_HOLDS_NUMBER(&it))
+                *field = bson_iter_as_int64(&it);
+        }
+    }
+    char why[256];
+    if (!cohort_settings_check(&next, why, sizeof why)) {
+        if (strcmp(why, s->settings_problem) != 0) {
+            snprintf(s->settings_problem, sizeof s->settings_problem, "%s", why);
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "ignoring the settings in the database: %s", why);
+        }
+        return;
+    }
+    s->settings_problem[0] = '\0';
+    for (size_t i = 0; cohort_setting_names[i]; i++) {
+        const char *key = cohort_setting_names[i];
+        int64_t was = *cohort_settings_field(&s->eff, key);
+        int64_t now = *cohort_settings_field(&next, key);
+        if (was != now)
+            cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_service_role(s), 0,
+                        "setting %s = %lld (was %lld; %s)", key, (long long)now, (long long)was,
+                        now == *cohort_settings_field(&s->file, key) ? "the config file's value"
+                                                                     : "set in the database");
+    }
+    s->eff = next;
+    s->election.takeover_ms = next.takeover_ms;
+}
+
+/* Queue depth for the metrics (one aggregation), kept with the epoch it was counted under so
+ * that a count from an earlier primacy is never shown as current. */
+static void count_queue(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    cohort_status_counts_t counts;
+    bson_error_t error;
+    if (!cohort_store_count_tasks(s->store, client, s->config->name, &counts, &error)) {
+        cohort_logf(COHORT_LOG_DEBUG, s->config->name, "primary", epoch,
+                    "cannot count the queue for the metrics: %s", error.message);
+        return;
+    }
+    const int64_t by_status[4] = {counts.pending, counts.claimed, counts.succeeded,
+                                  counts.failed};
+    for (int i = 0; i < 4; i++)
+        atomic_store(&s->queue_counts[i], by_status[i]);
+    atomic_store(&s->queue_epoch, epoch);
+}
+
 void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
 {
     bson_error_t error;
@@ -383,6 +456,7 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
                     "election round failed: %s", error.message);
         return;
     }
+    apply_settings(s);
     int64_t epoch = cohort_election_epoch(&s->election);
     if (epoch > 0) {
         /* The renewal (or takeover) just read the batch state. */
@@ -401,13 +475,15 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
         maintain(s, client, epoch);
         advance_batches(s, client, epoch);
+        if (s->count_queue)
+            count_queue(s, client, epoch);
     }
 
     pthread_mutex_lock(&s->lock);
     if (cohort_election_has_lease(&s->election))
-        s->budget = s->config->primary_task_count;
+        s->budget = s->eff.primary_task_count;
     else
-        s->budget = s->config->secondary_task_count > 0 ? s->config->secondary_task_count : -1;
+        s->budget = s->eff.secondary_task_count > 0 ? s->eff.secondary_task_count : -1;
     s->drained = false;
     s->work_seen = false;
     s->probing = false;
@@ -415,9 +491,9 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     pthread_mutex_unlock(&s->lock);
 }
 
-int64_t cohort_service_maintenance_interval_ms(const cohort_service_config_t *config)
+int64_t cohort_service_maintenance_interval_ms(const cohort_settings_t *settings)
 {
-    int64_t every = config->stall_timeout_ms / 3;
+    int64_t every = settings->stall_timeout_ms / 3;
     return every < COHORT_MAINTENANCE_INTERVAL_MS ? every : COHORT_MAINTENANCE_INTERVAL_MS;
 }
 
@@ -451,6 +527,7 @@ void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)
     if (s->handler_ready && s->plugin->handler->destroy)
         s->plugin->handler->destroy(s->handler_state);
     cohort_plugin_unload(s->plugin);
+    cohort_election_destroy(&s->election);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -20,6 +20,7 @@
 #include "cohort/handler.h"
 #include "config.h"
 #include "election.h"
+#include "metrics.h"
 #include "plugin.h"
 #include "store.h"
 
@@ -39,6 +40,7 @@ typedef struct cohort_service_stats {
     _Atomic uint64_t stalled_reset;
     _Atomic uint64_t purged;
     _Atomic uint64_t batches_completed;
+    cohort_histogram_t task_duration; /* time in the handler's process_task */
 } cohort_service_stats_t;
 
 /* What one worker thread is running, for check-ins. */
@@ -58,11 +60,19 @@ typedef struct cohort_service {
     bool prepared;      /* config document and indexes exist (main thread only) */
     cohort_election_t election;
     cohort_service_stats_t stats;
+    cohort_settings_t file; /* the live settings as the config file gives them */
+    cohort_settings_t eff;  /* main thread: in effect now (the database's override the file's) */
+    char settings_problem[256]; /* the last invalid settings reported, to report it once */
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
     int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
     _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
+    /* Queue depth for the metrics: with count_queue set (by the node, when it serves
+     * metrics), the primary counts tasks by status once per tick (one aggregation). */
+    bool count_queue;
+    _Atomic int64_t queue_counts[4]; /* pending, claimed, succeeded, failed */
+    _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
 
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -85,7 +95,11 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
 
 /* How often the primary's maintenance runs for this service (it runs on a tick, so never
  * more often than the tick). */
-int64_t cohort_service_maintenance_interval_ms(const cohort_service_config_t *config);
+int64_t cohort_service_maintenance_interval_ms(const cohort_settings_t *settings);
+
+/* Sets the file's values of the live settings (the node calls this after creating the
+ * service; a service made without it uses tick_ms 1000). */
+void cohort_service_set_file_settings(cohort_service_t *service, const cohort_settings_t *file);
 
 /* Starts the worker threads. */
 bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);

@@ -347,6 +347,9 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 
 static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state);
 static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback);
+static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const char *node_id, int64_t epoch, const bson_t *extra_filter,
+                          const bson_t *update, bool *applied, bson_error_t *error);
 
 bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, int64_t epoch,
@@ -376,14 +379,58 @@ bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const char *node_id, int64_t cutoff_ms,
                                cohort_takeover_t *result, bson_error_t *error)
 {
+    return cohort_store_take_lease(store, client, service, node_id, cutoff_ms, -1, 0, result,
+                                   error);
+}
+
+bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t epoch,
+                              int64_t lease_ms, bool *renewed, bson_t *doc, bson_error_t *error)
+{
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
+                             BCON_INT64(epoch));
+    bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "}",
+                              "$currentDate", "{", "last_active", BCON_BOOL(true), "}");
+    bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1), "settings",
+                              BCON_INT32(1), "lease_ms", BCON_INT32(1));
+    bson_init(doc);
+    bool ok = find_and_modify(services, query, NULL, update, fields, true, false, doc, renewed,
+                              error);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(query);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
+                             int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error)
+{
     memset(result, 0, sizeof *result);
     mongoc_collection_t *services = collection(store, client, "services");
     bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "$or", "[", "{", "primary", BCON_NULL,
                              "}", "{", "primary", BCON_UTF8(node_id), "}", "{", "last_active",
                              "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
-    bson_t *update = BCON_NEW("$set", "{", "primary", BCON_UTF8(node_id), "}", "$inc", "{",
-                              "epoch", BCON_INT64(1), "}", "$currentDate", "{", "last_active",
-                              BCON_BOOL(true), "elected_at", BCON_BOOL(true), "}");
+    if (seen_lease_ms > 0) {
+        BSON_APPEND_INT64(query, "lease_ms", seen_lease_ms);
+    } else if (seen_lease_ms == 0) {
+        bson_t exists;
+        BSON_APPEND_DOCUMENT_BEGIN(query, "lease_ms", &exists);
+        BSON_APPEND_BOOL(&exists, "$exists", false);
+        bson_append_document_end(query, &exists);
+    }
+    bson_t *update = bson_new(), set;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "primary", node_id);
+    if (lease_ms > 0)
+        BSON_APPEND_INT64(&set, "lease_ms", lease_ms);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$inc", "{", "epoch", BCON_INT64(1), "}", "$currentDate", "{",
+                            "last_active", BCON_BOOL(true), "elected_at", BCON_BOOL(true), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
     bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1), "batch_seq",
                               BCON_INT32(1), "draining", BCON_INT32(1));
     bson_t doc;
@@ -408,6 +455,23 @@ bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
     bson_destroy(update);
     bson_destroy(query);
     mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *key, int64_t value, bool *found, bson_error_t *error)
+{
+    char path[96];
+    snprintf(path, sizeof path, "settings.%s", key);
+    bson_t update = BSON_INITIALIZER, op;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, value >= 0 ? "$set" : "$unset", &op);
+    if (value >= 0)
+        BSON_APPEND_INT64(&op, path, value);
+    else
+        BSON_APPEND_UTF8(&op, path, "");
+    bson_append_document_end(&update, &op);
+    bool ok = fenced_update(store, client, service, NULL, 0, NULL, &update, found, error);
+    bson_destroy(&update);
     return ok;
 }
 
@@ -822,6 +886,11 @@ static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state)
 {
     state->open = int64_field(doc, "batch_seq", 1);
     state->draining = int64_field(doc, "draining.seq", 0);
+}
+
+void cohort_store_parse_batch_state(const bson_t *doc, cohort_batch_state_t *state)
+{
+    read_batch_state(doc, state);
 }
 
 bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,

@@ -76,6 +76,13 @@ bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 bool *renewed, cohort_batch_state_t *batches,
                                 bson_error_t *error);
 
+/* The renewal a node runs: the same, and it also declares `lease_ms`, the takeover time it
+ * holds itself to, in the same write as last_active; `doc` (initialised by the call; destroy
+ * it) receives the renewed document (settings, batch state). */
+bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t epoch,
+                              int64_t lease_ms, bool *renewed, bson_t *doc, bson_error_t *error);
+
 typedef struct cohort_takeover {
     bool taken;
     int64_t epoch;                /* the new epoch, if taken */
@@ -88,6 +95,19 @@ typedef struct cohort_takeover {
 bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const char *node_id, int64_t cutoff_ms,
                                cohort_takeover_t *result, bson_error_t *error);
+
+/* The takeover a node runs after reading the document: claims primacy under the seed's
+ * conditions with `cutoff_ms` computed from the lease the current primary declared, and only
+ * if that declaration is still `seen_lease_ms` (0: none), so a renewal that changed it in the
+ * meantime makes the takeover match nothing. Declares `lease_ms` for the new primacy. */
+bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
+                             int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error);
+
+/* Sets (value >= 0) or removes (value < 0) settings.<key> in the service's config document.
+ * *found is false if the service has no document. */
+bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *key, int64_t value, bool *found, bson_error_t *error);
 
 /* Clears primacy if still held under `epoch` (a clean step-down). */
 bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
@@ -190,6 +210,9 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
                         int64_t limit, int64_t *deleted, bson_error_t *error);
 
 /* ---- batches --------------------------------------------------------------------------- */
+
+/* The batch numbers in a config document (read, renewed or taken over). */
+void cohort_store_parse_batch_state(const bson_t *doc, cohort_batch_state_t *state);
 
 /* Reads the batch numbers from the service's config document. */
 bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,

@@ -185,8 +185,11 @@ void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed)
                  task.attempt, (long long)config->max_attempts);
         result.error = why;
     } else {
+        int64_t started_us = bson_get_monotonic_time();
         cohort_outcome_t outcome =
             service->plugin->handler->process_task(ctx, service->handler_state, &task);
+        cohort_histogram_observe(&service->stats.task_duration,
+                                 bson_get_monotonic_time() - started_us);
         const char *message = task.error[0] ? task.error : NULL;
         switch (outcome) {
         case COHORT_TASK_SUCCEEDED:

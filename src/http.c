@@ -1,0 +1,180 @@
+/*
+ * http.c - the node's HTTP listener on evhttp (see http.h for the routes).
+ *
+ * Requests are small and answered at once from memory (the metrics text is a few KiB per
+ * service), so one loop serves them between ticks. Header and body sizes and idle
+ * connections are bounded, so a misbehaving client costs little.
+ */
+#include "http.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+#define HTTP_TIMEOUT_S 10
+#define HTTP_MAX_HEADERS 8192
+#define HTTP_MAX_BODY 4096
+#define TEXT_PLAIN "text/plain; charset=utf-8"
+
+struct cohort_http {
+    struct evhttp *http;
+    cohort_http_callbacks_t callbacks;
+};
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+                  const char *content_type, const char *body, size_t len)
+{
+    struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+    evhttp_add_header(headers, "Content-Type", content_type);
+    evhttp_add_header(headers, "Cache-Control", "no-store");
+    struct evbuffer *buf = evbuffer_new();
+    if (!buf || evbuffer_add(buf, body, len) != 0) {
+        if (buf)
+            evbuffer_free(buf);
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        return;
+    }
+    evhttp_send_reply(req, code, reason, buf);
+    evbuffer_free(buf);
+}
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
+{
+    reply(req, code, reason, TEXT_PLAIN, text, strlen(text));
+}
+
+static void serve_ready(cohort_http_t *h, struct evhttp_request *req)
+{
+    char why[256] = "";
+    if (h->callbacks.ready(h->callbacks.arg, why, sizeof why)) {
+        reply_text(req, HTTP_OK, "OK", "ready\n");
+        return;
+    }
+    char body[300];
+    snprintf(body, sizeof body, "not ready: %s\n", why[0] ? why : "unknown reason");
+    reply_text(req, 503, "Service Unavailable", body);
+}
+
+static void serve_metrics(cohort_http_t *h, struct evhttp_request *req)
+{
+    size_t len = 0;
+    char *text = h->callbacks.metrics(h->callbacks.arg, &len);
+    if (!text) {
+        reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the metrics\n");
+        return;
+    }
+    reply(req, HTTP_OK, "OK", COHORT_METRICS_CONTENT_TYPE, text, len);
+    free(text);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    cohort_http_t *h = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    enum { HEALTHZ, READYZ, METRICS, NONE } route = NONE;
+    if (path && strcmp(path, "/healthz") == 0)
+        route = HEALTHZ;
+    else if (path && strcmp(path, "/readyz") == 0)
+        route = READYZ;
+    else if (path && strcmp(path, "/metrics") == 0)
+        route = METRICS;
+    if (route == NONE) {
+        reply_text(req, HTTP_NOTFOUND, "Not Found",
+                   "not found: the paths are /healthz, /readyz and /metrics\n");
+        return;
+    }
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+        reply_text(req, HTTP_BADMETHOD, "Method Not Allowed", "method not allowed: use GET\n");
+        return;
+    }
+    switch (route) {
+    case HEALTHZ:
+        reply_text(req, HTTP_OK, "OK", "ok\n");
+        break;
+    case READYZ:
+        serve_ready(h, req);
+        break;
+    case METRICS:
+        serve_metrics(h, req);
+        break;
+    case NONE:
+        break;
+    }
+}
+
+/* Splits "HOST:PORT" (HOST may be "[v6 address]") into host and port. */
+static bool split_listen(const char *listen, char *host, size_t hostlen, unsigned short *port)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen)
+        return false;
+    char *end = NULL;
+    long value = strtol(colon + 1, &end, 10);
+    if (!end || *end || end == colon + 1 || value < 1 || value > 65535)
+        return false;
+    const char *from = listen;
+    size_t len = (size_t)(colon - listen);
+    if (len >= 2 && from[0] == '[' && from[len - 1] == ']') {
+        from++;
+        len -= 2;
+    }
+    if (len == 0 || len >= hostlen)
+        return false;
+    memcpy(host, from, len);
+    host[len] = '\0';
+    *port = (unsigned short)value;
+    return true;
+}
+
+cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
+                                 const cohort_http_callbacks_t *callbacks, char *err, size_t errlen)
+{
+    char host[256];
+    unsigned short port;
+    if (!split_listen(listen, host, sizeof host, &port)) {
+        snprintf(err, errlen, "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", listen);
+        return NULL;
+    }
+    cohort_http_t *h = calloc(1, sizeof *h);
+    if (!h || !(h->http = evhttp_new(base))) {
+        free(h);
+        snprintf(err, errlen, "http_listen = '%s': out of memory", listen);
+        return NULL;
+    }
+    h->callbacks = *callbacks;
+    /* Every method reaches on_request, which answers 405 itself (evhttp would say 501). */
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                            EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    evhttp_set_timeout(h->http, HTTP_TIMEOUT_S);
+    evhttp_set_max_headers_size(h->http, HTTP_MAX_HEADERS);
+    evhttp_set_max_body_size(h->http, HTTP_MAX_BODY);
+    evhttp_set_gencb(h->http, on_request, h);
+    errno = 0;
+    if (!evhttp_bind_socket_with_handle(h->http, host, port)) {
+        int saved = errno;
+        snprintf(err, errlen, "http_listen = '%s': cannot listen on it: %s", listen,
+                 saved ? strerror(saved) : "address not available");
+        cohort_http_destroy(h);
+        return NULL;
+    }
+    return h;
+}
+
+void cohort_http_destroy(cohort_http_t *h)
+{
+    if (!h)
+        return;
+    evhttp_free(h->http);
+    free(h);
+}

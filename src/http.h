@@ -1,0 +1,42 @@
+/*
+ * http.h - the node's HTTP listener (http_listen): health, readiness and metrics for
+ * orchestrators and Prometheus, served by libevent's evhttp on the node's own event loop.
+ *
+ *   GET /healthz  200 "ok" while the process runs (the loop answers)
+ *   GET /readyz   200 "ready", or 503 with the reason the node is not ready
+ *   GET /metrics  200, the Prometheus text exposition (version 0.0.4)
+ *   other paths 404; methods other than GET and HEAD 405
+ *
+ * The listener knows nothing of services or the database: the node lends it two callbacks.
+ * They run on the loop's thread, between ticks, so they see the node's state as it stands
+ * after a tick and never during one.
+ */
+#ifndef COHORT_HTTP_H
+#define COHORT_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct event_base;
+
+typedef struct cohort_http_callbacks {
+    /* True if the node is ready; otherwise false with the reason in `why`. */
+    bool (*ready)(void *arg, char *why, size_t whylen);
+    /* The metrics text (caller frees with free()) and its length, or NULL on failure. */
+    char *(*metrics)(void *arg, size_t *len);
+    void *arg;
+} cohort_http_callbacks_t;
+
+typedef struct cohort_http cohort_http_t;
+
+/* Listens on `listen` ("HOST:PORT"; an IPv6 host may be written in brackets) on `base`.
+ * Returns NULL with a message naming http_listen in `err` if the address cannot be bound.
+ * The callbacks are copied; `base` must outlive the listener. */
+cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
+                                 const cohort_http_callbacks_t *callbacks, char *err,
+                                 size_t errlen);
+
+/* Closes the listener and its connections (NULL is allowed). */
+void cohort_http_destroy(cohort_http_t *http);
+
+#endif

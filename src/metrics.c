@@ -1,0 +1,217 @@
+/*
+ * metrics.c - the Prometheus text exposition of a node's metrics (see metrics.h).
+ *
+ * Each family is written once with its HELP and TYPE lines, then one sample per service,
+ * as the format requires (all samples of a family together). Names follow Prometheus
+ * conventions: base units (seconds), `_total` for counters, labels for the service and the
+ * task status. Service names are [A-Za-z0-9_-] and need no escaping; the version label is
+ * escaped all the same.
+ */
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "election.h"
+#include "service.h"
+#include "store.h"
+
+static const int64_t bounds_us[COHORT_HISTOGRAM_BUCKETS - 1] = COHORT_HISTOGRAM_BOUNDS_US;
+
+void cohort_histogram_observe(cohort_histogram_t *h, int64_t duration_us)
+{
+    if (duration_us < 0)
+        duration_us = 0;
+    size_t i = 0;
+    while (i < COHORT_HISTOGRAM_BUCKETS - 1 && duration_us > bounds_us[i])
+        i++;
+    atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, (uint64_t)duration_us, memory_order_relaxed);
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Writes a label value with the format's escapes: backslash, double quote, newline. */
+static void label_value(FILE *out, const char *value)
+{
+    for (const char *p = value; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            fprintf(out, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*p, out);
+    }
+}
+
+/* Microseconds as seconds, exactly: "1.000250". */
+static void seconds_us(FILE *out, uint64_t us)
+{
+    fprintf(out, "%llu.%06llu", (unsigned long long)(us / 1000000),
+            (unsigned long long)(us % 1000000));
+}
+
+typedef uint64_t (*service_counter_fn)(const cohort_service_t *service);
+
+static uint64_t claimed(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.claimed);
+}
+static uint64_t succeeded(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.succeeded);
+}
+static uint64_t failed(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.failed);
+}
+static uint64_t retried(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.retried);
+}
+static uint64_t stalled_reset(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.stalled_reset);
+}
+static uint64_t purged(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.purged);
+}
+static uint64_t batches_completed(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.batches_completed);
+}
+static uint64_t lost_claims(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.lost_claims);
+}
+static uint64_t leader_changes(const cohort_service_t *s)
+{
+    return atomic_load(&s->election.leader_changes);
+}
+
+static const struct {
+    const char *name;
+    const char *help;
+    service_counter_fn read;
+} service_counters[] = {
+    {"cohort_tasks_claimed_total", "Tasks this node claimed.", claimed},
+    {"cohort_tasks_succeeded_total", "Tasks this node ran to success.", succeeded},
+    {"cohort_tasks_failed_total", "Tasks this node recorded as failed for good.", failed},
+    {"cohort_tasks_retried_total", "Attempts on this node that ended in a retry.", retried},
+    {"cohort_tasks_reset_total", "Stalled claimed tasks this node reset to pending as primary.",
+     stalled_reset},
+    {"cohort_tasks_purged_total",
+     "Finished tasks this node deleted as primary after their retention.", purged},
+    {"cohort_batches_completed_total",
+     "Tracked batches whose completion this node recorded as primary.", batches_completed},
+    {"cohort_claims_lost_total",
+     "Outcomes not recorded because the claim had moved to another node.", lost_claims},
+    {"cohort_leader_changes_total",
+     "Times this node became primary of the service or stopped being it.", leader_changes},
+};
+
+static void counters(FILE *out, const cohort_metrics_source_t *src)
+{
+    for (size_t f = 0; f < sizeof service_counters / sizeof service_counters[0]; f++) {
+        family(out, service_counters[f].name, "counter", service_counters[f].help);
+        for (size_t i = 0; i < src->n_services; i++)
+            fprintf(out, "%s{service=\"%s\"} %llu\n", service_counters[f].name,
+                    src->services[i]->config->name,
+                    (unsigned long long)service_counters[f].read(src->services[i]));
+    }
+}
+
+static void histogram(FILE *out, const char *service, cohort_histogram_t *h)
+{
+    static const char *const le[COHORT_HISTOGRAM_BUCKETS] = {
+        "0.001", "0.005", "0.01", "0.05", "0.1", "0.5", "1", "5", "10", "60", "+Inf"};
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < COHORT_HISTOGRAM_BUCKETS; b++) {
+        cumulative += atomic_load_explicit(&h->buckets[b], memory_order_relaxed);
+        fprintf(out, "cohort_task_duration_seconds_bucket{service=\"%s\",le=\"%s\"} %llu\n",
+                service, le[b], (unsigned long long)cumulative);
+    }
+    fprintf(out, "cohort_task_duration_seconds_sum{service=\"%s\"} ", service);
+    seconds_us(out, atomic_load_explicit(&h->sum_us, memory_order_relaxed));
+    fprintf(out, "\ncohort_task_duration_seconds_count{service=\"%s\"} %llu\n", service,
+            (unsigned long long)cumulative);
+}
+
+static void gauges(FILE *out, const cohort_metrics_source_t *src)
+{
+    family(out, "cohort_primary", "gauge",
+           "1 while this node holds a valid primary lease for the service, else 0.");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_primary{service=\"%s\"} %d\n", src->services[i]->config->name,
+                cohort_election_has_lease(&src->services[i]->election) ? 1 : 0);
+    family(out, "cohort_epoch", "gauge",
+           "Epoch of this node's primacy of the service; 0 when it is not primary.");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_epoch{service=\"%s\"} %lld\n", src->services[i]->config->name,
+                (long long)cohort_election_epoch(&src->services[i]->election));
+    family(out, "cohort_tasks_running", "gauge",
+           "Tasks this node is claiming or running right now.");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_tasks_running{service=\"%s\"} %zu\n", src->services[i]->config->name,
+                cohort_service_running(src->services[i]));
+
+    /* Only the primary counts the queue; a count from an earlier primacy is not shown. */
+    static const char *const statuses[4] = {"pending", "claimed", "succeeded", "failed"};
+    family(out, "cohort_queue_tasks", "gauge",
+           "Tasks in the service's queue by status, counted by the primary each tick "
+           "(reported by the primary only).");
+    for (size_t i = 0; i < src->n_services; i++) {
+        cohort_service_t *s = src->services[i];
+        int64_t epoch = cohort_election_epoch(&s->election);
+        if (epoch == 0 || atomic_load(&s->queue_epoch) != epoch)
+            continue;
+        for (int k = 0; k < 4; k++)
+            fprintf(out, "cohort_queue_tasks{service=\"%s\",status=\"%s\"} %lld\n", s->config->name,
+                    statuses[k], (long long)atomic_load(&s->queue_counts[k]));
+    }
+}
+
+static void node_wide(FILE *out, const cohort_metrics_source_t *src)
+{
+    cohort_store_stats_t db = cohort_store_stats(src->store);
+    family(out, "cohort_db_commands_total", "counter", "MongoDB commands this node started.");
+    fprintf(out, "cohort_db_commands_total %llu\n", (unsigned long long)db.commands);
+    family(out, "cohort_db_command_errors_total", "counter",
+           "MongoDB commands of this node that failed.");
+    fprintf(out, "cohort_db_command_errors_total %llu\n", (unsigned long long)db.command_errors);
+    family(out, "cohort_node_start_time_seconds", "gauge",
+           "Start time of this node since the Unix epoch, in seconds.");
+    fprintf(out, "cohort_node_start_time_seconds %lld.%03lld\n",
+            (long long)(src->started_at_ms / 1000), (long long)(src->started_at_ms % 1000));
+    family(out, "cohort_build_info", "gauge", "Always 1; the version of cohortd as a label.");
+    fputs("cohort_build_info{version=\"", out);
+    label_value(out, src->version ? src->version : "");
+    fputs("\"} 1\n", out);
+}
+
+char *cohort_metrics_render(const cohort_metrics_source_t *src, size_t *len)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    if (!out)
+        return NULL;
+    counters(out, src);
+    family(out, "cohort_task_duration_seconds", "histogram",
+           "Time the handler's process_task took, per task run on this node.");
+    for (size_t i = 0; i < src->n_services; i++)
+        histogram(out, src->services[i]->config->name, &src->services[i]->stats.task_duration);
+    gauges(out, src);
+    node_wide(out, src);
+    bool failed_writing = ferror(out) != 0;
+    if (fclose(out) != 0 || failed_writing) {
+        free(text);
+        return NULL;
+    }
+    *len = size;
+    return text;
+}

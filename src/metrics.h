@@ -1,0 +1,58 @@
+/*
+ * metrics.h - what a node exposes to Prometheus, rendered in the text exposition format
+ * (version 0.0.4): the services' counters (cohort_service_t.stats, the election's leader
+ * changes), a task duration histogram, gauges (primacy, epoch, queue depth, running tasks)
+ * and node-wide counters (database commands, start time, build info).
+ *
+ * The counters are the ones the node already keeps for its log summary and its `nodes`
+ * document; this module only reads them. The histogram is the one thing recorded here: a
+ * fixed set of buckets of atomics, so worker threads observe without a lock and memory
+ * does not grow with the number of tasks.
+ */
+#ifndef COHORT_METRICS_H
+#define COHORT_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Upper bounds of the task duration buckets, in microseconds (.001 s to 60 s); one more
+ * bucket, +Inf, follows. */
+#define COHORT_HISTOGRAM_BOUNDS_US                                                                 \
+    {                                                                                              \
+        1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000, 10000000, 60000000             \
+    }
+#define COHORT_HISTOGRAM_BUCKETS 11 /* the ten bounds and +Inf */
+
+/* A histogram of durations. Buckets are counted per bucket (not cumulatively); rendering
+ * adds them up, and _count is their total, so _count always equals the +Inf bucket. */
+typedef struct cohort_histogram {
+    _Atomic uint64_t buckets[COHORT_HISTOGRAM_BUCKETS];
+    _Atomic uint64_t sum_us;
+} cohort_histogram_t;
+
+/* Records one duration (negative values count as 0). Lock-free; safe from any thread. */
+void cohort_histogram_observe(cohort_histogram_t *histogram, int64_t duration_us);
+
+struct cohort_service;
+struct cohort_store;
+
+/* What the node shows: everything is borrowed for the duration of the call. */
+typedef struct cohort_metrics_source {
+    struct cohort_service *const *services;
+    size_t n_services;
+    const struct cohort_store *store; /* database command counters */
+    int64_t started_at_ms;            /* the node's start, ms since the epoch */
+    const char *version;
+} cohort_metrics_source_t;
+
+/* Renders every metric family. Returns a NUL-terminated string (caller frees with free())
+ * and its length in *len, or NULL if memory ran out. Reads atomics and takes each
+ * service's lock briefly (for its running count): call it from the main thread or any
+ * other, but not with a service's lock held. */
+char *cohort_metrics_render(const cohort_metrics_source_t *source, size_t *len);
+
+/* The Content-Type of the rendered text. */
+#define COHORT_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+#endif
