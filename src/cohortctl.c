@@ -5,6 +5,7 @@
  *   cohortctl [-c FILE] enqueue SERVICE [--count N] [--data JSON] [--tracked]
  *   cohortctl [-c FILE] data get|set|unset SERVICE KEY [JSON]
  *   cohortctl [-c FILE] settings get|set|unset SERVICE [KEY [VALUE]]
+ *   cohortctl [-c FILE] nodes [--json]
  *
  * The database comes from FILE's [cluster] section, or without -c from MONGODB_URI and
  * --database (default "cohort"). MONGODB_URI always wins over the file, as in cohortd.
@@ -38,6 +39,7 @@ static void usage(FILE *out)
             "                       (default {}); tracked tasks join the service's open batch\n"
             "  data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY\n"
             "                       the service's generic data (any JSON value)\n"
+            "  nodes [--json]       nodes seen in the last day: live or expired, last ping\n"
             "  settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY\n"
             "                       live settings (tick_ms, takeover_ms, primary_task_count,\n"
             "                       secondary_task_count, stall_timeout_ms, *_retention_ms):\n"
@@ -394,6 +396,103 @@ static int cmd_data(ctl_t *ctl, int argc, char **argv)
     return rc;
 }
 
+/* cohortctl nodes [--json]: nodes seen in the last day, live or expired. */
+static int cmd_nodes(ctl_t *ctl, int argc, char **argv)
+{
+    bool json = argc == 1 && strcmp(argv[0], "--json") == 0;
+    if (argc > 1 || (argc == 1 && !json)) {
+        fprintf(stderr, "usage: cohortctl nodes [--json]\n");
+        return 2;
+    }
+    if (!open_store(ctl))
+        return 1;
+    bson_error_t error;
+    int64_t now;
+    if (!cohort_store_server_time(ctl->store, ctl->client, &now, &error)) {
+        fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
+        return 1;
+    }
+    /* A node is live while its last ping is younger than the takeover time. */
+    int64_t lease = ctl->config ? ctl->config->takeover_ms : 10000;
+    mongoc_collection_t *nodes =
+        mongoc_client_get_collection(ctl->client, ctl->database, "nodes");
+    bson_t *filter = BCON_NEW("seen_at", "{", "$gte", BCON_DATE_TIME(now - 86400000), "}");
+    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "projection", "{", "stats",
+                            BCON_INT32(0), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(nodes, filter, opts, NULL);
+    bson_t out = BSON_INITIALIZER, list;
+    BSON_APPEND_ARRAY_BEGIN(&out, "nodes", &list);
+    if (!json)
+        printf("%-32s %-8s %-20s %8s %-8s %10s  %s\n", "NODE", "STATE", "HOST", "PID", "VERSION",
+               "LAST PING", "SERVICES");
+    const bson_t *doc;
+    uint32_t i = 0;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        const char *id = "", *host = "", *version = "";
+        int64_t pid = 0, seen = 0;
+        bool expired = false;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it))
+            id = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "host") && BSON_ITER_HOLDS_UTF8(&it))
+            host = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "version") && BSON_ITER_HOLDS_UTF8(&it))
+            version = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "pid") && BSON_ITER_HOLDS_NUMBER(&it))
+            pid = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, doc, "seen_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+            seen = bson_iter_date_time(&it);
+        if (bson_iter_init_find(&it, doc, "expired") && BSON_ITER_HOLDS_BOOL(&it))
+            expired = bson_iter_bool(&it);
+        int64_t ago = now - seen;
+        const char *state = expired || ago > lease ? "expired" : "live";
+        char services[512] = "";
+        bson_iter_t arr;
+        if (bson_iter_init_find(&it, doc, "services") && BSON_ITER_HOLDS_ARRAY(&it) &&
+            bson_iter_recurse(&it, &arr)) {
+            while (bson_iter_next(&arr))
+                if (BSON_ITER_HOLDS_UTF8(&arr))
+                    snprintf(services + strlen(services), sizeof services - strlen(services),
+                             "%s%s", services[0] ? "," : "", bson_iter_utf8(&arr, NULL));
+        }
+        char key[16];
+        const char *k;
+        bson_uint32_to_string(i++, &k, key, sizeof key);
+        bson_t one;
+        BSON_APPEND_DOCUMENT_BEGIN(&list, k, &one);
+        BSON_APPEND_UTF8(&one, "node_id", id);
+        BSON_APPEND_UTF8(&one, "state", state);
+        BSON_APPEND_UTF8(&one, "host", host);
+        BSON_APPEND_INT64(&one, "pid", pid);
+        BSON_APPEND_UTF8(&one, "version", version);
+        BSON_APPEND_INT64(&one, "last_ping_ms_ago", ago);
+        if (bson_iter_init_find(&it, doc, "services"))
+            bson_append_value(&one, "services", -1, bson_iter_value(&it));
+        if (bson_iter_init_find(&it, doc, "workers"))
+            bson_append_value(&one, "workers", -1, bson_iter_value(&it));
+        bson_append_document_end(&list, &one);
+        if (!json)
+            printf("%-32s %-8s %-20s %8lld %-8s %9.1fs  %s\n", id, state, host, (long long)pid,
+                   version, (double)ago / 1000.0, services);
+    }
+    bson_append_array_end(&out, &list);
+    int rc = 0;
+    if (mongoc_cursor_error(cursor, &error)) {
+        fprintf(stderr, "cohortctl nodes: %s\n", error.message);
+        rc = 1;
+    } else if (json) {
+        char *text = bson_as_relaxed_extended_json(&out, NULL);
+        printf("%s\n", text);
+        bson_free(text);
+    }
+    bson_destroy(&out);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return rc;
+}
+
 /* The service's live settings as the nodes will see them: the config file's (with -c; the
  * built-in defaults otherwise) overridden by the config document's. */
 static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_t *eff,
@@ -590,6 +689,8 @@ int main(int argc, char **argv)
         rc = cmd_enqueue(&ctl, argc - optind - 1, argv + optind + 1);
     } else if (strcmp(command, "data") == 0) {
         rc = cmd_data(&ctl, argc - optind - 1, argv + optind + 1);
+    } else if (strcmp(command, "nodes") == 0) {
+        rc = cmd_nodes(&ctl, argc - optind - 1, argv + optind + 1);
     } else if (strcmp(command, "settings") == 0) {
         rc = cmd_settings(&ctl, argc - optind - 1, argv + optind + 1);
     } else {

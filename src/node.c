@@ -110,12 +110,23 @@ static bool ping(node_t *n)
         .version = COHORT_VERSION,
         .started_at_ms = n->started_at_ms,
     };
+    const char *names[n->n_services ? n->n_services : 1];
+    int64_t workers[n->n_services ? n->n_services : 1];
+    for (size_t i = 0; i < n->n_services; i++) {
+        names[i] = n->services[i]->config->name;
+        workers[i] = n->services[i]->config->workers;
+    }
+    info.services = names;
+    info.workers = workers;
+    info.n_services = n->n_services;
     bson_t stats = BSON_INITIALIZER;
     build_stats(n, &stats);
     bson_error_t error;
     int64_t server_ms = 0;
+    bool expired = false;
     int64_t sent = cohort_clock_monotonic_ms();
-    bool ok = cohort_store_ping_node(n->store, n->client, &info, &stats, &server_ms, &error);
+    bool ok = cohort_store_ping_node(n->store, n->client, &info, &stats, &server_ms, &expired,
+                                     &error);
     int64_t received = cohort_clock_monotonic_ms();
     bson_destroy(&stats);
 
@@ -135,6 +146,17 @@ static bool ping(node_t *n)
     if (n->backoff_ms) {
         cohort_log_node(COHORT_LOG_INFO, "database reachable again");
         n->backoff_ms = 0;
+    }
+    if (expired) {
+        /* The Izenda "alive ping returns false": the cluster gave this node up while it was
+         * silent and released its tasks; whatever it still runs will not be recorded. */
+        cohort_log_node(COHORT_LOG_WARN,
+                        "this node was expired by the cluster (no ping for longer than its "
+                        "lease); its claimed tasks were released to other nodes; "
+                        "re-registering");
+        bson_error_t rerr;
+        if (!cohort_store_reregister_node(n->store, n->client, n->node_id, &rerr))
+            cohort_log_node(COHORT_LOG_WARN, "re-registration failed: %s", rerr.message);
     }
     int64_t max_rtt = cohort_election_max_rtt_ms(n->config->takeover_ms);
     if (!cohort_clock_sync(server_ms, sent, received, max_rtt))

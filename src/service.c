@@ -224,6 +224,21 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
     int64_t now = cohort_clock_cluster_ms();
     if (cohort_election_epoch(&s->election) == 0)
         return;
+    /* Nodes silent for longer than a lease lose their claims now, not at the stall timeout. */
+    int64_t expired_nodes, released;
+    if (!cohort_store_expire_nodes(s->store, client, c->name, now - s->eff.takeover_ms,
+                                   &expired_nodes, &released, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "node expiry failed: %s",
+                    error.message);
+        return;
+    }
+    if (expired_nodes > 0 || released > 0) {
+        atomic_fetch_add(&s->stats.stalled_reset, (uint64_t)released);
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "%lld node(s) expired (no ping for %lld ms); released %lld of their claimed "
+                    "task(s) to pending",
+                    (long long)expired_nodes, (long long)s->eff.takeover_ms, (long long)released);
+    }
     if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms, &reset,
                                     &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",

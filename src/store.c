@@ -117,6 +117,13 @@ cohort_store_stats_t cohort_store_stats(const cohort_store_t *store)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
+static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state);
+static int64_t modified_count(const bson_t *reply);
+static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback);
+static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const char *node_id, int64_t epoch, const bson_t *extra_filter,
+                          const bson_t *update, bool *applied, bson_error_t *error);
+
 static mongoc_collection_t *collection(cohort_store_t *store, mongoc_client_t *client,
                                        const char *name)
 {
@@ -282,8 +289,10 @@ static bool date_field(const bson_t *doc, const char *key, int64_t *ms)
 
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
-                            int64_t *server_ms, bson_error_t *error)
+                            int64_t *server_ms, bool *expired, bson_error_t *error)
 {
+    if (expired)
+        *expired = false;
     mongoc_collection_t *nodes = collection(store, client, "nodes");
     bson_t *query = BCON_NEW("_id", BCON_UTF8(node->node_id));
     bson_t update = BSON_INITIALIZER, set, current;
@@ -294,11 +303,26 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     BSON_APPEND_DATE_TIME(&set, "started_at", node->started_at_ms);
     if (stats)
         BSON_APPEND_DOCUMENT(&set, "stats", stats);
+    if (node->services) {
+        bson_t list, workers;
+        BSON_APPEND_ARRAY_BEGIN(&set, "services", &list);
+        for (size_t i = 0; i < node->n_services; i++) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            BSON_APPEND_UTF8(&list, k, node->services[i]);
+        }
+        bson_append_array_end(&set, &list);
+        BSON_APPEND_DOCUMENT_BEGIN(&set, "workers", &workers);
+        for (size_t i = 0; i < node->n_services; i++)
+            BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
+        bson_append_document_end(&set, &workers);
+    }
     bson_append_document_end(&update, &set);
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
     BSON_APPEND_BOOL(&current, "seen_at", true);
     bson_append_document_end(&update, &current);
-    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1));
+    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1), "expired", BCON_INT32(1));
 
     bson_t doc;
     bool found = false;
@@ -311,10 +335,96 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                        "$currentDate?)");
         ok = false;
     }
+    bson_iter_t it;
+    if (ok && expired && bson_iter_init_find(&it, &doc, "expired") && BSON_ITER_HOLDS_BOOL(&it))
+        *expired = bson_iter_bool(&it);
     bson_destroy(&doc);
     bson_destroy(fields);
     bson_destroy(&update);
     bson_destroy(query);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *node_id, bson_error_t *error)
+{
+    mongoc_collection_t *nodes = collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
+    bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
+                              "registered_at", BCON_BOOL(true), "}");
+    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
+                               int64_t *released, bson_error_t *error)
+{
+    *nodes_expired = *released = 0;
+    mongoc_collection_t *nodes = collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("seen_at", "{", "$lt", BCON_DATE_TIME(cutoff_ms), "$gte",
+                              BCON_DATE_TIME(cutoff_ms - 86400000), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(1000));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(nodes, filter, opts, NULL);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t n = 0;
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string(n++, &k, key, sizeof key);
+            BSON_APPEND_UTF8(&ids, k, bson_iter_utf8(&it, NULL));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    if (ok && n > 0) {
+        bson_t release = BSON_INITIALIZER, in;
+        BSON_APPEND_UTF8(&release, "status", "claimed");
+        BSON_APPEND_DOCUMENT_BEGIN(&release, "claimed_by", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&release, &in);
+        bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                                  BCON_NULL, "last_error",
+                                  BCON_UTF8("released: its node expired (no ping)"), "}");
+        mongoc_collection_t *tasks = queue(store, client, service);
+        bson_t reply;
+        ok = mongoc_collection_update_many(tasks, &release, update, NULL, &reply, error);
+        if (ok)
+            *released = modified_count(&reply);
+        bson_destroy(&reply);
+        mongoc_collection_destroy(tasks);
+        bson_destroy(update);
+        bson_destroy(&release);
+
+        if (ok) {
+            bson_t mark = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT_BEGIN(&mark, "_id", &in);
+            BSON_APPEND_ARRAY(&in, "$in", &ids);
+            bson_append_document_end(&mark, &in);
+            BSON_APPEND_DOCUMENT_BEGIN(&mark, "expired", &in);
+            BSON_APPEND_BOOL(&in, "$ne", true);
+            bson_append_document_end(&mark, &in);
+            bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate",
+                                   "{", "expired_at", BCON_BOOL(true), "}");
+            ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
+            if (ok)
+                *nodes_expired = modified_count(&reply);
+            bson_destroy(&reply);
+            bson_destroy(set);
+            bson_destroy(&mark);
+        }
+    }
+    bson_destroy(&ids);
+    bson_destroy(opts);
+    bson_destroy(filter);
     mongoc_collection_destroy(nodes);
     return ok;
 }
@@ -345,11 +455,6 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 
 /* ---- election -------------------------------------------------------------------------- */
 
-static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state);
-static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback);
-static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                          const char *node_id, int64_t epoch, const bson_t *extra_filter,
-                          const bson_t *update, bool *applied, bson_error_t *error);
 
 bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, int64_t epoch,

@@ -52,13 +52,27 @@ typedef struct cohort_node_info {
     int64_t pid;
     const char *version;
     int64_t started_at_ms;
+    const char *const *services; /* the services it hosts (may be NULL) */
+    const int64_t *workers;      /* their worker counts */
+    size_t n_services;
 } cohort_node_info_t;
 
 /* Upserts the node's document with seen_at = the server's $currentDate and reads it back:
  * *server_ms is the server's time during the call. */
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
-                            int64_t *server_ms, bson_error_t *error);
+                            int64_t *server_ms, bool *expired, bson_error_t *error);
+
+/* After a ping reported *expired: clears the mark and records the re-registration. */
+bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *node_id, bson_error_t *error);
+
+/* Primary maintenance: nodes not seen since `cutoff_ms` (but seen in the last day) are
+ * expired: their claimed tasks in `service`'s queue go back to pending at once, and they are
+ * marked expired so that they learn it when they ping again. */
+bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
+                               int64_t *released, bson_error_t *error);
 
 /* ---- election -------------------------------------------------------------------------- */
 
