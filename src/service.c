@@ -6,6 +6,7 @@
  */
 #include "service.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,11 +75,13 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
     return s;
 }
 
-/* Takes one claim from the budget, waiting for a tick if there is none. False: stop. */
-static bool take_claim(cohort_service_t *s)
+/* Takes one claim from the budget, waiting for a tick if there is none. A worker whose slot
+ * is beyond the live worker count parks here until the count grows again. False: stop. */
+static bool take_claim(cohort_service_t *s, size_t slot)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->stopping && (s->drained || s->budget == 0 || (s->probing && !s->work_seen)))
+    while (!s->stopping && (slot >= s->target_workers || s->drained || s->budget == 0 ||
+                            (s->probing && !s->work_seen)))
         pthread_cond_wait(&s->wake, &s->lock);
     bool go = !s->stopping;
     if (go && s->budget > 0)
@@ -107,7 +110,7 @@ static void *worker_main(void *arg)
     cohort_ctx_init(&ctx, s, client, false);
     int64_t last_error_log = 0;
 
-    while (take_claim(s)) {
+    while (take_claim(s, slot)) {
         bson_t task;
         bool found = false;
         bson_error_t error;
@@ -161,32 +164,51 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+bool cohort_service_set_workers(cohort_service_t *s, size_t workers, char *err, size_t errlen)
+{
+    if (workers < 1 || workers > COHORT_MAX_WORKERS) {
+        snprintf(err, errlen, "workers = %zu is out of range [1, %d]", workers,
+                 COHORT_MAX_WORKERS);
+        return false;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->target_workers = workers;
+    pthread_cond_broadcast(&s->wake); /* parked workers below the new count resume */
+    bool ok = true;
+    /* Threads are never stopped before shutdown (surplus ones park), so growing only starts
+     * threads for slots that never had one. */
+    while (ok && s->n_threads < workers) {
+        worker_arg_t *arg = malloc(sizeof *arg);
+        int rc = arg ? 0 : ENOMEM;
+        if (arg) {
+            *arg = (worker_arg_t){s, s->n_threads};
+            rc = pthread_create(&s->threads[s->n_threads], NULL, worker_main, arg);
+        }
+        if (rc != 0) {
+            free(arg);
+            snprintf(err, errlen, "[service:%s] cannot start worker thread %zu: %s",
+                     s->config->name, s->n_threads + 1, strerror(rc));
+            s->target_workers = s->n_threads;
+            ok = false;
+        } else {
+            s->n_threads++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
 bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
 {
-    size_t n = (size_t)s->config->workers;
-    s->threads = calloc(n, sizeof *s->threads);
-    s->slots = calloc(n, sizeof *s->slots);
+    s->threads = calloc(COHORT_MAX_WORKERS, sizeof *s->threads);
+    s->slots = calloc(COHORT_MAX_WORKERS, sizeof *s->slots);
     if (!s->threads || !s->slots) {
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    for (size_t i = 0; i < n; i++) {
-        worker_arg_t *arg = malloc(sizeof *arg);
-        if (!arg) {
-            snprintf(err, errlen, "out of memory");
-            cohort_service_stop_claiming(s);
-            return false;
-        }
-        *arg = (worker_arg_t){s, i};
-        int rc = pthread_create(&s->threads[i], NULL, worker_main, arg);
-        if (rc != 0) {
-            free(arg);
-            snprintf(err, errlen, "[service:%s] cannot start worker thread %zu: %s",
-                     s->config->name, i + 1, strerror(rc));
-            cohort_service_stop_claiming(s);
-            return false;
-        }
-        s->n_threads++;
+    if (!cohort_service_set_workers(s, (size_t)s->config->workers, err, errlen)) {
+        cohort_service_stop_claiming(s);
+        return false;
     }
     return true;
 }
@@ -397,6 +419,23 @@ static void check_in(cohort_service_t *s, mongoc_client_t *client)
         !cohort_store_checkin_tasks(s->store, client, s->config->name, s->node_id, ids, n, &error))
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
                     "check-in of %zu running task(s) failed: %s", n, error.message);
+}
+
+bool cohort_service_reload_options(cohort_service_t *s, mongoc_client_t *client,
+                                   const cohort_service_config_t *config, char *err,
+                                   size_t errlen)
+{
+    cohort_ctx_t ctx;
+    cohort_ctx_init(&ctx, s, client, false);
+    if (s->plugin->handler->reload(&ctx, s->handler_state, config->options, config->n_options))
+        return true;
+    snprintf(err, errlen, "%s", ctx.error[0] ? ctx.error : "no reason given");
+    return false;
+}
+
+void cohort_service_reload_file_settings(cohort_service_t *s, const cohort_settings_t *file)
+{
+    s->file = *file;
 }
 
 void cohort_service_set_file_settings(cohort_service_t *s, const cohort_settings_t *file)

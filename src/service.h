@@ -24,6 +24,7 @@
 #include "plugin.h"
 #include "store.h"
 
+#define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
 #define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per run, at most */
 /* Maintenance (reset, purge, repair) runs every stall_timeout_ms/3, at most this far apart,
  * and on the next tick again while a purge backlog remains. */
@@ -82,8 +83,9 @@ typedef struct cohort_service {
     bool probing;         /* until then one worker probes; the others wait for its result */
     bool stopping;        /* no more claims */
     pthread_t *threads;
-    cohort_slot_t *slots; /* one per thread */
-    size_t n_threads;
+    cohort_slot_t *slots; /* one per thread; room for COHORT_MAX_WORKERS */
+    size_t n_threads;     /* threads started (joined at destroy) */
+    size_t target_workers; /* threads with a slot below this claim; the rest park */
     size_t running;       /* claims in flight and tasks being processed right now */
 } cohort_service_t;
 
@@ -103,6 +105,21 @@ void cohort_service_set_file_settings(cohort_service_t *service, const cohort_se
 
 /* Starts the worker threads. */
 bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);
+
+/* Changes the number of worker threads live (SIGHUP): new threads start at once; surplus
+ * ones park after their current task until the count grows again. */
+bool cohort_service_set_workers(cohort_service_t *service, size_t workers, char *err,
+                                size_t errlen);
+
+/* New file values for the live settings (SIGHUP); the next tick applies them (the database's
+ * values still win where set) and logs what changed. */
+void cohort_service_reload_file_settings(cohort_service_t *service, const cohort_settings_t *file);
+
+/* Hands the options of `config` (a reloaded section for this service) to the handler's
+ * reload callback (which must exist). False with the handler's reason in err. */
+bool cohort_service_reload_options(cohort_service_t *service, mongoc_client_t *client,
+                                   const cohort_service_config_t *config, char *err,
+                                   size_t errlen);
 
 /* One tick on the main thread; `client` is the main thread's. */
 void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);

@@ -12,8 +12,11 @@
  *   generate_tracked  = bool  generated tasks are tracked (default false)
  *   completed_log     = PATH  on_tasks_completed appends "<batch id> <succeeded> <failed>
  *                             <tasks iterated> <node id>" (one write, O_APPEND)
+ *
+ * On SIGHUP every option but the two paths can change (the handler's reload callback).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,29 +27,104 @@
 
 #include <cohort/handler.h>
 
-typedef struct noop {
+/* The options; all but the two paths may change on SIGHUP (see noop_reload). */
+typedef struct noop_options {
     long sleep_ms;
     long fail_first_n;
     long generate_per_tick;
     long generate_every;
     bool generate_tracked;
+    const char *journal;       /* paths: only during parsing */
+    const char *completed_log;
+} noop_options_t;
+
+typedef struct noop {
+    _Atomic long sleep_ms; /* read by workers, changed by reload */
+    _Atomic long fail_first_n;
+    long generate_per_tick; /* main thread only, like reload */
+    long generate_every;
+    bool generate_tracked;
+    char *journal_path;
+    char *completed_path;
     int journal_fd;
     int completed_fd;
     long long generated;
     long long ticks;
 } noop_t;
 
-static bool parse_long(cohort_ctx_t *ctx, const cohort_option_t *opt, long max, long *out)
+static bool parse_long(cohort_ctx_t *ctx, const cohort_option_t *opt, long min, long max,
+                       long *out)
 {
     char *end;
     errno = 0;
     long v = strtol(opt->value, &end, 10);
-    if (errno || end == opt->value || *end || v < 0 || v > max) {
-        cohort_ctx_set_error(ctx, "line %d: %s = '%s' must be a number from 0 to %ld",
-                             opt->line, opt->key, opt->value, max);
+    if (errno || end == opt->value || *end || v < min || v > max) {
+        cohort_ctx_set_error(ctx, "line %d: %s = '%s' must be a number from %ld to %ld",
+                             opt->line, opt->key, opt->value, min, max);
         return false;
     }
     *out = v;
+    return true;
+}
+
+static bool parse_options(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_opts,
+                          noop_options_t *out)
+{
+    *out = (noop_options_t){.generate_every = 1};
+    for (size_t i = 0; i < n_opts; i++) {
+        const cohort_option_t *o = &opts[i];
+        bool ok = true;
+        if (strcmp(o->key, "sleep_ms") == 0) {
+            ok = parse_long(ctx, o, 0, 3600000, &out->sleep_ms);
+        } else if (strcmp(o->key, "fail_first_n") == 0) {
+            ok = parse_long(ctx, o, 0, 1000, &out->fail_first_n);
+        } else if (strcmp(o->key, "generate_per_tick") == 0) {
+            ok = parse_long(ctx, o, 0, 100000, &out->generate_per_tick);
+        } else if (strcmp(o->key, "generate_every") == 0) {
+            ok = parse_long(ctx, o, 1, 1000000, &out->generate_every);
+        } else if (strcmp(o->key, "generate_tracked") == 0) {
+            ok = strcmp(o->value, "true") == 0 || strcmp(o->value, "false") == 0;
+            out->generate_tracked = strcmp(o->value, "true") == 0;
+            if (!ok)
+                cohort_ctx_set_error(ctx, "line %d: generate_tracked = '%s' must be true or false",
+                                     o->line, o->value);
+        } else if (strcmp(o->key, "journal") == 0) {
+            out->journal = o->value;
+        } else if (strcmp(o->key, "completed_log") == 0) {
+            out->completed_log = o->value;
+        } else {
+            cohort_ctx_set_error(ctx,
+                                 "line %d: unknown option '%s' for the noop handler (known: "
+                                 "sleep_ms, fail_first_n, journal, generate_per_tick, "
+                                 "generate_every, generate_tracked, completed_log)",
+                                 o->line, o->key);
+            ok = false;
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static void apply(noop_t *n, const noop_options_t *o)
+{
+    atomic_store(&n->sleep_ms, o->sleep_ms);
+    atomic_store(&n->fail_first_n, o->fail_first_n);
+    n->generate_per_tick = o->generate_per_tick;
+    n->generate_every = o->generate_every;
+    n->generate_tracked = o->generate_tracked;
+}
+
+static bool open_log(cohort_ctx_t *ctx, const char *what, const char *path, int *fd, char **kept)
+{
+    if (!path)
+        return true;
+    *fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+        cohort_ctx_set_error(ctx, "%s '%s' cannot be opened: %s", what, path, strerror(errno));
+        return false;
+    }
+    *kept = strdup(path);
     return true;
 }
 
@@ -59,65 +137,51 @@ static void noop_destroy(void *state)
         close(n->journal_fd);
     if (n->completed_fd >= 0)
         close(n->completed_fd);
+    free(n->journal_path);
+    free(n->completed_path);
     free(n);
 }
 
 static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_opts,
                       void **state)
 {
+    noop_options_t o;
+    if (!parse_options(ctx, opts, n_opts, &o))
+        return false;
     noop_t *n = calloc(1, sizeof *n);
     if (!n) {
         cohort_ctx_set_error(ctx, "out of memory");
         return false;
     }
-    n->journal_fd = -1;
-    n->completed_fd = -1;
-    n->generate_every = 1;
-    bool ok = true;
-    for (size_t i = 0; ok && i < n_opts; i++) {
-        const cohort_option_t *o = &opts[i];
-        if (strcmp(o->key, "sleep_ms") == 0) {
-            ok = parse_long(ctx, o, 3600000, &n->sleep_ms);
-        } else if (strcmp(o->key, "fail_first_n") == 0) {
-            ok = parse_long(ctx, o, 1000, &n->fail_first_n);
-        } else if (strcmp(o->key, "generate_per_tick") == 0) {
-            ok = parse_long(ctx, o, 100000, &n->generate_per_tick);
-        } else if (strcmp(o->key, "generate_every") == 0) {
-            ok = parse_long(ctx, o, 1000000, &n->generate_every);
-            if (ok && n->generate_every < 1) {
-                cohort_ctx_set_error(ctx, "line %d: generate_every must be at least 1", o->line);
-                ok = false;
-            }
-        } else if (strcmp(o->key, "generate_tracked") == 0) {
-            if (strcmp(o->value, "true") == 0 || strcmp(o->value, "false") == 0) {
-                n->generate_tracked = strcmp(o->value, "true") == 0;
-            } else {
-                cohort_ctx_set_error(ctx, "line %d: generate_tracked = '%s' must be true or false",
-                                     o->line, o->value);
-                ok = false;
-            }
-        } else if (strcmp(o->key, "journal") == 0 || strcmp(o->key, "completed_log") == 0) {
-            int *fd = o->key[0] == 'j' ? &n->journal_fd : &n->completed_fd;
-            *fd = open(o->value, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-            if (*fd < 0) {
-                cohort_ctx_set_error(ctx, "line %d: %s '%s' cannot be opened: %s", o->line,
-                                     o->key, o->value, strerror(errno));
-                ok = false;
-            }
-        } else {
-            cohort_ctx_set_error(ctx,
-                                 "line %d: unknown option '%s' for the noop handler (known: "
-                                 "sleep_ms, fail_first_n, journal, generate_per_tick, "
-                                 "generate_every, generate_tracked, completed_log)",
-                                 o->line, o->key);
-            ok = false;
-        }
-    }
-    if (!ok) {
+    n->journal_fd = n->completed_fd = -1;
+    apply(n, &o);
+    if (!open_log(ctx, "journal", o.journal, &n->journal_fd, &n->journal_path) ||
+        !open_log(ctx, "completed_log", o.completed_log, &n->completed_fd, &n->completed_path)) {
         noop_destroy(n);
         return false;
     }
     *state = n;
+    return true;
+}
+
+static bool same_path(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* SIGHUP: every option but the two file paths changes live. */
+static bool noop_reload(cohort_ctx_t *ctx, void *state, const cohort_option_t *opts,
+                        size_t n_opts)
+{
+    noop_t *n = state;
+    noop_options_t o;
+    if (!parse_options(ctx, opts, n_opts, &o))
+        return false;
+    if (!same_path(o.journal, n->journal_path) || !same_path(o.completed_log, n->completed_path)) {
+        cohort_ctx_set_error(ctx, "journal and completed_log cannot change without a restart");
+        return false;
+    }
+    apply(n, &o);
     return true;
 }
 
@@ -146,14 +210,15 @@ static bool noop_primary_work(cohort_ctx_t *ctx, void *state)
 static cohort_outcome_t noop_process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     noop_t *n = state;
-    if (n->sleep_ms > 0) {
-        struct timespec ts = {n->sleep_ms / 1000, (n->sleep_ms % 1000) * 1000000L};
+    long sleep_ms = atomic_load(&n->sleep_ms), fail_first_n = atomic_load(&n->fail_first_n);
+    if (sleep_ms > 0) {
+        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
     }
-    if (cohort_task_attempt(task) <= n->fail_first_n) {
+    if (cohort_task_attempt(task) <= fail_first_n) {
         cohort_task_set_error(task, "noop: failing attempt %d of the first %ld on purpose",
-                              cohort_task_attempt(task), n->fail_first_n);
+                              cohort_task_attempt(task), fail_first_n);
         return COHORT_TASK_RETRY;
     }
     if (n->journal_fd >= 0) {
@@ -208,4 +273,5 @@ COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
     .primary_work = noop_primary_work,
     .process_task = noop_process,
     .on_tasks_completed = noop_completed,
+    .reload = noop_reload,
 };

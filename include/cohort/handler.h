@@ -8,8 +8,8 @@
  * on_tasks_completed() on the primary once a tracked batch has drained.
  *
  * History: ABI 1 had init, destroy, primary_work, process_task. ABI 2 added
- * on_tasks_completed, batches, generic data (cohort_get/cohort_set), cohort_now_ms and the
- * unique_key task option.
+ * on_tasks_completed, reload, batches, generic data (cohort_get/cohort_set), cohort_now_ms
+ * and the unique_key task option.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
  * (they are exported by the cohortd executable; a handler links with nothing but libbson).
@@ -127,6 +127,15 @@ typedef struct cohort_handler {
      * by cohort_batch_id() to be idempotent; effects made with cohort_set() need nothing.
      * Return false (with cohort_ctx_set_error()) to have the batch retried next tick. */
     bool (*on_tasks_completed)(cohort_ctx_t *ctx, void *state, cohort_batch_t *batch);
+
+    /* ABI 2. Optional. The node received SIGHUP and the service's handler options changed:
+     * apply `options` (the whole new set) and return true, or return false (with
+     * cohort_ctx_set_error()) to refuse; the handler then keeps its old options. Having this
+     * callback is how a handler declares its options reloadable: without it, a changed
+     * option makes the node refuse the reload. Runs on the main thread while workers may be
+     * running process_task(): synchronise what they share. */
+    bool (*reload)(cohort_ctx_t *ctx, void *state, const cohort_option_t *options,
+                   size_t n_options);
 } cohort_handler_t;
 
 /* ---- context --------------------------------------------------------------------------- */
