@@ -118,7 +118,6 @@ cohort_store_stats_t cohort_store_stats(const cohort_store_t *store)
 /* ---- helpers --------------------------------------------------------------------------- */
 
 static void read_batch_state(const bson_t *doc, cohort_batch_state_t *state);
-static int64_t modified_count(const bson_t *reply);
 static int64_t int64_field(const bson_t *doc, const char *dotted, int64_t fallback);
 static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
                           const char *node_id, int64_t epoch, const bson_t *extra_filter,
@@ -177,13 +176,6 @@ static bool find_and_modify(mongoc_collection_t *coll, const bson_t *query, cons
     return ok;
 }
 
-static int64_t matched_count(const bson_t *reply)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, reply, "matchedCount") && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return 0;
-}
 
 static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
                            bson_error_t *error)
@@ -398,7 +390,7 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
         bson_t reply;
         ok = mongoc_collection_update_many(tasks, &release, update, NULL, &reply, error);
         if (ok)
-            *released = modified_count(&reply);
+            *released = int64_field(&reply, "modifiedCount", 0);
         bson_destroy(&reply);
         mongoc_collection_destroy(tasks);
         bson_destroy(update);
@@ -416,7 +408,7 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
                                    "{", "expired_at", BCON_BOOL(true), "}");
             ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
             if (ok)
-                *nodes_expired = modified_count(&reply);
+                *nodes_expired = int64_field(&reply, "modifiedCount", 0);
             bson_destroy(&reply);
             bson_destroy(set);
             bson_destroy(&mark);
@@ -668,9 +660,7 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
         bson_t reply;
         if (ok) {
             ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
-            bson_iter_t it;
-            if (bson_iter_init_find(&it, &reply, "nInserted") && BSON_ITER_HOLDS_NUMBER(&it))
-                *inserted += bson_iter_as_int64(&it);
+            *inserted += int64_field(&reply, "nInserted", 0);
             bson_destroy(&reply);
         }
         mongoc_bulk_operation_destroy(bulk);
@@ -784,7 +774,7 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     mongoc_collection_t *tasks = queue(store, client, service);
     bson_t reply;
     bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
-    *applied = ok && matched_count(&reply) == 1;
+    *applied = ok && int64_field(&reply, "matchedCount", 0) == 1;
     bson_destroy(&reply);
     mongoc_collection_destroy(tasks);
     bson_destroy(&update);
@@ -792,13 +782,6 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     return ok;
 }
 
-static int64_t modified_count(const bson_t *reply)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, reply, "modifiedCount") && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return 0;
-}
 
 bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bool check_types, int64_t *made_due,
@@ -821,12 +804,12 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
     bson_t reply;
     bool ok = mongoc_collection_update_many(tasks, missing, due, NULL, &reply, error);
     if (ok)
-        *made_due = modified_count(&reply);
+        *made_due = int64_field(&reply, "modifiedCount", 0);
     bson_destroy(&reply);
     if (ok && check_types) {
         ok = mongoc_collection_update_many(tasks, malformed, fail, NULL, &reply, error);
         if (ok)
-            *quarantined = modified_count(&reply);
+            *quarantined = int64_field(&reply, "modifiedCount", 0);
         bson_destroy(&reply);
     }
     bson_destroy(fail);
@@ -918,7 +901,7 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
     bson_t reply;
     bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
     if (ok)
-        *reset = modified_count(&reply);
+        *reset = int64_field(&reply, "modifiedCount", 0);
     bson_destroy(&reply);
     mongoc_collection_destroy(tasks);
     bson_destroy(update);
@@ -963,9 +946,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
         BSON_APPEND_UTF8(&del, "status", status);
         bson_t reply;
         ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);
-        bson_iter_t it;
-        if (ok && bson_iter_init_find(&it, &reply, "deletedCount") && BSON_ITER_HOLDS_NUMBER(&it))
-            *deleted = bson_iter_as_int64(&it);
+        if (ok)
+            *deleted = int64_field(&reply, "deletedCount", 0);
         bson_destroy(&reply);
         bson_destroy(&del);
     }
@@ -1061,7 +1043,7 @@ static bool fenced_update(cohort_store_t *store, mongoc_client_t *client, const 
         bson_concat(&filter, extra_filter);
     bson_t reply;
     bool ok = mongoc_collection_update_one(services, &filter, update, NULL, &reply, error);
-    *applied = ok && matched_count(&reply) == 1;
+    *applied = ok && int64_field(&reply, "matchedCount", 0) == 1;
     bson_destroy(&reply);
     bson_destroy(&filter);
     mongoc_collection_destroy(services);
@@ -1227,7 +1209,7 @@ bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *clien
     bson_t reply;
     bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
     if (ok)
-        *moved = modified_count(&reply);
+        *moved = int64_field(&reply, "modifiedCount", 0);
     bson_destroy(&reply);
     mongoc_collection_destroy(tasks);
     bson_destroy(update);
