@@ -13,7 +13,8 @@ BUILD="${1:-$ROOT/build}"
 shift || true
 
 PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-dev
-          libcriterion-dev libinih-dev default-jdk-headless maven)
+          libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven
+          prometheus)  # prometheus: promtool checks /metrics in the tests
 
 missing=()
 for p in "${PACKAGES[@]}"; do

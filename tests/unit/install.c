@@ -1,8 +1,14 @@
 /*
  * install.c - what a plugin author gets: `cmake --install` lays out the daemon, the tool, the
- * public header and the shipped handlers; the README's handler example is the shipped
- * handlers/hello/hello.c, word for word; and it builds against the installed header alone
- * (plus libbson) into a handler the loader accepts.
+ * public header, the shipped handlers and the pkg-config file cohort-handler.pc; the README's
+ * handler example is the shipped handlers/hello/hello.c, word for word; and it builds with
+ * exactly the flags `pkg-config --cflags --libs cohort-handler` gives for the installed tree
+ * into a handler the loader accepts.
+ *
+ * And what an operator gets: every path deploy/container/Dockerfile copies out of its install
+ * prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
+ * whose handlers live under that prefix in the image) passes the installed cohortd's
+ * --check-config with only those copied paths.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -39,6 +45,147 @@ static int run(const char *command)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* Runs a shell command line; its stdout without the trailing newline (caller frees). Fails
+ * the test if it does not exit 0. */
+static char *output_of(const char *command, const char *const env[])
+{
+    const char *argv[] = {"/bin/sh", "-c", command, NULL};
+    test_run_result_t r = test_run(argv, env, 30000);
+    cr_assert_eq(r.exit_code, 0, "`%s` failed (%d): %s", command, r.exit_code, r.err);
+    char *out = strdup(r.out);
+    cr_assert_not_null(out);
+    out[strcspn(out, "\n")] = '\0';
+    test_run_result_free(&r);
+    return out;
+}
+
+/* The words of `line` after `skip` words, each at most 1023 characters; returns how many. */
+static size_t words(const char *line, size_t skip, char out[][1024], size_t max)
+{
+    size_t n = 0, seen = 0;
+    while (*line && *line != '\n' && n < max) {
+        size_t len = strcspn(line, " \t\n");
+        if (len > 0 && seen++ >= skip)
+            snprintf(out[n++], 1024, "%.*s", (int)len, line);
+        line += len;
+        line += strspn(line, " \t");
+    }
+    return n;
+}
+
+#define MAX_COPIES 16
+
+/* What deploy/container/Dockerfile takes from its build stage: the prefix it installs to
+ * (`cmake --install ... --prefix P`) and the sources of its `COPY --from=...` lines,
+ * relative to that prefix. Fails the test if a source lies outside the prefix. */
+typedef struct image_layout {
+    char prefix[1024];
+    char copied[MAX_COPIES][1024];
+    size_t n_copied;
+    char entrypoint[1024];
+} image_layout_t;
+
+static void read_image_layout(image_layout_t *image)
+{
+    memset(image, 0, sizeof *image);
+    char *dockerfile = read_file(COHORT_SOURCE_DIR "/deploy/container/Dockerfile");
+    const char *install = strstr(dockerfile, "cmake --install ");
+    cr_assert_not_null(install, "the Dockerfile runs no `cmake --install`");
+    const char *prefix = strstr(install, "--prefix ");
+    cr_assert_not_null(prefix, "the Dockerfile's `cmake --install` names no --prefix");
+    prefix += strlen("--prefix ");
+    snprintf(image->prefix, sizeof image->prefix, "%.*s", (int)strcspn(prefix, " \t\n\\"), prefix);
+    size_t plen = strlen(image->prefix);
+    for (const char *line = dockerfile; line; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        if (strncmp(line, "COPY --from=", 12) == 0) {
+            char w[MAX_COPIES + 1][1024];
+            size_t n = words(line, 2, w, MAX_COPIES + 1); /* sources..., destination */
+            cr_assert_geq(n, 2, "Dockerfile: COPY line without a source: %.80s", line);
+            for (size_t i = 0; i + 1 < n; i++) {
+                cr_assert(strncmp(w[i], image->prefix, plen) == 0 && w[i][plen] == '/',
+                          "Dockerfile copies '%s', outside the install prefix %s", w[i],
+                          image->prefix);
+                cr_assert_lt(image->n_copied, MAX_COPIES);
+                snprintf(image->copied[image->n_copied++], 1024, "%s", w[i] + plen + 1);
+            }
+        } else if (strncmp(line, "ENTRYPOINT [\"", 13) == 0) {
+            snprintf(image->entrypoint, sizeof image->entrypoint, "%.*s",
+                     (int)strcspn(line + 13, "\""), line + 13);
+        }
+    }
+    cr_assert_gt(image->n_copied, 0, "the Dockerfile copies nothing from its install prefix");
+    free(dockerfile);
+}
+
+/* Whether the image holds `path` (absolute, in the image): it lies in a copied path. */
+static bool image_has(const image_layout_t *image, const char *path)
+{
+    size_t plen = strlen(image->prefix);
+    if (strncmp(path, image->prefix, plen) != 0 || path[plen] != '/')
+        return false;
+    for (size_t i = 0; i < image->n_copied; i++) {
+        size_t len = strlen(image->copied[i]);
+        if (strncmp(path + plen + 1, image->copied[i], len) == 0 &&
+            (path[plen + 1 + len] == '/' || path[plen + 1 + len] == '\0'))
+            return true;
+    }
+    return false;
+}
+
+/* `text` with every `from` replaced by `to` (caller frees). */
+static char *replace_all(const char *text, const char *from, const char *to)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    cr_assert_not_null(f);
+    for (const char *hit; (hit = strstr(text, from)); text = hit + strlen(from)) {
+        fwrite(text, 1, (size_t)(hit - text), f);
+        fputs(to, f);
+    }
+    fputs(text, f);
+    fclose(f);
+    return out;
+}
+
+/* The Dockerfile's copies exist in the installed tree, and the Kubernetes configuration
+ * names only handlers the image holds and passes the installed cohortd's --check-config. */
+static void check_image(const char *prefix)
+{
+    image_layout_t image;
+    read_image_layout(&image);
+    for (size_t i = 0; i < image.n_copied; i++)
+        cr_expect(exists(prefix, image.copied[i]),
+                  "the Dockerfile copies %s/%s, which `cmake --install` does not create",
+                  image.prefix, image.copied[i]);
+    cr_expect(image_has(&image, image.entrypoint), "the image's ENTRYPOINT %s is not copied",
+              image.entrypoint);
+
+    char *ini = read_file(COHORT_SOURCE_DIR "/deploy/kubernetes/cohort.ini");
+    for (const char *h = strstr(ini, "\nhandler"); h; h = strstr(h + 1, "\nhandler")) {
+        const char *path = strchr(h, '=');
+        cr_assert_not_null(path);
+        path += 1 + strspn(path + 1, " \t");
+        char handler[1024];
+        snprintf(handler, sizeof handler, "%.*s", (int)strcspn(path, " \t;\n"), path);
+        cr_expect(image_has(&image, handler),
+                  "deploy/kubernetes/cohort.ini names handler %s, which the image lacks", handler);
+    }
+    char *local = replace_all(ini, image.prefix, prefix);
+    char *config = test_write_file(prefix, "k8s-cohort.ini", local);
+    char cohortd[1024];
+    snprintf(cohortd, sizeof cohortd, "%s/bin/cohortd", prefix);
+    const char *argv[] = {cohortd, "--check-config", "-c", config, NULL};
+    test_run_result_t r = test_run(argv, NULL, 30000);
+    cr_expect_eq(r.exit_code, 0, "deploy/kubernetes/cohort.ini fails --check-config: %s%s", r.out,
+                 r.err);
+    test_run_result_free(&r);
+    free(config);
+    free(local);
+    free(ini);
+}
+
 Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
 {
     char *prefix = test_tmpdir("install");
@@ -52,6 +199,9 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     cr_expect(exists(prefix, "include/cohort/handler.h"), "include/cohort/handler.h missing");
     cr_expect(exists(prefix, "lib/cohort/handlers/cohort_noop.so"), "noop handler missing");
     cr_expect(exists(prefix, "lib/cohort/handlers/cohort_hello.so"), "hello handler missing");
+    cr_expect(exists(prefix, "lib/pkgconfig/cohort-handler.pc"),
+              "lib/pkgconfig/cohort-handler.pc missing");
+    check_image(prefix);
 
     /* The example as the README prints it, built the way the README says. */
     char *readme = read_file(COHORT_SOURCE_DIR "/README.md");
@@ -75,10 +225,30 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     cr_assert_not_null(f);
     fwrite(start, 1, (size_t)(end - start), f);
     fclose(f);
-    snprintf(cmd, sizeof cmd,
-             "'%s' -std=c11 -Wall -Wextra -Werror -shared -fPIC -o '%s' '%s' -I'%s/include' "
-             "$(pkg-config --cflags --libs libbson-1.0)",
-             COHORT_CC, so, source, prefix);
+    /* The installed pkg-config file: the installed header, libbson, and where handlers go. */
+    char pc_path[1024];
+    snprintf(pc_path, sizeof pc_path, "PKG_CONFIG_PATH=%s/lib/pkgconfig", prefix);
+    const char *pc_env[] = {pc_path, NULL};
+    char *flags = output_of("pkg-config --cflags --libs cohort-handler", pc_env);
+    char *bson_flags = output_of("pkg-config --cflags --libs libbson-1.0", NULL);
+    char include_flag[1024];
+    snprintf(include_flag, sizeof include_flag, "-I%s/include", prefix);
+    cr_expect(strstr(flags, include_flag) != NULL, "cohort-handler flags '%s' lack %s", flags,
+              include_flag);
+    char bson_words[16][1024];
+    size_t n_bson = words(bson_flags, 0, bson_words, 16);
+    for (size_t i = 0; i < n_bson; i++)
+        cr_expect(strstr(flags, bson_words[i]) != NULL,
+                  "cohort-handler flags '%s' lack libbson's %s", flags, bson_words[i]);
+    char *handlerdir = output_of("pkg-config --variable=handlerdir cohort-handler", pc_env);
+    char shipped_dir[1024];
+    snprintf(shipped_dir, sizeof shipped_dir, "%s/lib/cohort/handlers", prefix);
+    cr_expect_str_eq(handlerdir, shipped_dir, "handlerdir is not where the handlers went");
+    cr_expect(strstr(section, "pkg-config --cflags --libs cohort-handler") != NULL,
+              "README's handler section does not show the pkg-config build line");
+
+    snprintf(cmd, sizeof cmd, "'%s' -std=c11 -Wall -Wextra -Werror -shared -fPIC -o '%s' '%s' %s",
+             COHORT_CC, so, source, flags);
     cr_assert_eq(run(cmd), 0, "the README example does not build: %s", cmd);
 
     char err[1024] = "";
@@ -90,6 +260,9 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", prefix);
     run(cmd);
+    free(handlerdir);
+    free(bson_flags);
+    free(flags);
     free(shipped);
     free(readme);
     free(prefix);

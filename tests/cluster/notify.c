@@ -1,0 +1,201 @@
+/*
+ * notify.c - readiness for a systemd Type=notify unit (src/notify.c): a node started with
+ * NOTIFY_SOCKET sends READY=1 exactly once, and only after it has registered in the database
+ * and prepared its services; it sends STOPPING=1 when SIGTERM arrives and still exits 0. A
+ * node that cannot reach its database never says READY=1 (so systemd keeps the unit
+ * "activating" and its start timeout reports the problem), yet stops cleanly.
+ *
+ * The test plays systemd's part: a datagram socket in the abstract namespace (no path-length
+ * or cleanup concerns) whose name goes to cohortd in NOTIFY_SOCKET.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../support/cluster.h"
+#include "../support/support.h"
+
+#define SERVICE "notified"
+
+TestSuite(cluster_notify, .fini = cluster_cleanup_all, .timeout = 120);
+
+/* What the node has told us so far. */
+typedef struct listener {
+    int fd;
+    char env[128]; /* "NOTIFY_SOCKET=@..." for the node */
+    int ready;     /* READY=1 lines received */
+    int stopping;  /* STOPPING=1 lines received */
+    char status[256];
+    char transcript[2048]; /* every message, for failure reports */
+} listener_t;
+
+static void listener_open(listener_t *l)
+{
+    static int counter;
+    memset(l, 0, sizeof *l);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    /* Abstract socket: sun_path[0] is NUL; NOTIFY_SOCKET spells that NUL as '@'. */
+    int len = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "cohort-test-notify-%ld-%d",
+                       (long)getpid(), ++counter);
+    snprintf(l->env, sizeof l->env, "NOTIFY_SOCKET=@%s", addr.sun_path + 1);
+    l->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(l->fd, 0, "socket: %s", strerror(errno));
+    socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+    cr_assert_eq(bind(l->fd, (struct sockaddr *)&addr, size), 0, "bind %s: %s", l->env,
+                 strerror(errno));
+}
+
+/* Counts the lines of one message ("READY=1\nSTATUS=..." may come as one datagram). */
+static void listener_take(listener_t *l, char *message)
+{
+    size_t used = strlen(l->transcript);
+    snprintf(l->transcript + used, sizeof l->transcript - used, "[%s] ", message);
+    for (char *line = strtok(message, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strcmp(line, "READY=1") == 0)
+            l->ready++;
+        else if (strcmp(line, "STOPPING=1") == 0)
+            l->stopping++;
+        else if (strncmp(line, "STATUS=", 7) == 0)
+            snprintf(l->status, sizeof l->status, "%s", line + 7);
+    }
+}
+
+/* Takes messages until *counter > 0 or timeout_ms passes (0: just what is queued now).
+ * Returns whether *counter > 0. */
+static bool listener_wait(listener_t *l, const int *counter, int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    for (;;) {
+        if (*counter > 0)
+            return true;
+        int64_t left = deadline - test_now_ms();
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        if (poll(&p, 1, left > 0 ? (int)left : 0) <= 0)
+            return *counter > 0;
+        char message[1024];
+        ssize_t got = recv(l->fd, message, sizeof message - 1, 0);
+        cr_assert_geq(got, 0, "recv: %s", strerror(errno));
+        message[got] = '\0';
+        listener_take(l, message);
+    }
+}
+
+/* Takes every message queued now. */
+static void listener_drain(listener_t *l)
+{
+    static const int never = 0;
+    listener_wait(l, &never, 0);
+}
+
+/* Milliseconds of the node's `seen_at` (server time of its last ping); 0 if none yet. */
+static int64_t node_seen_at(cluster_t *c, const char *node_id)
+{
+    char filter[128];
+    snprintf(filter, sizeof filter, "{\"_id\": \"%s\"}", node_id);
+    bson_t doc;
+    int64_t seen = 0;
+    if (test_find_one(c->client, c->db, "nodes", filter, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, &doc, "seen_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+            seen = bson_iter_date_time(&it);
+    }
+    bson_destroy(&doc);
+    return seen;
+}
+
+Test(cluster_notify, ready_once_after_prepared_then_stopping)
+{
+#ifndef COHORT_HAVE_SYSTEMD
+    cr_skip_test("built without libsystemd: cohortd sends no notifications");
+#endif
+    cluster_options_t options = {.tag = "notify", .services = {{.name = SERVICE}}};
+    cluster_t *c = cluster_new(&options);
+    listener_t l;
+    listener_open(&l);
+    const char *env[] = {l.env, NULL};
+    cluster_node_t *node = cluster_add_node(c, env);
+    cluster_node_start(node);
+
+    cluster_assert(c, listener_wait(&l, &l.ready, 20000), "no READY=1 within 20 s; received: %s",
+                   l.transcript);
+    /* Ready means reachable and prepared: both are visible in the database already. */
+    int64_t seen = node_seen_at(c, node->id);
+    cluster_assert(c, seen > 0, "READY=1 came before the node registered in `nodes`");
+    cluster_primacy_t primacy;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy),
+                   "READY=1 came before the service's document existed");
+    listener_drain(&l);
+    cluster_assert(c, strstr(l.status, "1 service(s)") != NULL,
+                   "STATUS does not describe the running node: '%s'", l.status);
+
+    /* Two more pings (ticks) later it still has said READY=1 only once. */
+    int64_t before = seen, deadline = test_now_ms() + 20000;
+    for (int pings = 0; pings < 2; test_sleep_ms(c->tick_ms / 4)) {
+        cluster_assert(c, cluster_node_alive(node), "the node exited");
+        cluster_assert(c, test_now_ms() < deadline, "the node stopped pinging");
+        int64_t now = node_seen_at(c, node->id);
+        if (now > before) {
+            pings++;
+            before = now;
+        }
+    }
+    listener_drain(&l);
+    cluster_assert(c, l.ready == 1, "READY=1 sent %d times: %s", l.ready, l.transcript);
+    cluster_assert(c, l.stopping == 0, "STOPPING=1 before any signal: %s", l.transcript);
+
+    int64_t start = test_now_ms();
+    cluster_node_send_term(node);
+    cluster_assert(c, listener_wait(&l, &l.stopping, 5000),
+                   "no STOPPING=1 within 5 s of SIGTERM; received: %s", l.transcript);
+    cluster_assert(c, cluster_node_wait_exit(node, start, 15000) >= 0,
+                   "the node did not exit after SIGTERM");
+    cluster_node_assert_clean_exit(node);
+    listener_drain(&l);
+    cluster_assert(c, l.ready == 1, "READY=1 sent %d times: %s", l.ready, l.transcript);
+    close(l.fd);
+}
+
+Test(cluster_notify, no_ready_without_database)
+{
+#ifndef COHORT_HAVE_SYSTEMD
+    cr_skip_test("built without libsystemd: cohortd sends no notifications");
+#endif
+    /* A port nothing listens on: every ping fails at once (connection refused). */
+    char uri[160];
+    snprintf(uri, sizeof uri,
+             "mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=300&connectTimeoutMS=300",
+             cluster_free_port());
+    cluster_options_t options = {.tag = "notify_nodb", .uri = uri, .services = {{.name = SERVICE}}};
+    cluster_t *c = cluster_new(&options);
+    listener_t l;
+    listener_open(&l);
+    const char *env[] = {l.env, NULL};
+    cluster_node_t *node = cluster_add_node(c, env);
+    cluster_node_start(node);
+
+    cluster_assert(c, cluster_wait_log(node, "database unreachable", NULL, 20000),
+                   "the node did not report the unreachable database");
+    /* It keeps retrying (with backoff) and must not claim readiness meanwhile: listen across
+     * several of its retries. */
+    cluster_assert(c, !listener_wait(&l, &l.ready, 5 * c->tick_ms),
+                   "READY=1 although the database is unreachable: %s", l.transcript);
+    cluster_assert(c, cluster_node_alive(node), "the node gave up instead of retrying");
+
+    int64_t start = test_now_ms();
+    cluster_node_send_term(node);
+    cluster_assert(c, listener_wait(&l, &l.stopping, 5000),
+                   "no STOPPING=1 within 5 s of SIGTERM; received: %s", l.transcript);
+    cluster_assert(c, cluster_node_wait_exit(node, start, 15000) >= 0,
+                   "the node did not exit after SIGTERM");
+    cluster_node_assert_clean_exit(node);
+    cluster_assert(c, l.ready == 0, "READY=1 although the database is unreachable: %s",
+                   l.transcript);
+    close(l.fd);
+}
