@@ -33,6 +33,10 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
     struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
     evhttp_add_header(headers, "Content-Type", content_type);
     evhttp_add_header(headers, "Cache-Control", "no-store");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        evhttp_send_reply(req, code, reason, NULL); /* evhttp would send the body too */
+        return;
+    }
     struct evbuffer *buf = evbuffer_new();
     if (!buf || evbuffer_add(buf, body, len) != 0) {
         if (buf)

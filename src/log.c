@@ -184,8 +184,8 @@ void cohort_logv(cohort_log_level_t level, const char *service, const char *role
     }
     format_time(line, sizeof line);
     size_t n = strlen(line);
-    n += (size_t)snprintf(line + n, sizeof line - n, " %-5s node=%s",
-                          cohort_log_level_name(level), log_node);
+    n += (size_t)snprintf(line + n, sizeof line - n, " %-5s node=%s", cohort_log_level_name(level),
+                          log_node);
     if (service && n < sizeof line)
         n += (size_t)snprintf(line + n, sizeof line - n, " service=%s", service);
     if (role && n < sizeof line)

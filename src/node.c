@@ -116,7 +116,7 @@ static bool ping(node_t *n)
     int64_t workers[n->n_services ? n->n_services : 1];
     for (size_t i = 0; i < n->n_services; i++) {
         names[i] = n->services[i]->config->name;
-        workers[i] = n->services[i]->config->workers;
+        workers[i] = (int64_t)n->services[i]->target_workers; /* live: SIGHUP may change it */
     }
     info.services = names;
     info.workers = workers;
@@ -191,6 +191,22 @@ static bool prepare(node_t *n, cohort_service_t *s)
                     error.message);
         return false;
     }
+    /* Claims held under this node id belong to an earlier process with the same configured
+     * node_id (killed, or past its grace period): nothing here runs them, so release them
+     * now rather than after stall_timeout_ms. (node_id must be unique per running process.) */
+    int64_t released = 0;
+    if (!cohort_store_release_claims(n->store, n->client, s->config->name, n->node_id, &released,
+                                     &error)) {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "cannot release the claims of this node's previous run: %s; retrying next "
+                    "tick",
+                    error.message);
+        return false;
+    }
+    if (released > 0)
+        cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
+                    "released %lld task(s) claimed by an earlier run of node %s",
+                    (long long)released, n->node_id);
     s->prepared = true;
     return true;
 }

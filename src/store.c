@@ -883,6 +883,25 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t *released,
+                                 bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "claimed_by", BCON_UTF8(node_id));
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "last_error",
+                              BCON_UTF8("released: its node restarted while running it"), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
+    *released = ok ? int64_field(&reply, "modifiedCount", 0) : 0;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
 bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, int64_t cutoff_ms, int64_t *reset,
                                 bson_error_t *error)

@@ -211,6 +211,12 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, const bson_oid_t *ids,
                                 size_t n_ids, bson_error_t *error);
 
+/* Sets every task of `service` claimed by `node_id` back to pending (a node starting under
+ * an id an earlier process used). */
+bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t *released,
+                                 bson_error_t *error);
+
 /* Resets claimed tasks whose last check-in is older than `cutoff_ms` to pending. */
 bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, int64_t cutoff_ms, int64_t *reset,

@@ -262,6 +262,7 @@ cluster_t *cluster_new(const cluster_options_t *o)
     for (size_t i = 0; i < CLUSTER_MAX_SERVICES && o->services[i].name; i++) {
         c->services[i].name = xstrdup(o->services[i].name);
         c->services[i].settings = xstrdup(o->services[i].settings);
+        c->services[i].handler = o->services[i].handler ? xstrdup(o->services[i].handler) : NULL;
         c->n_services++;
     }
     if (o->private_db) {
@@ -334,6 +335,7 @@ void cluster_destroy(cluster_t *c)
     for (size_t i = 0; i < c->n_services; i++) {
         free((char *)c->services[i].name);
         free((char *)c->services[i].settings);
+        free((char *)c->services[i].handler);
     }
     free(c->db_state);
     free(c->db_h2);
@@ -372,8 +374,11 @@ static char *node_config(const cluster_t *c, const cluster_node_t *n)
             c->uri, c->db, (long long)c->tick_ms, (long long)c->takeover_ms,
             (long long)c->shutdown_grace_ms, n->id);
     for (size_t i = 0; i < c->n_services; i++) {
+        char handler[256];
+        snprintf(handler, sizeof handler, "handlers/%s",
+                 c->services[i].handler ? c->services[i].handler : "cohort_noop.so");
         fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name,
-                test_build_path("handlers/cohort_noop.so"));
+                test_build_path(handler));
         const char *settings = c->services[i].settings;
         for (const char *at = settings; at && *at;) {
             const char *mark = strstr(at, "@DIR@");
@@ -801,7 +806,8 @@ bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, in
     return test_wait_until(enough_succeeded, &w, timeout_ms);
 }
 
-int cluster_run_ctl(cluster_t *c, const char *const *args)
+/* Runs cohortctl with `args`; its stdout goes to out_path, its stderr to cohortctl.log. */
+static int run_ctl(cluster_t *c, const char *const *args, const char *out_path)
 {
     char *ctl = xstrdup(test_build_path("cohortctl"));
     char *argv[32];
@@ -816,7 +822,7 @@ int cluster_run_ctl(cluster_t *c, const char *const *args)
     argv[k] = NULL;
     char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
     char *log = xasprintf("%s/cohortctl.log", c->dir);
-    pid_t pid = spawn(argv, &uri_env, 1, log, log);
+    pid_t pid = spawn(argv, &uri_env, 1, out_path ? out_path : log, log);
     int status = 0;
     bool exited = wait_exit(pid, 60000, &status);
     if (!exited) {
@@ -827,6 +833,11 @@ int cluster_run_ctl(cluster_t *c, const char *const *args)
     free(uri_env);
     free(ctl);
     return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int cluster_run_ctl(cluster_t *c, const char *const *args)
+{
+    return run_ctl(c, args, NULL);
 }
 
 /* ---- journal --------------------------------------------------------------------------- */
@@ -1059,4 +1070,122 @@ void cluster_localdb_stop(const char *state_dir)
     int rc = run_localdb_script(args, "/dev/null", err);
     cr_assert_eq(rc, 0, "localdb.sh stop %s failed (exit %d)", state_dir, rc);
     free(err);
+}
+
+/* ---- helpers added for the QueueService tests ------------------------------------------- */
+
+int64_t cluster_node_rss_kb(cluster_node_t *n)
+{
+    if (n->pid <= 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)n->pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+void cluster_rss_sample(cluster_t *c, cluster_rss_peaks_t *peaks)
+{
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        int64_t kb = cluster_node_rss_kb(&c->nodes[i]);
+        if (kb > peaks->peak_kb[i])
+            peaks->peak_kb[i] = kb;
+    }
+    peaks->samples++;
+}
+
+int cluster_log_scan(cluster_node_t *n, const char *needle, const char *needle2,
+                     bool (*visit)(const char *line, void *arg), void *arg)
+{
+    return scan_log(n->log_path, needle, needle2, visit, arg);
+}
+
+int cluster_log_count_all(cluster_t *c, const char *needle, const char *needle2)
+{
+    int count = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        count += cluster_log_count(&c->nodes[i], needle, needle2);
+    return count;
+}
+
+bool cluster_read_service_doc(cluster_t *c, const char *service, bson_t *doc)
+{
+    bson_init(doc);
+    mongoc_collection_t *services = mongoc_client_get_collection(c->client, c->db, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(services, filter, NULL, NULL);
+    const bson_t *found;
+    bool ok = mongoc_cursor_next(cursor, &found);
+    if (ok)
+        bson_concat(doc, found);
+    ok = ok && !mongoc_cursor_error(cursor, NULL);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+int cluster_run_ctl_output(cluster_t *c, const char *const *args, char **out)
+{
+    char *path = xasprintf("%s/cohortctl.out", c->dir);
+    unlink(path);
+    int rc = run_ctl(c, args, path);
+    *out = read_file(path);
+    if (!*out)
+        *out = xstrdup("");
+    unlink(path);
+    free(path);
+    return rc;
+}
+
+/* ---- helpers added for the operations tests ---------------------------------------------- */
+
+void cluster_node_reload(cluster_node_t *n)
+{
+    cr_assert_gt(n->pid, 0, "node %s is not running", n->id);
+    cr_assert_eq(kill(n->pid, SIGHUP), 0, "SIGHUP %s: %s", n->id, strerror(errno));
+}
+
+void cluster_node_config_set(cluster_node_t *n, const char *key, const char *value)
+{
+    char *text = read_file(n->config_path);
+    cr_assert_not_null(text, "cannot read %s: %s", n->config_path, strerror(errno));
+    size_t keylen = strlen(key);
+    char *line = text;
+    while (*line) {
+        const char *after = line + strspn(line, " \t");
+        if (strncmp(after, key, keylen) == 0 && after[keylen] && strchr(" \t=", after[keylen]))
+            break;
+        char *end = strchr(line, '\n');
+        line = end ? end + 1 : line + strlen(line);
+    }
+    cr_assert(*line, "%s has no line '%s = ...'", n->config_path, key);
+    char *end = strchr(line, '\n');
+    *line = '\0';
+    char *next = xasprintf("%s%s = %s\n%s", text, key, value, end ? end + 1 : "");
+    write_file(n->config_path, next);
+    free(next);
+    free(text);
+}
+
+int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out)
+{
+    char *text = NULL;
+    int rc = cluster_run_ctl_output(c, args, &text);
+    bson_error_t error;
+    bson_init(out);
+    if (rc == 0 && !bson_init_from_json(out, text, -1, &error)) {
+        bson_init(out);
+        rc = -2;
+    }
+    free(text);
+    return rc;
 }

@@ -36,9 +36,10 @@
 typedef struct cluster_service_spec {
     const char *name;
     /* Extra lines for the section, e.g. "workers = 2\nsleep_ms = 5" (may be NULL); "@DIR@"
-     * stands for the cluster's directory. The handler is always
-     * build/handlers/cohort_noop.so. */
+     * stands for the cluster's directory. */
     const char *settings;
+    /* The handler's file in build/handlers/ (NULL: "cohort_noop.so"). */
+    const char *handler;
 } cluster_service_spec_t;
 
 typedef struct cluster_options {
@@ -250,5 +251,52 @@ char *cluster_localdb_start(const char *state_dir, const char *h2_file, int port
 
 /* Stops it cleanly (localdb.sh stop); fails the test if the script fails. */
 void cluster_localdb_stop(const char *state_dir);
+
+/* ---- helpers added for the QueueService tests (leases, batches, purge, memory) ----------- */
+
+/* The node's resident set size (VmRSS of /proc/PID/status) in KiB; -1 if it is not running
+ * or the value cannot be read. */
+int64_t cluster_node_rss_kb(cluster_node_t *n);
+
+/* Peak VmRSS per node (indexed like c->nodes), updated by cluster_rss_sample(). */
+typedef struct cluster_rss_peaks {
+    int64_t peak_kb[CLUSTER_MAX_NODES];
+    int64_t samples; /* sampling rounds taken */
+} cluster_rss_peaks_t;
+
+/* Reads every running node's VmRSS once and raises the peaks. */
+void cluster_rss_sample(cluster_t *c, cluster_rss_peaks_t *peaks);
+
+/* Calls visit(line, arg) for each line of the node's log containing `needle` and, if not
+ * NULL, `needle2`, in order, until visit returns false (visit may be NULL). Returns the
+ * number of lines visited. */
+int cluster_log_scan(cluster_node_t *n, const char *needle, const char *needle2,
+                     bool (*visit)(const char *line, void *arg), void *arg);
+
+/* cluster_log_count() summed over every node of the cluster. */
+int cluster_log_count_all(cluster_t *c, const char *needle, const char *needle2);
+
+/* Copies the `services` document of `service` into *doc (initialised by this call; destroy
+ * it). False if there is none or on a database error (then *doc is empty). */
+bool cluster_read_service_doc(cluster_t *c, const char *service, bson_t *doc);
+
+/* cluster_run_ctl(), but its stdout is returned in *out (caller frees; never NULL on
+ * return); stderr still goes to <dir>/cohortctl.log. */
+int cluster_run_ctl_output(cluster_t *c, const char *const *args, char **out);
+
+/* ---- helpers added for the operations tests (registry, settings, reload) ----------------- */
+
+/* Sends SIGHUP (the node re-reads its config file). */
+void cluster_node_reload(cluster_node_t *n);
+
+/* Rewrites the node's config file with the first line "KEY = ..." replaced by
+ * "KEY = VALUE" (the node sees it on its next SIGHUP or start). Fails the test if the file has
+ * no such line. */
+void cluster_node_config_set(cluster_node_t *n, const char *key, const char *value);
+
+/* Runs cohortctl like cluster_run_ctl_output() and parses its stdout as one JSON document into
+ * *out (initialised by this call; destroy it). Returns the exit status; -2 if it exited 0 but
+ * its output is not JSON (*out is then empty). */
+int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out);
 
 #endif
