@@ -377,8 +377,7 @@ static char *node_config(const cluster_t *c, const cluster_node_t *n)
         char handler[256];
         snprintf(handler, sizeof handler, "handlers/%s",
                  c->services[i].handler ? c->services[i].handler : "cohort_noop.so");
-        fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name,
-                test_build_path(handler));
+        fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name, test_build_path(handler));
         const char *settings = c->services[i].settings;
         for (const char *at = settings; at && *at;) {
             const char *mark = strstr(at, "@DIR@");

@@ -1,0 +1,365 @@
+/*
+ * ops_registry.c - the node registry on real nodes: a node that stops pinging is expired by
+ * the primary and loses its claimed tasks long before the stall timeout.
+ *
+ * Three nodes x 2 workers run six 4-second tasks (noop sleep_ms), two per node. The stall
+ * timeout is 600 s, so only node expiry can release a task within the test. A secondary is
+ * frozen with SIGSTOP; it stops pinging, and the primary's maintenance (every
+ * min(stall_timeout_ms / 3, 5 s)) expires it once its last ping is takeover_ms old:
+ *   - the primary logs "1 node(s) expired (no ping for 1500 ms); released 2 of their claimed
+ *     task(s) to pending", between takeover_ms - tick and takeover_ms + 5 s (+ slack) after
+ *     the freeze, and nothing is reset as stalled;
+ *   - `cohortctl nodes --json` shows the frozen node "expired", the others "live";
+ *   - the two released tasks run again elsewhere (attempt 2) and succeed.
+ * Then SIGCONT: the node logs that it was expired and re-registers (live again), its workers
+ * wake up and their late outcomes are refused ("outcome not recorded, this node no longer
+ * holds its claim"). Every task ends succeeded with exactly one history entry, the released
+ * ones by the node that re-ran them, and the frozen node exits 0 on SIGTERM.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/cluster.h"
+#include "../support/support.h"
+
+#define SERVICE "reg"
+#define TASKS 6
+#define SLEEP_MS 4000
+#define STALL_MS 600000
+#define MAINTENANCE_MS 5000 /* min(STALL_MS / 3, 5 s): the primary's maintenance cadence */
+#define SLACK_MS 1000
+
+TestSuite(cluster_ops_registry, .fini = cluster_cleanup_all, .timeout = 120);
+
+/* What the test reads of a task document. */
+typedef struct task_view {
+    char id[25];
+    char status[16];
+    char claimed_by[CLUSTER_ID_MAX];
+    int64_t attempts;
+    int history;                    /* entries */
+    int succeeded_entries;          /* entries with outcome "succeeded" */
+    char last_node[CLUSTER_ID_MAX]; /* node of the last entry */
+    int64_t last_attempt;           /* attempt of the last entry */
+} task_view_t;
+
+static void copy_utf8(const bson_t *doc, const char *key, char *out, size_t len)
+{
+    bson_iter_t it;
+    out[0] = '\0';
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
+        snprintf(out, len, "%s", bson_iter_utf8(&it, NULL));
+}
+
+static int64_t number_or_zero(const bson_t *doc, const char *key)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it)
+               ? bson_iter_as_int64(&it)
+               : 0;
+}
+
+static void view_history(const bson_t *doc, task_view_t *v)
+{
+    bson_iter_t it, entries;
+    if (!bson_iter_init_find(&it, doc, "history") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &entries))
+        return;
+    while (bson_iter_next(&entries)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t entry;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&entries))
+            continue;
+        bson_iter_document(&entries, &len, &data);
+        if (!bson_init_static(&entry, data, len))
+            continue;
+        char outcome[16];
+        copy_utf8(&entry, "outcome", outcome, sizeof outcome);
+        v->history++;
+        v->succeeded_entries += strcmp(outcome, "succeeded") == 0;
+        copy_utf8(&entry, "node", v->last_node, sizeof v->last_node);
+        v->last_attempt = number_or_zero(&entry, "attempt");
+    }
+}
+
+/* Reads every task of the service into `out` (at most `max`); returns how many. */
+static size_t read_tasks(cluster_t *c, task_view_t *out, size_t max)
+{
+    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_" SERVICE);
+    bson_t filter = BSON_INITIALIZER;
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, &filter, NULL, NULL);
+    const bson_t *doc;
+    size_t n = 0;
+    while (mongoc_cursor_next(cursor, &doc) && n < max) {
+        task_view_t *v = &out[n++];
+        memset(v, 0, sizeof *v);
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
+            bson_oid_to_string(bson_iter_oid(&it), v->id);
+        copy_utf8(doc, "status", v->status, sizeof v->status);
+        copy_utf8(doc, "claimed_by", v->claimed_by, sizeof v->claimed_by);
+        v->attempts = number_or_zero(doc, "attempts");
+        view_history(doc, v);
+    }
+    bson_error_t error;
+    bool failed = mongoc_cursor_error(cursor, &error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(queue);
+    cluster_assert(c, !failed, "cannot read the tasks: %s", error.message);
+    return n;
+}
+
+/* A node's entry in `cohortctl nodes --json`. */
+typedef struct node_entry {
+    bool found;
+    char state[16];
+    int64_t pid;
+    int64_t workers; /* workers.<SERVICE> */
+    int64_t last_ping_ms_ago;
+} node_entry_t;
+
+static void ctl_node_entry(cluster_t *c, const char *id, node_entry_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *args[] = {"nodes", "--json", NULL};
+    bson_t doc;
+    int rc = cluster_run_ctl_json(c, args, &doc);
+    cluster_assert(c, rc == 0, "cohortctl nodes --json exited %d (-2: not JSON)", rc);
+    bson_iter_t it, list;
+    cluster_assert(c,
+                   bson_iter_init_find(&it, &doc, "nodes") && BSON_ITER_HOLDS_ARRAY(&it) &&
+                       bson_iter_recurse(&it, &list),
+                   "cohortctl nodes --json has no \"nodes\" array");
+    while (bson_iter_next(&list) && !out->found) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t one;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&list))
+            continue;
+        bson_iter_document(&list, &len, &data);
+        if (!bson_init_static(&one, data, len))
+            continue;
+        char node_id[CLUSTER_ID_MAX];
+        copy_utf8(&one, "node_id", node_id, sizeof node_id);
+        if (strcmp(node_id, id) != 0)
+            continue;
+        out->found = true;
+        copy_utf8(&one, "state", out->state, sizeof out->state);
+        out->pid = number_or_zero(&one, "pid");
+        out->last_ping_ms_ago = number_or_zero(&one, "last_ping_ms_ago");
+        bson_iter_t w, count;
+        if (bson_iter_init(&w, &one) && bson_iter_find_descendant(&w, "workers." SERVICE, &count) &&
+            BSON_ITER_HOLDS_NUMBER(&count))
+            out->workers = bson_iter_as_int64(&count);
+    }
+    bson_destroy(&doc);
+}
+
+typedef struct count_wait {
+    cluster_t *c;
+    const char *filter;
+    int64_t count;
+} count_wait_t;
+
+static bool count_reached(void *arg)
+{
+    count_wait_t *w = arg;
+    return cluster_try_count(w->c, SERVICE, w->filter) >= w->count;
+}
+
+/* Polls `cohortctl nodes --json` until `id` is in `state`. */
+static bool wait_node_state(cluster_t *c, const char *id, const char *state, int64_t timeout_ms,
+                            node_entry_t *last)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    for (;;) {
+        ctl_node_entry(c, id, last);
+        if (last->found && strcmp(last->state, state) == 0)
+            return true;
+        if (test_now_ms() >= deadline)
+            return false;
+        test_sleep_ms(100);
+    }
+}
+
+/* Lines "<task id> <node> <attempt>" of the journal for task `id`. */
+static int journal_lines_for(cluster_t *c, const char *id)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/journal.txt", c->dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, id, 24) == 0;
+    fclose(f);
+    return n;
+}
+
+Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_before_the_stall)
+{
+    static char settings[256];
+    snprintf(settings, sizeof settings,
+             "workers = 2\nstall_timeout_ms = %d\nsleep_ms = %d\njournal = @DIR@/journal.txt",
+             STALL_MS, SLEEP_MS);
+    cluster_options_t options = {
+        .tag = "ops_registry",
+        .tick_ms = 200,
+        .takeover_ms = 1500,
+        .services = {{.name = SERVICE, .settings = settings}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_start_nodes(c, 3);
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+    cluster_primacy_t primacy;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &primacy), "no primary in 5 s");
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        node_entry_t e;
+        cluster_assert(c, wait_node_state(c, c->nodes[i].id, "live", 5000, &e),
+                       "cohortctl nodes does not show %s live (found %d, state '%s')",
+                       c->nodes[i].id, e.found, e.state);
+        cluster_assert(c, e.pid == c->nodes[i].pid && e.workers == 2,
+                       "cohortctl nodes shows %s with pid %lld and %lld workers; expected %d "
+                       "and 2",
+                       c->nodes[i].id, (long long)e.pid, (long long)e.workers,
+                       (int)c->nodes[i].pid);
+    }
+
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", "6", NULL};
+    cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
+    count_wait_t all_claimed = {c, "{\"status\": \"claimed\", \"attempts\": 1}", TASKS};
+    cluster_assert(c, test_wait_until(count_reached, &all_claimed, 10000),
+                   "the %d tasks were not all claimed within 10 s", TASKS);
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy), "cannot read primacy");
+    cluster_node_t *primary = cluster_node_by_id(c, primacy.primary);
+    cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", primacy.primary);
+
+    /* 3 nodes x 2 workers and 6 tasks: every node holds two. Freeze a secondary. */
+    task_view_t before[TASKS];
+    cluster_assert(c, read_tasks(c, before, TASKS) == TASKS, "expected %d tasks", TASKS);
+    cluster_node_t *frozen = NULL;
+    for (size_t i = 0; i < TASKS && !frozen; i++)
+        if (strcmp(before[i].claimed_by, primary->id) != 0)
+            frozen = cluster_node_by_id(c, before[i].claimed_by);
+    cluster_assert(c, frozen != NULL, "no task is claimed by a secondary");
+    int held = 0;
+    for (size_t i = 0; i < TASKS; i++)
+        held += strcmp(before[i].claimed_by, frozen->id) == 0;
+
+    int64_t frozen_at = test_now_ms();
+    cluster_node_pause(frozen);
+    char expired_line[160];
+    snprintf(expired_line, sizeof expired_line,
+             "1 node(s) expired (no ping for %lld ms); released %d of their claimed task(s) to "
+             "pending",
+             (long long)c->takeover_ms, held);
+    int64_t bound = c->takeover_ms + MAINTENANCE_MS + 2 * c->tick_ms;
+    bool expired = cluster_wait_log(primary, expired_line, NULL, bound + SLACK_MS + 5000);
+    int64_t expired_ms = test_now_ms() - frozen_at;
+    cluster_assert(c, expired, "primary %s did not log '%s' within %lld ms of freezing %s",
+                   primary->id, expired_line, (long long)(bound + SLACK_MS + 5000), frozen->id);
+    cluster_assert(c, expired_ms <= bound + SLACK_MS,
+                   "%s was expired %lld ms after it froze, more than takeover_ms + the "
+                   "maintenance interval + 2 ticks = %lld ms (+%d)",
+                   frozen->id, (long long)expired_ms, (long long)bound, SLACK_MS);
+    /* Its last ping was at most a tick before the freeze; the cluster clock errs by at most
+     * takeover_ms / 16 (the log is read up to 20 ms late, which only adds). */
+    cluster_assert(c, expired_ms >= c->takeover_ms - c->tick_ms - c->takeover_ms / 16,
+                   "%s was expired only %lld ms after it froze (takeover_ms = %lld)", frozen->id,
+                   (long long)expired_ms, (long long)c->takeover_ms);
+
+    /* Released at once: none of its tasks is still claimed by it. */
+    char still_held[160];
+    snprintf(still_held, sizeof still_held, "{\"status\": \"claimed\", \"claimed_by\": \"%s\"}",
+             frozen->id);
+    int64_t still = cluster_try_count(c, SERVICE, still_held);
+    cluster_assert(c, still == 0, "%lld task(s) are still claimed by the expired node %s",
+                   (long long)still, frozen->id);
+    node_entry_t entry;
+    cluster_assert(c, wait_node_state(c, frozen->id, "expired", 2000, &entry),
+                   "cohortctl nodes shows %s as '%s', not expired", frozen->id, entry.state);
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        if (&c->nodes[i] == frozen)
+            continue;
+        ctl_node_entry(c, c->nodes[i].id, &entry);
+        cluster_assert(c, entry.found && strcmp(entry.state, "live") == 0,
+                       "cohortctl nodes shows %s as '%s' while it runs", c->nodes[i].id,
+                       entry.state);
+    }
+
+    /* The released tasks run again elsewhere while the frozen node sleeps on. */
+    count_wait_t rerun = {c, "{\"status\": \"succeeded\", \"attempts\": 2}", held};
+    cluster_assert(c, test_wait_until(count_reached, &rerun, 3 * SLEEP_MS + 5000),
+                   "the %d released task(s) did not succeed on attempt 2 in time", held);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, TASKS, 2 * SLEEP_MS),
+                   "not all %d tasks succeeded", TASKS);
+    int64_t rerun_ms = test_now_ms() - frozen_at;
+
+    /* Thaw: the node learns it was expired and re-registers; its late outcomes are refused. */
+    cluster_node_resume(frozen);
+    cluster_assert(
+        c, cluster_wait_log(frozen, "this node was expired by the cluster", "re-registering", 5000),
+        "%s was resumed but did not log that it had been expired", frozen->id);
+    cluster_assert(c, wait_node_state(c, frozen->id, "live", 5000, &entry),
+                   "%s did not become live again after re-registering (state '%s')", frozen->id,
+                   entry.state);
+    for (size_t i = 0; i < TASKS; i++) {
+        if (strcmp(before[i].claimed_by, frozen->id) != 0)
+            continue;
+        char refused[96];
+        snprintf(refused, sizeof refused, "task %.24s attempt 1: outcome not recorded",
+                 before[i].id);
+        cluster_assert(c, cluster_wait_log(frozen, refused, "no longer holds its claim", 10000),
+                       "%s did not log that its late outcome of %s was refused", frozen->id,
+                       before[i].id);
+    }
+    cluster_assert(c, cluster_node_alive(frozen), "%s died after SIGCONT", frozen->id);
+
+    task_view_t after[TASKS];
+    cluster_assert(c, read_tasks(c, after, TASKS) == TASKS, "a task is gone");
+    for (size_t i = 0; i < TASKS; i++) {
+        task_view_t *t = &after[i];
+        bool released = false;
+        for (size_t k = 0; k < TASKS; k++)
+            released = released || (strcmp(before[k].id, t->id) == 0 &&
+                                    strcmp(before[k].claimed_by, frozen->id) == 0);
+        int64_t want = released ? 2 : 1;
+        cluster_assert(c,
+                       strcmp(t->status, "succeeded") == 0 && t->attempts == want &&
+                           t->history == 1 && t->succeeded_entries == 1 &&
+                           t->last_attempt == want && strcmp(t->last_node, frozen->id) != 0 &&
+                           strcmp(t->last_node, t->claimed_by) == 0,
+                       "task %s: %s after %lld attempt(s), claimed by %s, %d history entries "
+                       "(%d succeeded; last by %s, attempt %lld); expected one success on "
+                       "attempt %lld by a node other than %s",
+                       t->id, t->status, (long long)t->attempts, t->claimed_by, t->history,
+                       t->succeeded_entries, t->last_node, (long long)t->last_attempt,
+                       (long long)want, frozen->id);
+        /* At least once: the frozen run did its work too, before it was refused. */
+        int lines = journal_lines_for(c, t->id);
+        cluster_assert(c, lines == want, "task %s has %d journal lines, expected %lld", t->id,
+                       lines, (long long)want);
+    }
+    cluster_assert(c, cluster_log_count_all(c, "stalled", NULL) == 0,
+                   "a task was reset as stalled: the stall timeout is %d ms", STALL_MS);
+    cluster_primacy_t now;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &now), "cannot read primacy");
+    cluster_assert(c, strcmp(now.primary, primacy.primary) == 0 && now.epoch == primacy.epoch,
+                   "primacy moved from %s (epoch %lld) to %s (epoch %lld); only a secondary "
+                   "froze",
+                   primacy.primary, (long long)primacy.epoch, now.primary, (long long)now.epoch);
+    fprintf(stderr,
+            "ops_registry: froze %s holding %d task(s); primary %s expired it and released "
+            "them %lld ms later (takeover %lld ms, maintenance every %d ms, stall timeout %d "
+            "ms); all %d tasks succeeded %lld ms after the freeze; on SIGCONT it re-registered "
+            "and its %d late outcome(s) were refused\n",
+            frozen->id, held, primary->id, (long long)expired_ms, (long long)c->takeover_ms,
+            MAINTENANCE_MS, STALL_MS, TASKS, (long long)rerun_ms, held);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + SLEEP_MS + 5000);
+}
