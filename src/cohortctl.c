@@ -396,6 +396,28 @@ static int cmd_data(ctl_t *ctl, int argc, char **argv)
     return rc;
 }
 
+/* The longest lease_ms any service's primary declared, 0 if none (or on error). */
+static int64_t longest_declared_lease(ctl_t *ctl)
+{
+    mongoc_collection_t *services =
+        mongoc_client_get_collection(ctl->client, ctl->database, "services");
+    bson_t filter = BSON_INITIALIZER;
+    bson_t *opts = BCON_NEW("projection", "{", "lease_ms", BCON_INT32(1), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(services, &filter, opts, NULL);
+    int64_t longest = 0;
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "lease_ms") && BSON_ITER_HOLDS_NUMBER(&it) &&
+            bson_iter_as_int64(&it) > longest)
+            longest = bson_iter_as_int64(&it);
+    }
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    mongoc_collection_destroy(services);
+    return longest;
+}
+
 /* cohortctl nodes [--json]: nodes seen in the last day, live or expired. */
 static int cmd_nodes(ctl_t *ctl, int argc, char **argv)
 {
@@ -412,8 +434,12 @@ static int cmd_nodes(ctl_t *ctl, int argc, char **argv)
         fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
         return 1;
     }
-    /* A node is live while its last ping is younger than the takeover time. */
+    /* A node is live while its last ping is younger than the takeover time: the longest
+     * lease a primary declared (primaries expire nodes by their service's), else the file's. */
     int64_t lease = ctl->config ? ctl->config->takeover_ms : 10000;
+    int64_t declared = longest_declared_lease(ctl);
+    if (declared > 0)
+        lease = declared;
     mongoc_collection_t *nodes =
         mongoc_client_get_collection(ctl->client, ctl->database, "nodes");
     bson_t *filter = BCON_NEW("seen_at", "{", "$gte", BCON_DATE_TIME(now - 86400000), "}");
@@ -520,6 +546,13 @@ static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_
         return false;
     }
     bson_iter_t it, child;
+    /* Without the file, the values the primary declared are the best defaults. */
+    if (*found && !sc) {
+        if (bson_iter_init_find(&it, &doc, "tick_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+            eff->tick_ms = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, &doc, "lease_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+            eff->takeover_ms = bson_iter_as_int64(&it);
+    }
     if (*found && bson_iter_init_find(&it, &doc, "settings") &&
         BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &child)) {
         while (bson_iter_next(&child)) {

@@ -88,8 +88,8 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
         bool renewed = false;
         bson_t doc;
         if (!cohort_store_renew_lease(store, client, e->service, e->node_id,
-                                      atomic_load(&e->epoch), e->takeover_ms, &renewed, &doc,
-                                      error)) {
+                                      atomic_load(&e->epoch), e->takeover_ms, e->tick_ms,
+                                      &renewed, &doc, error)) {
             bson_destroy(&doc);
             return false;
         }

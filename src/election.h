@@ -23,6 +23,7 @@ typedef struct cohort_election {
     const char *service; /* borrowed */
     const char *node_id; /* borrowed */
     int64_t takeover_ms;
+    int64_t tick_ms; /* declared with the lease, so operators' tools know the cluster's tick */
     bool primary; /* main thread only: this node believes it holds primacy */
     _Atomic int64_t epoch;          /* epoch of the held primacy, 0 if none */
     _Atomic int64_t lease_until_ms; /* monotonic; 0 if none */

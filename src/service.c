@@ -443,6 +443,7 @@ void cohort_service_set_file_settings(cohort_service_t *s, const cohort_settings
     s->file = *file;
     s->eff = *file;
     s->election.takeover_ms = file->takeover_ms;
+    s->election.tick_ms = file->tick_ms;
 }
 
 /* Applies the settings the election just read from the config document: each key set there
@@ -481,6 +482,7 @@ static void apply_settings(cohort_service_t *s)
     }
     s->eff = next;
     s->election.takeover_ms = next.takeover_ms;
+    s->election.tick_ms = next.tick_ms;
 }
 
 /* Queue depth for the metrics (one aggregation), kept with the epoch it was counted under so

@@ -482,13 +482,15 @@ bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
 
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, bool *renewed, bson_t *doc, bson_error_t *error)
+                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
+                              bson_error_t *error)
 {
     mongoc_collection_t *services = collection(store, client, "services");
     bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
                              BCON_INT64(epoch));
-    bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "}",
-                              "$currentDate", "{", "last_active", BCON_BOOL(true), "}");
+    bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "tick_ms",
+                              BCON_INT64(tick_ms), "}", "$currentDate", "{", "last_active",
+                              BCON_BOOL(true), "}");
     bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1), "settings",
                               BCON_INT32(1), "lease_ms", BCON_INT32(1));
     bson_init(doc);

@@ -91,11 +91,12 @@ bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
                                 bson_error_t *error);
 
 /* The renewal a node runs: the same, and it also declares `lease_ms`, the takeover time it
- * holds itself to, in the same write as last_active; `doc` (initialised by the call; destroy
+ * holds itself to, in the same write as last_active (and its tick_ms, for tools); `doc` (initialised by the call; destroy
  * it) receives the renewed document (settings, batch state). */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, bool *renewed, bson_t *doc, bson_error_t *error);
+                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
+                              bson_error_t *error);
 
 typedef struct cohort_takeover {
     bool taken;
