@@ -153,6 +153,25 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     return true;
 }
 
+bool cohort_election_renew_from_helper(cohort_election_t *e, cohort_store_t *store,
+                                       mongoc_client_t *client)
+{
+    int64_t epoch = cohort_election_epoch(e);
+    if (epoch == 0)
+        return false;
+    int64_t sent = cohort_clock_monotonic_ms();
+    bool renewed = false;
+    bson_t doc;
+    bson_error_t error;
+    bool ok = cohort_store_renew_lease(store, client, e->service, e->node_id, epoch,
+                                       e->takeover_ms, e->tick_ms, &renewed, &doc, &error);
+    bson_destroy(&doc);
+    if (ok && renewed)
+        atomic_store(&e->lease_until_ms,
+                     sent + e->takeover_ms - cohort_election_guard_ms(e->takeover_ms));
+    return ok && renewed;
+}
+
 bool cohort_election_has_lease(const cohort_election_t *e)
 {
     return cohort_election_epoch(e) > 0;

@@ -51,6 +51,12 @@ int64_t cohort_election_max_rtt_ms(int64_t takeover_ms);
 bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
                           mongoc_client_t *client, bson_error_t *error);
 
+/* Renews the lease held under the current epoch, from another thread while the main thread
+ * is busy in handler code (see service.c's keep-alive). Touches only the lease. Returns
+ * whether it was renewed; false also on a database error. */
+bool cohort_election_renew_from_helper(cohort_election_t *election, cohort_store_t *store,
+                                       mongoc_client_t *client);
+
 /* True while primary with an unexpired lease. Safe from any thread. */
 bool cohort_election_has_lease(const cohort_election_t *election);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "context.h"
@@ -299,6 +300,73 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
     }
 }
 
+/* Keep-alive: while the main thread runs handler code (primary_work, on_tasks_completed),
+ * it cannot renew primacy or ping. A long callback would then lose primacy inside itself,
+ * over and over, and get its node expired. So a helper thread renews the lease and touches
+ * the node document every tick until the callback returns, for at most 10 takeover periods
+ * (a wedged handler must not hold primacy forever). */
+typedef struct keepalive {
+    cohort_service_t *service;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool done, started;
+} keepalive_t;
+
+static void *keepalive_main(void *arg)
+{
+    keepalive_t *k = arg;
+    cohort_service_t *s = k->service;
+    mongoc_client_t *client = cohort_store_pop(s->store);
+    int64_t give_up = cohort_clock_monotonic_ms() + 10 * s->eff.takeover_ms;
+    pthread_mutex_lock(&k->lock);
+    while (!k->done && cohort_clock_monotonic_ms() < give_up) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        int64_t ns = until.tv_nsec + (s->eff.tick_ms % 1000) * 1000000;
+        until.tv_sec += s->eff.tick_ms / 1000 + ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&k->wake, &k->lock, &until);
+        if (k->done)
+            break;
+        pthread_mutex_unlock(&k->lock);
+        bool renewed = cohort_election_renew_from_helper(&s->election, s->store, client);
+        bson_error_t error;
+        cohort_store_touch_node(s->store, client, s->node_id, &error);
+        pthread_mutex_lock(&k->lock);
+        if (!renewed)
+            break; /* lost, or the database is away: the lease runs out as it would */
+    }
+    pthread_mutex_unlock(&k->lock);
+    cohort_store_push(s->store, client);
+    return NULL;
+}
+
+static void keepalive_start(keepalive_t *k, cohort_service_t *s)
+{
+    *k = (keepalive_t){.service = s};
+    pthread_mutex_init(&k->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    k->started = s->store && pthread_create(&k->thread, NULL, keepalive_main, k) == 0;
+}
+
+static void keepalive_stop(keepalive_t *k)
+{
+    if (k->started) {
+        pthread_mutex_lock(&k->lock);
+        k->done = true;
+        pthread_cond_signal(&k->wake);
+        pthread_mutex_unlock(&k->lock);
+        pthread_join(k->thread, NULL);
+    }
+    pthread_cond_destroy(&k->wake);
+    pthread_mutex_destroy(&k->lock);
+}
+
 /* Runs the handler's callback for the draining batch and records its completion. */
 static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t epoch,
                            const cohort_batch_counts_t *counts)
@@ -321,7 +389,10 @@ static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t
         cohort_batch_t batch = {.id = seq, .succeeded = counts->succeeded,
                                 .failed = counts->failed};
         batch.cursor = cohort_store_batch_cursor(s->store, client, c->name, seq);
+        keepalive_t keepalive;
+        keepalive_start(&keepalive, s);
         bool ok = h->on_tasks_completed(&ctx, s->handler_state, &batch);
+        keepalive_stop(&keepalive);
         mongoc_cursor_destroy(batch.cursor);
         if (!ok) {
             cohort_logf(COHORT_LOG_ERROR, c->name, "primary", epoch,
@@ -523,7 +594,11 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     if (epoch > 0 && h->primary_work) {
         cohort_ctx_t ctx;
         cohort_ctx_init(&ctx, s, client, true);
-        if (!h->primary_work(&ctx, s->handler_state))
+        keepalive_t keepalive;
+        keepalive_start(&keepalive, s);
+        bool ok = h->primary_work(&ctx, s->handler_state);
+        keepalive_stop(&keepalive);
+        if (!ok)
             cohort_logf(COHORT_LOG_ERROR, s->config->name, "primary", epoch,
                         "primary_work failed: %s",
                         ctx.error[0] ? ctx.error : "(no message from the handler)");

@@ -338,6 +338,19 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                             bson_error_t *error)
+{
+    mongoc_collection_t *nodes = collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
+    bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
+    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
 bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
                                   const char *node_id, bson_error_t *error)
 {

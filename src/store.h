@@ -63,6 +63,10 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
                             int64_t *server_ms, bool *expired, bson_error_t *error);
 
+/* A bare liveness ping (seen_at = server time) for when the main thread is busy. */
+bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                             bson_error_t *error);
+
 /* After a ping reported *expired: clears the mark and records the re-registration. */
 bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
                                   const char *node_id, bson_error_t *error);

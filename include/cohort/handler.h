@@ -125,7 +125,9 @@ typedef struct cohort_handler {
      * at least once: if the primary dies or loses primacy before that write, the next
      * primary calls it again for the same batch id. So effects outside Cohort should be keyed
      * by cohort_batch_id() to be idempotent; effects made with cohort_set() need nothing.
-     * Return false (with cohort_ctx_set_error()) to have the batch retried next tick. */
+     * Return false (with cohort_ctx_set_error()) to have the batch retried next tick.
+     * A long callback keeps primacy: a helper thread renews the lease while it runs, for at
+     * most 10 x takeover_ms (the same holds for primary_work). */
     bool (*on_tasks_completed)(cohort_ctx_t *ctx, void *state, cohort_batch_t *batch);
 
     /* ABI 2. Optional. The node received SIGHUP and the service's handler options changed:
