@@ -137,6 +137,21 @@ static mongoc_collection_t *queue(cohort_store_t *store, mongoc_client_t *client
     return collection(store, client, name);
 }
 
+/* updateMany on the service's queue; *modified (may be NULL) receives the count. */
+static bool update_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                         const bson_t *filter, const bson_t *update, int64_t *modified,
+                         bson_error_t *error)
+{
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
+    if (modified)
+        *modified = ok ? int64_field(&reply, "modifiedCount", 0) : 0;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
 /* findAndModify; `out` receives a copy of the returned document if there is one. */
 static bool find_and_modify(mongoc_collection_t *coll, const bson_t *query, const bson_t *sort,
                             const bson_t *update, const bson_t *fields, bool return_new,
@@ -399,13 +414,7 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
         bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                                   BCON_NULL, "last_error",
                                   BCON_UTF8("released: its node expired (no ping)"), "}");
-        mongoc_collection_t *tasks = queue(store, client, service);
-        bson_t reply;
-        ok = mongoc_collection_update_many(tasks, &release, update, NULL, &reply, error);
-        if (ok)
-            *released = int64_field(&reply, "modifiedCount", 0);
-        bson_destroy(&reply);
-        mongoc_collection_destroy(tasks);
+        ok = update_queue(store, client, service, &release, update, released, error);
         bson_destroy(update);
         bson_destroy(&release);
 
@@ -419,6 +428,7 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
             bson_append_document_end(&mark, &in);
             bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate",
                                    "{", "expired_at", BCON_BOOL(true), "}");
+            bson_t reply;
             ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
             if (ok)
                 *nodes_expired = int64_field(&reply, "modifiedCount", 0);
@@ -803,7 +813,6 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                int64_t *quarantined, bson_error_t *error)
 {
     *made_due = *quarantined = 0;
-    mongoc_collection_t *tasks = queue(store, client, service);
     bson_t *missing = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$exists",
                                BCON_BOOL(false), "}");
     bson_t *due = BCON_NEW("$currentDate", "{", "run_at", BCON_BOOL(true), "}");
@@ -816,22 +825,13 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                             BCON_UTF8("malformed task: 'attempts' must be a number and 'run_at' "
                                       "a date"),
                             "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, missing, due, NULL, &reply, error);
-    if (ok)
-        *made_due = int64_field(&reply, "modifiedCount", 0);
-    bson_destroy(&reply);
-    if (ok && check_types) {
-        ok = mongoc_collection_update_many(tasks, malformed, fail, NULL, &reply, error);
-        if (ok)
-            *quarantined = int64_field(&reply, "modifiedCount", 0);
-        bson_destroy(&reply);
-    }
+    bool ok = update_queue(store, client, service, missing, due, made_due, error);
+    if (ok && check_types)
+        ok = update_queue(store, client, service, malformed, fail, quarantined, error);
     bson_destroy(fail);
     bson_destroy(malformed);
     bson_destroy(due);
     bson_destroy(missing);
-    mongoc_collection_destroy(tasks);
     return ok;
 }
 
@@ -890,9 +890,7 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
     BSON_APPEND_UTF8(&filter, "status", "claimed");
     BSON_APPEND_UTF8(&filter, "claimed_by", node_id);
     bson_t *update = BCON_NEW("$currentDate", "{", "heartbeat_at", BCON_BOOL(true), "}");
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bool ok = mongoc_collection_update_many(tasks, &filter, update, NULL, NULL, error);
-    mongoc_collection_destroy(tasks);
+    bool ok = update_queue(store, client, service, &filter, update, NULL, error);
     bson_destroy(update);
     bson_destroy(&filter);
     return ok;
@@ -906,12 +904,7 @@ bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                               BCON_NULL, "last_error",
                               BCON_UTF8("released: its node restarted while running it"), "}");
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    *released = ok ? int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = update_queue(store, client, service, filter, update, released, error);
     bson_destroy(update);
     bson_destroy(filter);
     return ok;
@@ -931,13 +924,7 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                               BCON_NULL, "last_error",
                               BCON_UTF8("stalled: its node stopped checking in; reset to pending"),
                               "}");
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (ok)
-        *reset = int64_field(&reply, "modifiedCount", 0);
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = update_queue(store, client, service, filter, update, reset, error);
     bson_destroy(update);
     bson_destroy(filter);
     return ok;
@@ -1105,9 +1092,7 @@ bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *clie
                               BCON_UTF8("succeeded"), "acknowledged", "{", "$ne", BCON_BOOL(true),
                               "}");
     bson_t *update = BCON_NEW("$set", "{", "acknowledged", BCON_BOOL(true), "}");
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, NULL, error);
-    mongoc_collection_destroy(tasks);
+    bool ok = update_queue(store, client, service, filter, update, NULL, error);
     bson_destroy(update);
     bson_destroy(filter);
     return ok;
@@ -1239,13 +1224,7 @@ bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *clien
         BCON_UTF8("claimed"), "]", "}", "}", "{", "status", BCON_UTF8("succeeded"),
         "acknowledged", "{", "$ne", BCON_BOOL(true), "}", "}", "]", "}", "]");
     bson_t *update = BCON_NEW("$set", "{", "batch", BCON_INT64(open), "}");
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (ok)
-        *moved = int64_field(&reply, "modifiedCount", 0);
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = update_queue(store, client, service, filter, update, moved, error);
     bson_destroy(update);
     bson_destroy(filter);
     return ok;
