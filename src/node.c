@@ -577,11 +577,23 @@ int cohort_node_run(const cohort_config_t *config)
 out:;
     size_t still_running = n.base ? running_tasks(&n) : 0;
     if (still_running > 0) {
-        /* Their threads are inside the handler: they cannot be joined. Exiting releases
-         * nothing in the database; the tasks run again once their claims are reset. */
+        /* Their threads are inside the handler and cannot be joined. Hand their tasks back
+         * now, so other nodes run them at once instead of after an expiry or a stall reset;
+         * the threads' own outcome writes will then match nothing. */
+        int64_t released = 0;
+        for (size_t i = 0; i < n.n_services; i++) {
+            int64_t one = 0;
+            if (cohort_store_release_claims(n.store, n.client, n.services[i]->config->name,
+                                            n.node_id, &one, &error))
+                released += one;
+            else
+                cohort_logf(COHORT_LOG_WARN, n.services[i]->config->name, NULL, 0,
+                            "cannot release the running tasks: %s", error.message);
+        }
         cohort_log_node(COHORT_LOG_WARN,
-                        "%zu task(s) still running after shutdown_grace_ms; exiting anyway",
-                        still_running);
+                        "%zu task(s) still running after shutdown_grace_ms; released %lld to "
+                        "pending; exiting",
+                        still_running, (long long)released);
         log_summary(&n);
         fflush(NULL);
         _exit(rc);
