@@ -214,22 +214,6 @@ static double series(const prom_text_t *m, const char *name, const char *labels)
 
 #define SVC "{service=\"" SERVICE "\"}"
 
-/* Reads a whole file; caller frees. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    char *text = calloc(1, (size_t)len + 1);
-    cr_assert_not_null(text, "out of memory");
-    size_t got = fread(text, 1, (size_t)len, f);
-    text[got] = '\0';
-    fclose(f);
-    return text;
-}
-
 /* ---- the tests ------------------------------------------------------------------------ */
 
 Test(cluster_http, health_readiness_metrics_and_json_logs)
@@ -318,7 +302,7 @@ Test(cluster_http, health_readiness_metrics_and_json_logs)
 
     /* Node 1 logs JSON: every line is one object, and the role changes carry their fields. */
     cluster_node_t *json_node = &c->nodes[0];
-    char *log = slurp(json_node->log_path);
+    char *log = test_read_file(json_node->log_path);
     size_t lines = 0;
     for (char *save = NULL, *line = strtok_r(log, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save), lines++) {

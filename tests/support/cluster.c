@@ -57,25 +57,6 @@ static char *xasprintf(const char *fmt, ...)
     return out;
 }
 
-/* Reads a whole file; NULL if it cannot be opened. Caller frees. */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    char buf[8192];
-    size_t n;
-    while (mem && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        fwrite(buf, 1, n, mem);
-    fclose(f);
-    if (mem)
-        fclose(mem);
-    return text;
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -576,7 +557,7 @@ bool cluster_wait_registered(cluster_t *c, int64_t timeout_ms)
 static int scan_log(const char *path, const char *needle, const char *needle2,
                     bool (*visit)(const char *line, void *arg), void *arg)
 {
-    char *text = read_file(path);
+    char *text = test_try_read_file(path);
     if (!text)
         return 0;
     int count = 0;
@@ -675,7 +656,7 @@ bool cluster_epochs_unique(cluster_t *c, const char *service, char *why, size_t 
 void cluster_dump_logs(cluster_t *c, int lines)
 {
     for (size_t i = 0; i < c->n_nodes; i++) {
-        char *text = read_file(c->nodes[i].log_path);
+        char *text = test_try_read_file(c->nodes[i].log_path);
         fprintf(stderr, "---- last %d lines of %s (%s) ----\n", lines, c->nodes[i].id,
                 c->nodes[i].log_path);
         if (!text)
@@ -910,7 +891,7 @@ static void note_node(cluster_journal_report_t *r, const char *node)
 
 static void read_journal(const char *path, cluster_journal_report_t *r, id_list_t *ids)
 {
-    char *text = read_file(path);
+    char *text = test_try_read_file(path);
     cr_assert_not_null(text, "cannot read the journal %s: %s", path, strerror(errno));
     char *line = text;
     while (*line) {
@@ -1037,8 +1018,8 @@ char *cluster_localdb_start(const char *state_dir, const char *h2_file, int port
     unlink(out);
     const char *args[] = {"start", state_dir, "--h2", h2_file, "--port", port_text, NULL};
     int rc = run_localdb_script(args, out, err);
-    char *uri = read_file(out);
-    char *log = read_file(err);
+    char *uri = test_try_read_file(out);
+    char *log = test_try_read_file(err);
     cr_assert(rc == 0 && uri && strncmp(uri, "mongodb://", 10) == 0,
               "localdb.sh start failed (exit %d): %s", rc, log ? log : "(no output)");
     uri[strcspn(uri, "\r\n")] = '\0';
@@ -1137,7 +1118,7 @@ int cluster_run_ctl_output(cluster_t *c, const char *const *args, char **out)
     char *path = xasprintf("%s/cohortctl.out", c->dir);
     unlink(path);
     int rc = run_ctl(c, args, path);
-    *out = read_file(path);
+    *out = test_try_read_file(path);
     if (!*out)
         *out = xstrdup("");
     unlink(path);
@@ -1155,7 +1136,7 @@ void cluster_node_reload(cluster_node_t *n)
 
 void cluster_node_config_set(cluster_node_t *n, const char *key, const char *value)
 {
-    char *text = read_file(n->config_path);
+    char *text = test_try_read_file(n->config_path);
     cr_assert_not_null(text, "cannot read %s: %s", n->config_path, strerror(errno));
     size_t keylen = strlen(key);
     char *line = text;

@@ -87,6 +87,46 @@ int64_t test_count(mongoc_client_t *client, const char *db, const char *collecti
     return n;
 }
 
+char *test_try_read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char buf[8192];
+    size_t n;
+    while (mem && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, mem);
+    fclose(f);
+    if (mem)
+        fclose(mem);
+    return text;
+}
+
+char *test_read_file(const char *path)
+{
+    char *text = test_try_read_file(path);
+    cr_assert_not_null(text, "cannot read %s", path);
+    return text;
+}
+
+char *test_replace_all(const char *text, const char *from, const char *to)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    cr_assert_not_null(f);
+    for (const char *hit; (hit = strstr(text, from)); text = hit + strlen(from)) {
+        fwrite(text, 1, (size_t)(hit - text), f);
+        fputs(to, f);
+    }
+    fputs(text, f);
+    fclose(f);
+    return out;
+}
+
 int64_t test_now_ms(void)
 {
     struct timespec ts;

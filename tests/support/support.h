@@ -39,6 +39,14 @@ int64_t test_count(mongoc_client_t *client, const char *db, const char *collecti
  * Returns whether it became true. */
 bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms);
 
+/* A whole file as a string; test_try_read_file returns NULL if it cannot be opened,
+ * test_read_file fails the test. Caller frees. */
+char *test_try_read_file(const char *path);
+char *test_read_file(const char *path);
+
+/* `text` with every `from` replaced by `to`. Caller frees. */
+char *test_replace_all(const char *text, const char *from, const char *to);
+
 int64_t test_now_ms(void);
 void test_sleep_ms(int64_t ms);
 

@@ -38,17 +38,6 @@
 #define K8S COHORT_SOURCE_DIR "/deploy/kubernetes"
 #define IMAGE_HANDLER_DIR "/opt/cohort/lib/cohort/handlers/"
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    char *text = NULL;
-    size_t len = 0;
-    cr_assert_eq(getdelim(&text, &len, '\0', f) >= 0, true, "cannot read %s", path);
-    fclose(f);
-    return text;
-}
-
 /* The value of the first "Key=" line of a unit file, or "" (static buffer). */
 static const char *unit_value(const char *unit, const char *key)
 {
@@ -66,27 +55,11 @@ static const char *unit_value(const char *unit, const char *key)
     return value;
 }
 
-/* `text` with every `from` replaced by `to` (caller frees). */
-static char *replace_all(const char *text, const char *from, const char *to)
-{
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    cr_assert_not_null(f);
-    for (const char *hit; (hit = strstr(text, from)); text = hit + strlen(from)) {
-        fwrite(text, 1, (size_t)(hit - text), f);
-        fputs(to, f);
-    }
-    fputs(text, f);
-    fclose(f);
-    return out;
-}
-
 /* A configuration from `text` whose handlers are the image's (/opt/cohort/...), read from
  * this build's handlers/ instead. Fails the test on any problem. */
 static cohort_config_t *load_config_text(const char *text, const char *origin)
 {
-    char *local = replace_all(text, IMAGE_HANDLER_DIR, COHORT_BUILD_DIR "/handlers/");
+    char *local = test_replace_all(text, IMAGE_HANDLER_DIR, COHORT_BUILD_DIR "/handlers/");
     cohort_config_errors_t errors = {0};
     cohort_config_t *config = cohort_config_load_string(local, origin, NULL, &errors);
     cr_assert_not_null(config, "%s does not load: %s", origin,
@@ -107,7 +80,7 @@ static int64_t default_shutdown_grace_ms(void)
 
 Test(deploy, systemd_unit_fits_the_node)
 {
-    char *unit = read_file(UNIT);
+    char *unit = test_read_file(UNIT);
     cr_expect_str_eq(unit_value(unit, "Type"), "notify");
     cr_expect_str_eq(unit_value(unit, "ExecStart"),
                      "/usr/local/bin/cohortd -c /etc/cohort/cohort.ini");
@@ -157,7 +130,7 @@ Test(deploy, systemd_analyze_verify, .timeout = 60)
     char dest[2048];
     snprintf(dest, sizeof dest, "%s/etc/systemd/system/cohortd.service", root);
     cr_assert(copy_file(UNIT, dest));
-    char *unit = read_file(UNIT);
+    char *unit = test_read_file(UNIT);
     for (const char *line = unit; line; line = strchr(line, '\n')) {
         line += *line == '\n';
         if (strncmp(line, "Exec", 4) != 0 || !strchr(line, '='))
@@ -244,7 +217,7 @@ Test(deploy, handlers_load_under_memory_deny_write_execute, .timeout = 60)
     int rc = check_config(shipped, true, log);
     if (rc == 77)
         cr_skip_test("this kernel has no PR_SET_MDWE (Linux >= 6.3)");
-    char *out = read_file(log);
+    char *out = test_read_file(log);
     cr_expect_eq(rc, 0, "the shipped handlers do not load under MemoryDenyWriteExecute: %s", out);
     free(out);
 
@@ -354,7 +327,7 @@ Test(deploy, kubernetes_manifests_fit_the_node, .timeout = 60)
     const bson_t *d = &deployment;
     cr_expect_eq(int_at(d, "spec.replicas"), 3);
 
-    char *ini = read_file(K8S "/cohort.ini");
+    char *ini = test_read_file(K8S "/cohort.ini");
     cohort_config_t *config = load_config_text(ini, "deploy/kubernetes/cohort.ini");
     cr_assert_not_null(config->http_listen, "cohort.ini sets no http_listen: nothing to probe");
     const char *colon = strrchr(config->http_listen, ':');

@@ -20,17 +20,6 @@
 #include "plugin.h"
 #include "support.h"
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    char *text = NULL;
-    size_t len = 0;
-    cr_assert_eq(getdelim(&text, &len, '\0', f) >= 0, true, "cannot read %s", path);
-    fclose(f);
-    return text;
-}
-
 static bool exists(const char *dir, const char *relative)
 {
     char path[4096];
@@ -88,7 +77,7 @@ typedef struct image_layout {
 static void read_image_layout(image_layout_t *image)
 {
     memset(image, 0, sizeof *image);
-    char *dockerfile = read_file(COHORT_SOURCE_DIR "/deploy/container/Dockerfile");
+    char *dockerfile = test_read_file(COHORT_SOURCE_DIR "/deploy/container/Dockerfile");
     const char *install = strstr(dockerfile, "cmake --install ");
     cr_assert_not_null(install, "the Dockerfile runs no `cmake --install`");
     const char *prefix = strstr(install, "--prefix ");
@@ -133,22 +122,6 @@ static bool image_has(const image_layout_t *image, const char *path)
     return false;
 }
 
-/* `text` with every `from` replaced by `to` (caller frees). */
-static char *replace_all(const char *text, const char *from, const char *to)
-{
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    cr_assert_not_null(f);
-    for (const char *hit; (hit = strstr(text, from)); text = hit + strlen(from)) {
-        fwrite(text, 1, (size_t)(hit - text), f);
-        fputs(to, f);
-    }
-    fputs(text, f);
-    fclose(f);
-    return out;
-}
-
 /* The Dockerfile's copies exist in the installed tree, and the Kubernetes configuration
  * names only handlers the image holds and passes the installed cohortd's --check-config. */
 static void check_image(const char *prefix)
@@ -162,7 +135,7 @@ static void check_image(const char *prefix)
     cr_expect(image_has(&image, image.entrypoint), "the image's ENTRYPOINT %s is not copied",
               image.entrypoint);
 
-    char *ini = read_file(COHORT_SOURCE_DIR "/deploy/kubernetes/cohort.ini");
+    char *ini = test_read_file(COHORT_SOURCE_DIR "/deploy/kubernetes/cohort.ini");
     for (const char *h = strstr(ini, "\nhandler"); h; h = strstr(h + 1, "\nhandler")) {
         const char *path = strchr(h, '=');
         cr_assert_not_null(path);
@@ -172,7 +145,7 @@ static void check_image(const char *prefix)
         cr_expect(image_has(&image, handler),
                   "deploy/kubernetes/cohort.ini names handler %s, which the image lacks", handler);
     }
-    char *local = replace_all(ini, image.prefix, prefix);
+    char *local = test_replace_all(ini, image.prefix, prefix);
     char *config = test_write_file(prefix, "k8s-cohort.ini", local);
     char cohortd[1024];
     snprintf(cohortd, sizeof cohortd, "%s/bin/cohortd", prefix);
@@ -204,7 +177,7 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     check_image(prefix);
 
     /* The example as the README prints it, built the way the README says. */
-    char *readme = read_file(COHORT_SOURCE_DIR "/README.md");
+    char *readme = test_read_file(COHORT_SOURCE_DIR "/README.md");
     const char *section = strstr(readme, "## Writing a handler");
     cr_assert_not_null(section, "README has no 'Writing a handler' section");
     const char *start = strstr(section, "```c\n");
@@ -212,7 +185,7 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     start += 5;
     const char *end = strstr(start, "```");
     cr_assert_not_null(end);
-    char *shipped = read_file(COHORT_SOURCE_DIR "/handlers/hello/hello.c");
+    char *shipped = test_read_file(COHORT_SOURCE_DIR "/handlers/hello/hello.c");
     cr_expect_eq(strlen(shipped), (size_t)(end - start),
                  "README example and handlers/hello/hello.c differ in length");
     cr_expect(strncmp(shipped, start, (size_t)(end - start)) == 0,
