@@ -835,37 +835,61 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                              cohort_status_counts_t *counts, bson_error_t *error)
+/* Counts tasks by status with one aggregation: all of them, or those matching `match`. */
+static bool count_by_status(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const bson_t *match, cohort_status_counts_t *counts,
+                            bson_error_t *error)
 {
     memset(counts, 0, sizeof *counts);
+    bson_t pipeline = BSON_INITIALIZER, stages, stage;
+    BSON_APPEND_ARRAY_BEGIN(&pipeline, "pipeline", &stages);
+    uint32_t i = 0;
+    if (match) {
+        BSON_APPEND_DOCUMENT_BEGIN(&stages, "0", &stage);
+        BSON_APPEND_DOCUMENT(&stage, "$match", match);
+        bson_append_document_end(&stages, &stage);
+        i++;
+    }
+    bson_t *group = BCON_NEW("$group", "{", "_id", BCON_UTF8("$status"), "n", "{", "$sum",
+                             BCON_INT32(1), "}", "}");
+    BSON_APPEND_DOCUMENT(&stages, i ? "1" : "0", group);
+    bson_destroy(group);
+    bson_append_array_end(&pipeline, &stages);
+
     mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$group", "{", "_id", BCON_UTF8("$status"),
-                                "n", "{", "$sum", BCON_INT32(1), "}", "}", "}", "]");
     mongoc_cursor_t *cursor =
-        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, NULL, NULL);
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, &pipeline, NULL, NULL);
     const bson_t *row;
     while (mongoc_cursor_next(cursor, &row)) {
         bson_iter_t id, n;
-        if (!bson_iter_init_find(&id, row, "_id") || !BSON_ITER_HOLDS_UTF8(&id) ||
-            !bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
+        if (!bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
             continue;
-        const char *status = bson_iter_utf8(&id, NULL);
+        const char *status = bson_iter_init_find(&id, row, "_id") && BSON_ITER_HOLDS_UTF8(&id)
+                                 ? bson_iter_utf8(&id, NULL)
+                                 : "";
         int64_t value = bson_iter_as_int64(&n);
         if (strcmp(status, "pending") == 0)
-            counts->pending = value;
+            counts->pending += value;
         else if (strcmp(status, "claimed") == 0)
-            counts->claimed = value;
+            counts->claimed += value;
         else if (strcmp(status, "succeeded") == 0)
-            counts->succeeded = value;
+            counts->succeeded += value;
         else if (strcmp(status, "failed") == 0)
-            counts->failed = value;
+            counts->failed += value;
+        else
+            counts->other += value;
     }
     bool ok = !mongoc_cursor_error(cursor, error);
     mongoc_cursor_destroy(cursor);
-    bson_destroy(pipeline);
+    bson_destroy(&pipeline);
     mongoc_collection_destroy(tasks);
     return ok;
+}
+
+bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              cohort_status_counts_t *counts, bson_error_t *error)
+{
+    return count_by_status(store, client, service, NULL, counts, error);
 }
 
 /* ---- leases, stalled tasks, purging ------------------------------------------------------ */
@@ -1019,32 +1043,14 @@ bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               int64_t batch, cohort_batch_counts_t *counts, bson_error_t *error)
 {
-    memset(counts, 0, sizeof *counts);
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "batch", BCON_INT64(batch),
-                                "tracked", BCON_BOOL(true), "}", "}", "{", "$group", "{", "_id",
-                                BCON_UTF8("$status"), "n", "{", "$sum", BCON_INT32(1), "}", "}",
-                                "}", "]");
-    mongoc_cursor_t *cursor =
-        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, NULL, NULL);
-    const bson_t *row;
-    while (mongoc_cursor_next(cursor, &row)) {
-        bson_iter_t id, n;
-        if (!bson_iter_init_find(&id, row, "_id") || !BSON_ITER_HOLDS_UTF8(&id) ||
-            !bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
-            continue;
-        const char *status = bson_iter_utf8(&id, NULL);
-        if (strcmp(status, "succeeded") == 0)
-            counts->succeeded += bson_iter_as_int64(&n);
-        else if (strcmp(status, "failed") == 0)
-            counts->failed += bson_iter_as_int64(&n);
-        else
-            counts->unfinished += bson_iter_as_int64(&n);
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
-    bson_destroy(pipeline);
-    mongoc_collection_destroy(tasks);
+    bson_t *match = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true));
+    cohort_status_counts_t by_status;
+    bool ok = count_by_status(store, client, service, match, &by_status, error);
+    bson_destroy(match);
+    /* Anything not finished (including statuses written by hand) keeps the batch open. */
+    counts->unfinished = by_status.pending + by_status.claimed + by_status.other;
+    counts->succeeded = by_status.succeeded;
+    counts->failed = by_status.failed;
     return ok;
 }
 

@@ -203,6 +203,7 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
 
 typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed;
+    int64_t other; /* any other status (written by hand) */
 } cohort_status_counts_t;
 
 /* Counts the service's tasks by status with one aggregation. */

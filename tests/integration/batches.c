@@ -104,25 +104,13 @@ static node_t *start_node(size_t i, const char *node_id, bool workers, const cha
     size_t count = 0;
     for (; kv && kv[2 * count]; count++)
         n->options[count] = (cohort_option_t){kv[2 * count], kv[2 * count + 1], (int)(3 + count)};
-    n->config = (cohort_service_config_t){
-        .name = SERVICE,
-        .handler_path = strdup(test_handler_path("probe")),
-        .handler_line = 2,
-        .primary_task_count = 1000,
-        .workers = 2,
-        .max_attempts = 5,
-        .retry_base_ms = 60000, /* a retried task stays pending for the whole test */
-        .stall_timeout_ms = 1800000,
-        .succeeded_retention_ms = 0, /* keep: the tests inspect finished tasks */
-        .failed_retention_ms = 0,
-        .options = n->options,
-        .n_options = count,
-        .line = 1,
-    };
+    n->config = test_service_config(SERVICE, test_handler_path("probe"));
+    n->config.workers = 2;
+    n->config.retry_base_ms = 60000; /* a retried task stays pending for the whole test */
+    n->config.options = n->options;
+    n->config.n_options = count;
+    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, store, client);
     char err[1024] = "";
-    n->service =
-        cohort_service_new(&n->config, node_id, TAKEOVER_MS, store, client, err, sizeof err);
-    cr_assert_not_null(n->service, "cannot create %s: %s", node_id, err);
     if (workers)
         cr_assert(cohort_service_start(n->service, err, sizeof err), "cannot start: %s", err);
     return n;

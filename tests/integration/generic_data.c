@@ -89,23 +89,8 @@ TestSuite(generic_data, .init = setup, .fini = teardown, .timeout = 30);
 static node_t *make_node(size_t i, const char *node_id)
 {
     node_t *n = &nodes[i];
-    n->config = (cohort_service_config_t){
-        .name = SERVICE,
-        .handler_path = strdup(test_handler_path("probe")),
-        .handler_line = 2,
-        .primary_task_count = 1000,
-        .workers = 1,
-        .max_attempts = 5,
-        .retry_base_ms = 1000,
-        .stall_timeout_ms = 1800000,
-        .succeeded_retention_ms = 0,
-        .failed_retention_ms = 0,
-        .line = 1,
-    };
-    char err[1024] = "";
-    n->service =
-        cohort_service_new(&n->config, node_id, TAKEOVER_MS, store, client, err, sizeof err);
-    cr_assert_not_null(n->service, "cannot create %s: %s", node_id, err);
+    n->config = test_service_config(SERVICE, test_handler_path("probe"));
+    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, store, client);
     return n;
 }
 

@@ -77,24 +77,17 @@ static void make_service(settings_t s)
     size_t n = 0;
     if (s.fail_callbacks)
         options[n++] = (cohort_option_t){"fail_callbacks", s.fail_callbacks, 3};
-    config = (cohort_service_config_t){
-        .name = SERVICE,
-        .handler_path = strdup(test_handler_path("probe")),
-        .handler_line = 2,
-        .primary_task_count = 1000,
-        .workers = s.workers > 0 ? s.workers : 1,
-        .max_attempts = 5,
-        .retry_base_ms = 1000,
-        .stall_timeout_ms = s.stall_timeout_ms ? s.stall_timeout_ms : 1800000,
-        .succeeded_retention_ms = s.succeeded_retention_ms,
-        .failed_retention_ms = s.failed_retention_ms,
-        .options = options,
-        .n_options = n,
-        .line = 1,
-    };
+    config = test_service_config(SERVICE, test_handler_path("probe"));
+    if (s.workers > 0)
+        config.workers = s.workers;
+    if (s.stall_timeout_ms)
+        config.stall_timeout_ms = s.stall_timeout_ms;
+    config.succeeded_retention_ms = s.succeeded_retention_ms;
+    config.failed_retention_ms = s.failed_retention_ms;
+    config.options = options;
+    config.n_options = n;
+    service = test_service_new(&config, NODE, 10000, store, client);
     char err[1024] = "";
-    service = cohort_service_new(&config, NODE, 10000, store, client, err, sizeof err);
-    cr_assert_not_null(service, "cannot create the service: %s", err);
     if (s.workers > 0)
         cr_assert(cohort_service_start(service, err, sizeof err), "%s", err);
 }

@@ -65,25 +65,13 @@ static void make_service(const char *handler, int64_t max_attempts, int64_t retr
     size_t n = 0;
     for (; kv && kv[2 * n]; n++)
         options[n] = (cohort_option_t){kv[2 * n], kv[2 * n + 1], (int)(20 + n)};
-    config = (cohort_service_config_t){
-        .name = SERVICE,
-        .handler_path = strdup(handler),
-        .handler_line = 19,
-        .primary_task_count = 1000,
-        .secondary_task_count = 0,
-        .workers = 2,
-        .max_attempts = max_attempts,
-        .retry_base_ms = retry_base_ms,
-        .stall_timeout_ms = 1800000,
-        .succeeded_retention_ms = 0, /* keep: the tests inspect finished tasks */
-        .failed_retention_ms = 0,
-        .options = options,
-        .n_options = n,
-        .line = 18,
-    };
-    char err[1024] = "";
-    service = cohort_service_new(&config, NODE, 10000, store, client, err, sizeof err);
-    cr_assert_not_null(service, "cannot create the service: %s", err);
+    config = test_service_config(SERVICE, handler);
+    config.workers = 2;
+    config.max_attempts = max_attempts;
+    config.retry_base_ms = retry_base_ms;
+    config.options = options;
+    config.n_options = n;
+    service = test_service_new(&config, NODE, 10000, store, client);
 }
 
 static void start_service(const char *handler, int64_t max_attempts, int64_t retry_base_ms,

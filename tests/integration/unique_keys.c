@@ -63,20 +63,8 @@ TestSuite(unique_keys, .init = setup, .fini = teardown, .timeout = 30);
 
 static cohort_service_t *make_node(size_t i, const char *node_id)
 {
-    configs[i] = (cohort_service_config_t){
-        .name = SERVICE,
-        .handler_path = strdup(test_handler_path("probe")),
-        .handler_line = 2,
-        .primary_task_count = 1000,
-        .workers = 1,
-        .max_attempts = 5,
-        .retry_base_ms = 1000,
-        .stall_timeout_ms = 1800000,
-        .line = 1,
-    };
-    char err[1024] = "";
-    services[i] = cohort_service_new(&configs[i], node_id, 10000, store, client, err, sizeof err);
-    cr_assert_not_null(services[i], "cannot create %s: %s", node_id, err);
+    configs[i] = test_service_config(SERVICE, test_handler_path("probe"));
+    services[i] = test_service_new(&configs[i], node_id, 10000, store, client);
     return services[i];
 }
 

@@ -389,3 +389,31 @@ const char *test_handler_path(const char *name)
     cr_assert_eq(access(path, R_OK), 0, "test handler '%s' is not built (%s)", name, path);
     return path;
 }
+
+cohort_service_config_t test_service_config(const char *name, const char *handler_path)
+{
+    return (cohort_service_config_t){
+        .name = (char *)name,
+        .handler_path = strdup(handler_path),
+        .handler_line = 2,
+        .primary_task_count = 1000,
+        .workers = 1,
+        .max_attempts = 5,
+        .retry_base_ms = 1000,
+        .stall_timeout_ms = 1800000,
+        .succeeded_retention_ms = 0, /* keep: the tests inspect finished tasks */
+        .failed_retention_ms = 0,
+        .line = 1,
+    };
+}
+
+cohort_service_t *test_service_new(const cohort_service_config_t *config, const char *node_id,
+                                   int64_t takeover_ms, cohort_store_t *store,
+                                   mongoc_client_t *client)
+{
+    char err[1024] = "";
+    cohort_service_t *service =
+        cohort_service_new(config, node_id, takeover_ms, store, client, err, sizeof err);
+    cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id, err);
+    return service;
+}

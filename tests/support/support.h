@@ -52,7 +52,19 @@ void test_sleep_ms(int64_t ms);
 
 /* ---- added for the unit and integration tests ------------------------------------------ */
 
+#include "service.h"
 #include "store.h"
+
+/* A service section as the tests' in-process services use it: `name` on the handler at
+ * `handler_path` (copied; free config.handler_path), 1000 primary claims per tick, one
+ * worker, 5 attempts, 1 s retry base, a 30 min stall timeout and finished tasks kept.
+ * Tests change what they need before creating the service. */
+cohort_service_config_t test_service_config(const char *name, const char *handler_path);
+
+/* cohort_service_new(), failing the test with the reason if it fails. */
+cohort_service_t *test_service_new(const cohort_service_config_t *config, const char *node_id,
+                                   int64_t takeover_ms, cohort_store_t *store,
+                                   mongoc_client_t *client);
 
 /* What a program did: its exit status and everything it wrote. */
 typedef struct test_run_result {
