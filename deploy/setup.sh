@@ -4,6 +4,8 @@
 #   deploy/setup.sh [BUILD_DIR] [extra cmake -D options...]
 #
 # COHORT_TARGETS="a b" builds only those targets (default: everything, tests included).
+# COHORT_TEST_TOOLS=1 also installs what only the test suite uses: clang (libFuzzer),
+# valgrind and python3-pymongo (the chaos harness).
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -15,6 +17,9 @@ shift || true
 PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-dev
           libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven
           prometheus)  # prometheus: promtool checks /metrics in the tests
+if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
+    PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

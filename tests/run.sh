@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
 
-bash "$ROOT/deploy/setup.sh" "$BUILD"
+COHORT_TEST_TOOLS=1 bash "$ROOT/deploy/setup.sh" "$BUILD"
 
 if [ -z "${MONGODB_URI:-}" ]; then
     STATE="$BUILD/test-localdb"
