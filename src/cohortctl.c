@@ -281,7 +281,7 @@ static int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             if (!count_given) {
                 bson_oid_t oid;
                 if (cohort_store_insert_task(ctl->store, ctl->client, service, &task, &oid, NULL,
-                                             &error)) {
+                                             NULL, &error)) {
                     char id[25];
                     bson_oid_to_string(&oid, id);
                     printf("%s\n", id);

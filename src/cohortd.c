@@ -3,6 +3,9 @@
  *
  *   cohortd -c cohort.ini                 run a node until SIGTERM/SIGINT
  *   cohortd --check-config -c cohort.ini  list every problem (with line numbers), exit 1 if any
+ *
+ * Hidden: `cohortd --worker -c FILE --service NAME --node-id ID` is a child worker process of
+ * a node whose service runs with isolation = process (see isolate.h); the node starts it.
  */
 #include <getopt.h>
 #include <mongoc/mongoc.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 
 #include "config.h"
+#include "isolate.h"
 #include "log.h"
 #include "node.h"
 
@@ -38,10 +42,15 @@ int main(int argc, char **argv)
         {"check-config", no_argument, NULL, 'k'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
+        {"worker", no_argument, NULL, 'W'},
+        {"service", required_argument, NULL, 'S'},
+        {"node-id", required_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
     bool check = false;
+    bool worker = false;
+    const char *worker_service = NULL, *worker_node = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
         switch (opt) {
@@ -50,6 +59,15 @@ int main(int argc, char **argv)
             break;
         case 'k':
             check = true;
+            break;
+        case 'W':
+            worker = true;
+            break;
+        case 'S':
+            worker_service = optarg;
+            break;
+        case 'N':
+            worker_node = optarg;
             break;
         case 'V':
             printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
@@ -72,6 +90,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohortd: no configuration file (use -c FILE)\n");
         usage(stderr);
         return 2;
+    }
+
+    if (worker || worker_service || worker_node) {
+        if (!worker || !worker_service || !worker_node || check) {
+            fprintf(stderr, "cohortd: --worker needs -c FILE, --service NAME and --node-id ID "
+                            "(a node starts it; do not run it by hand)\n");
+            return 2;
+        }
+        mongoc_init();
+        cohort_log_route_mongoc();
+        int rc = cohort_isolate_child_main(path, worker_service, worker_node);
+        mongoc_cleanup();
+        return rc;
     }
 
     mongoc_init();

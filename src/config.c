@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <libgen.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #define DEFAULT_URI "mongodb://127.0.0.1:27017"
+/* Chosen by the benchmark in docs/BENCHMARKS.md. */
+#define COHORT_DEFAULT_CLAIM_BATCH 8
 
 typedef struct key_seen {
     char *section;
@@ -163,6 +166,9 @@ static cohort_service_config_t *add_service(parser_t *p, const char *name, int l
         .stall_timeout_ms = 1800000,
         .succeeded_retention_ms = 7LL * 24 * 3600 * 1000,
         .failed_retention_ms = 7LL * 24 * 3600 * 1000,
+        .not_after_boost = 10,
+        .claim_batch = COHORT_DEFAULT_CLAIM_BATCH,
+        .isolation = COHORT_ISOLATION_THREAD,
         .line = line,
     };
     return s;
@@ -356,6 +362,74 @@ static void cluster_key(parser_t *p, int line, const char *key, const char *valu
     }
 }
 
+/* The task-default keys, shared by a service's section and its `kind.NAME.` keys. True if
+ * `key` is one of them (checked and stored, with `set` recording which). */
+static bool task_default_key(parser_t *p, int line, const char *key, const char *value,
+                             cohort_task_defaults_t *d, cohort_kind_config_t *set)
+{
+    if (strcmp(key, "priority") == 0) {
+        if (parse_int(p, line, key, value, -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT,
+                      &d->priority) && set)
+            set->set_priority = true;
+    } else if (strcmp(key, "not_after_ms") == 0) {
+        if (parse_int(p, line, key, value, 0, 3650LL * 86400000, &d->not_after_ms) && set)
+            set->set_not_after_ms = true;
+    } else if (strcmp(key, "task_timeout_ms") == 0) {
+        if (parse_int(p, line, key, value, 0, 7LL * 86400000, &d->task_timeout_ms) && set)
+            set->set_task_timeout_ms = true;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool cohort_config_valid_kind(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > COHORT_KIND_MAX)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '-'))
+            return false;
+    return true;
+}
+
+/* kind.NAME.KEY = VALUE: a default for tasks of kind NAME. */
+static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
+                     const char *value)
+{
+    const char *name = key + 5;
+    const char *dot = strrchr(name, '.');
+    char kind[COHORT_KIND_MAX + 1];
+    size_t len = dot ? (size_t)(dot - name) : 0;
+    if (!dot || len == 0 || len > COHORT_KIND_MAX) {
+        problem(p, line, "'%s' must be kind.NAME.KEY (KEY: priority, not_after_ms, "
+                         "task_timeout_ms)", key);
+        return;
+    }
+    memcpy(kind, name, len);
+    kind[len] = '\0';
+    if (!cohort_config_valid_kind(kind)) {
+        problem(p, line, "'%s': kind '%s' must be 1-64 of [A-Za-z0-9_-]", key, kind);
+        return;
+    }
+    cohort_kind_config_t *k = NULL;
+    for (size_t i = 0; i < s->n_kinds; i++)
+        if (strcmp(s->kinds[i].name, kind) == 0)
+            k = &s->kinds[i];
+    if (!k) {
+        cohort_kind_config_t *grown = realloc(s->kinds, (s->n_kinds + 1) * sizeof *grown);
+        if (!grown)
+            return;
+        s->kinds = grown;
+        k = &s->kinds[s->n_kinds++];
+        *k = (cohort_kind_config_t){.name = strdup(kind)};
+    }
+    if (!task_default_key(p, line, dot + 1, value, &k->defaults, k))
+        problem(p, line, "'%s': unknown kind setting '%s' (known: priority, not_after_ms, "
+                         "task_timeout_ms)", key, dot + 1);
+}
+
 static void service_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
                         const char *value)
 {
@@ -388,6 +462,21 @@ static void service_key(parser_t *p, cohort_service_config_t *s, int line, const
         parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->succeeded_retention_ms);
     } else if (strcmp(key, "failed_retention_ms") == 0) {
         parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->failed_retention_ms);
+    } else if (task_default_key(p, line, key, value, &s->defaults, NULL)) {
+        /* priority, not_after_ms, task_timeout_ms */
+    } else if (strcmp(key, "not_after_boost") == 0) {
+        parse_int(p, line, key, value, 0, COHORT_PRIORITY_LIMIT, &s->not_after_boost);
+    } else if (strcmp(key, "claim_batch") == 0) {
+        parse_int(p, line, key, value, 1, COHORT_CLAIM_BATCH_MAX, &s->claim_batch);
+    } else if (strcmp(key, "isolation") == 0) {
+        if (strcmp(value, "thread") == 0)
+            s->isolation = COHORT_ISOLATION_THREAD;
+        else if (strcmp(value, "process") == 0)
+            s->isolation = COHORT_ISOLATION_PROCESS;
+        else
+            problem(p, line, "isolation = '%s' must be 'thread' or 'process'", value);
+    } else if (strncmp(key, "kind.", 5) == 0) {
+        kind_key(p, s, line, key, value);
     } else {
         cohort_option_t *grown = realloc(s->options, (s->n_options + 1) * sizeof *grown);
         if (!grown)
@@ -532,6 +621,9 @@ void cohort_config_destroy(cohort_config_t *c)
             free((char *)s->options[j].value);
         }
         free(s->options);
+        for (size_t j = 0; j < s->n_kinds; j++)
+            free(s->kinds[j].name);
+        free(s->kinds);
         free(s->name);
         free(s->handler_path);
     }
@@ -542,6 +634,40 @@ void cohort_config_destroy(cohort_config_t *c)
     free(c->node_id);
     free(c->http_listen);
     free(c);
+}
+
+cohort_task_defaults_t cohort_config_task_defaults(const cohort_service_config_t *s,
+                                                   const char *kind)
+{
+    cohort_task_defaults_t d = s->defaults;
+    for (size_t i = 0; kind && i < s->n_kinds; i++) {
+        const cohort_kind_config_t *k = &s->kinds[i];
+        if (strcmp(k->name, kind) != 0)
+            continue;
+        if (k->set_priority)
+            d.priority = k->defaults.priority;
+        if (k->set_not_after_ms)
+            d.not_after_ms = k->defaults.not_after_ms;
+        if (k->set_task_timeout_ms)
+            d.task_timeout_ms = k->defaults.task_timeout_ms;
+    }
+    return d;
+}
+
+bool cohort_config_same_scheduling(const cohort_service_config_t *a,
+                                   const cohort_service_config_t *b)
+{
+    if (memcmp(&a->defaults, &b->defaults, sizeof a->defaults) != 0 ||
+        a->not_after_boost != b->not_after_boost || a->claim_batch != b->claim_batch ||
+        a->isolation != b->isolation || a->n_kinds != b->n_kinds)
+        return false;
+    for (size_t i = 0; i < a->n_kinds; i++) {
+        cohort_task_defaults_t x = cohort_config_task_defaults(a, a->kinds[i].name);
+        cohort_task_defaults_t y = cohort_config_task_defaults(b, a->kinds[i].name);
+        if (memcmp(&x, &y, sizeof x) != 0)
+            return false;
+    }
+    return true;
 }
 
 const cohort_service_config_t *cohort_config_find_service(const cohort_config_t *c,

@@ -18,6 +18,31 @@
 #define COHORT_SERVICE_NAME_MAX 64
 #define COHORT_NODE_ID_MAX 128
 
+#define COHORT_KIND_MAX 64      /* a kind name: 1-64 of [A-Za-z0-9_-] */
+#define COHORT_PRIORITY_LIMIT 1000000 /* priorities lie in [-LIMIT, LIMIT] */
+#define COHORT_CLAIM_BATCH_MAX 256
+
+/* Where process_task() runs: on the node's worker threads, or in child worker processes
+ * the node supervises (a crash or a timeout then costs only that child). */
+typedef enum cohort_isolation {
+    COHORT_ISOLATION_THREAD = 0,
+    COHORT_ISOLATION_PROCESS = 1,
+} cohort_isolation_t;
+
+/* Defaults for the scheduling options of tasks created without them: per service, and per
+ * kind (`kind.NAME.KEY = VALUE` in the service's section), the kind's winning where set. */
+typedef struct cohort_task_defaults {
+    int64_t priority;        /* higher runs first */
+    int64_t not_after_ms;    /* > 0: a task still pending this long after it is due is promoted */
+    int64_t task_timeout_ms; /* > 0: a run longer than this is timed_out (final) */
+} cohort_task_defaults_t;
+
+typedef struct cohort_kind_config {
+    char *name;
+    cohort_task_defaults_t defaults; /* fields the section did not set are the service's */
+    bool set_priority, set_not_after_ms, set_task_timeout_ms;
+} cohort_kind_config_t;
+
 typedef struct cohort_service_config {
     char *name;
     char *handler_path; /* resolved against the config file's directory */
@@ -30,6 +55,12 @@ typedef struct cohort_service_config {
     int64_t stall_timeout_ms;       /* a claimed task not checked in this long is reset */
     int64_t succeeded_retention_ms; /* 0: keep */
     int64_t failed_retention_ms;    /* 0: keep */
+    cohort_task_defaults_t defaults;   /* priority, not_after_ms, task_timeout_ms */
+    int64_t not_after_boost;           /* added to a task's priority when its not_after passes */
+    int64_t claim_batch;               /* tasks a worker claims per claim */
+    cohort_isolation_t isolation;
+    cohort_kind_config_t *kinds; /* per-kind defaults; owned */
+    size_t n_kinds;
     cohort_option_t *options; /* keys handed to the handler; owned */
     size_t n_options;
     int line;       /* line of the section header */
@@ -103,6 +134,17 @@ const cohort_service_config_t *cohort_config_find_service(const cohort_config_t 
 
 /* True if `name` is a valid service name: 1-64 of [A-Za-z0-9_-]. */
 bool cohort_config_valid_service_name(const char *name);
+
+/* True if `name` is a valid task kind: 1-64 of [A-Za-z0-9_-]. */
+bool cohort_config_valid_kind(const char *name);
+
+/* The defaults a task of `kind` (NULL: none) gets in this service. */
+cohort_task_defaults_t cohort_config_task_defaults(const cohort_service_config_t *service,
+                                                   const char *kind);
+
+/* True if the scheduling keys (defaults, kinds, claim_batch, isolation) are the same. */
+bool cohort_config_same_scheduling(const cohort_service_config_t *a,
+                                   const cohort_service_config_t *b);
 
 void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, ...)
     COHORT_PRINTF(2, 3);

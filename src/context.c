@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "taskopts.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)
@@ -80,36 +81,6 @@ static bool fail(cohort_error_t *error, cohort_error_code_t code, const char *fm
     return false;
 }
 
-static bool parse_create_opts(const bson_t *opts, bool *tracked, const char **unique_key,
-                              cohort_error_t *error)
-{
-    *tracked = true;
-    *unique_key = NULL;
-    if (!opts)
-        return true;
-    bson_iter_t it;
-    if (!bson_iter_init(&it, opts))
-        return fail(error, COHORT_ERROR_INVALID, "task options are not a valid BSON document");
-    while (bson_iter_next(&it)) {
-        const char *key = bson_iter_key(&it);
-        if (strcmp(key, "tracked") == 0) {
-            if (!BSON_ITER_HOLDS_BOOL(&it))
-                return fail(error, COHORT_ERROR_INVALID, "task option 'tracked' must be a bool");
-            *tracked = bson_iter_bool(&it);
-        } else if (strcmp(key, "unique_key") == 0) {
-            uint32_t len = 0;
-            if (!BSON_ITER_HOLDS_UTF8(&it) || (bson_iter_utf8(&it, &len), len == 0 || len > 512))
-                return fail(error, COHORT_ERROR_INVALID,
-                            "task option 'unique_key' must be a string of 1 to 512 bytes");
-            *unique_key = bson_iter_utf8(&it, NULL);
-        } else {
-            return fail(error, COHORT_ERROR_INVALID,
-                        "unknown task option '%s' (known: tracked, unique_key)", key);
-        }
-    }
-    return true;
-}
-
 /* The batch a tracked task created now joins: the primary keeps it current on its tick;
  * anyone else asks the config document. */
 static bool open_batch(cohort_ctx_t *ctx, int64_t *batch, cohort_error_t *error)
@@ -138,10 +109,12 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
     }
     if (!ctx)
         return fail(error, COHORT_ERROR_INVALID, "cohort_task_create: ctx is NULL");
-    bool tracked;
-    const char *unique_key;
-    if (!parse_create_opts(opts, &tracked, &unique_key, error))
-        return false;
+    cohort_task_options_t o;
+    char why[256];
+    if (!cohort_task_options_parse(opts, true, &o, why, sizeof why))
+        return fail(error, COHORT_ERROR_INVALID, "%s", why);
+    bool tracked = o.tracked;
+    const char *unique_key = o.unique_key;
     if (data && !bson_validate(data, BSON_VALIDATE_NONE, NULL))
         return fail(error, COHORT_ERROR_INVALID, "task data is not a valid BSON document");
     if (!ctx->client)
@@ -166,11 +139,12 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
         .epoch = ctx->fenced ? epoch : 0,
         .now_ms = cohort_clock_cluster_ms(),
     };
+    cohort_task_options_apply(&o, service->config, &task);
     bson_oid_t oid;
-    bool exists = false;
+    bool exists = false, coalesced = false;
     bson_error_t db_error;
     if (!cohort_store_insert_task(service->store, ctx->client, service->config->name, &task, &oid,
-                                  &exists, &db_error)) {
+                                  &exists, &coalesced, &db_error)) {
         if (exists)
             return fail(error, COHORT_ERROR_EXISTS, "a task with unique_key '%s' already exists",
                         unique_key);

@@ -28,6 +28,10 @@ struct cohort_task {
     char id[25];           /* 24 hex digits for an ObjectId, "" otherwise */
     bson_t data; /* a view into the claimed document */
     int attempt;
+    const char *kind;   /* views into the claimed document; NULL if none */
+    const char *group;
+    int64_t priority;
+    int64_t timeout_ms; /* the task's task_timeout_ms; 0: the service's default applies */
     char error[512];
 };
 

@@ -24,26 +24,38 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->leader_changes, 0);
     bson_init(&e->settings);
+    bson_init(&e->pause);
+    bson_init(&e->block);
 }
 
 void cohort_election_destroy(cohort_election_t *e)
 {
     bson_destroy(&e->settings);
+    bson_destroy(&e->pause);
+    bson_destroy(&e->block);
 }
 
-/* Keeps a copy of the document's settings sub-document (empty if none). */
-static void keep_settings(cohort_election_t *e, const bson_t *doc)
+/* Copies the sub-document `key` of `doc` into `out` (empty if none). */
+static void keep_subdocument(bson_t *out, const bson_t *doc, const char *key)
 {
     bson_iter_t it;
-    bson_reinit(&e->settings);
-    if (bson_iter_init_find(&it, doc, "settings") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    bson_reinit(out);
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
         uint32_t len;
         const uint8_t *data;
         bson_iter_document(&it, &len, &data);
         bson_t sub;
         if (bson_init_static(&sub, data, len))
-            bson_concat(&e->settings, &sub);
+            bson_concat(out, &sub);
     }
+}
+
+/* Keeps copies of the document's live settings and its pause and block switches. */
+static void keep_settings(cohort_election_t *e, const bson_t *doc)
+{
+    keep_subdocument(&e->settings, doc, "settings");
+    keep_subdocument(&e->pause, doc, "pause");
+    keep_subdocument(&e->block, doc, "block");
 }
 
 static int64_t doc_int64(const bson_t *doc, const char *key)

@@ -29,6 +29,7 @@ typedef struct cohort_election {
     _Atomic int64_t lease_until_ms; /* monotonic; 0 if none */
     cohort_batch_state_t batches;   /* main thread: as of the last renewal or takeover */
     bson_t settings;                /* main thread: the document's live settings, as last read */
+    bson_t pause, block;            /* main thread: its pause and block switches, likewise */
     _Atomic uint64_t leader_changes; /* times this node became primary or stopped being it */
 } cohort_election_t;
 

@@ -324,6 +324,10 @@ static bool same_structure(const cohort_config_t *a, const cohort_config_t *b, c
                 x->name);
         DIFFERS(x->retry_base_ms != y->retry_base_ms, "[service:%s] retry_base_ms changed",
                 x->name);
+        DIFFERS(!cohort_config_same_scheduling(x, y),
+                "[service:%s] scheduling keys changed (priority, not_after_ms, not_after_boost, "
+                "task_timeout_ms, claim_batch, isolation or kind.*)",
+                x->name);
     }
 #undef DIFFERS
     return true;
@@ -544,6 +548,7 @@ int cohort_node_run(const cohort_config_t *config)
         cohort_settings_t file;
         cohort_settings_from_config(config, &config->services[i], &file);
         cohort_service_set_file_settings(s, &file);
+        s->config_path = config->path; /* isolation = process: the children load it */
         n.services[n.n_services++] = s;
     }
     for (size_t i = 0; i < n.n_services; i++) {

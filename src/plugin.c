@@ -52,8 +52,9 @@ cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     plugin->dl = dl;
-    size_t size = handler->abi_version >= 2 ? sizeof *handler
-                                            : offsetof(cohort_handler_t, on_tasks_completed);
+    size_t size = handler->abi_version >= 3   ? sizeof *handler
+                  : handler->abi_version == 2 ? offsetof(cohort_handler_t, kinds)
+                                              : offsetof(cohort_handler_t, on_tasks_completed);
     memcpy(&plugin->copy, handler, size);
     plugin->handler = &plugin->copy;
     return plugin;

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "context.h"
+#include "isolate.h"
 #include "log.h"
 #include "task.h"
 
@@ -77,12 +78,13 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
 }
 
 /* Takes one claim from the budget, waiting for a tick if there is none. A worker whose slot
- * is beyond the live worker count parks here until the count grows again. False: stop. */
+ * is beyond the live worker count parks here until the count grows again, and every worker
+ * parks while the whole service is paused or blocked. False: stop. */
 static bool take_claim(cohort_service_t *s, size_t slot)
 {
     pthread_mutex_lock(&s->lock);
     while (!s->stopping && (slot >= s->target_workers || s->drained || s->budget == 0 ||
-                            (s->probing && !s->work_seen)))
+                            s->stopped_all || (s->probing && !s->work_seen)))
         pthread_cond_wait(&s->wake, &s->lock);
     bool go = !s->stopping;
     if (go && s->budget > 0)
@@ -95,36 +97,306 @@ static bool take_claim(cohort_service_t *s, size_t slot)
     return go;
 }
 
-typedef struct worker_arg {
+/* Up to `want` more claims from the budget, without waiting (a batch claim). */
+static size_t take_more(cohort_service_t *s, size_t want)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    while (n < want && s->budget != 0 && s->work_seen && !s->stopping) {
+        if (s->budget > 0)
+            s->budget--;
+        n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static void give_back(cohort_service_t *s, size_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->budget >= 0)
+        s->budget += (int64_t)n;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A worker's own copy of the claim filter (the shared one changes under it). */
+typedef struct worker_filter {
+    uint64_t version;
+    char **kinds;
+    size_t n_kinds;
+    char **groups;
+    size_t n_groups;
+} worker_filter_t;
+
+static void free_strings(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static char **copy_strings(char *const *v, size_t n)
+{
+    char **out = n ? calloc(n, sizeof *out) : NULL;
+    for (size_t i = 0; out && i < n; i++)
+        out[i] = strdup(v[i]);
+    return out;
+}
+
+static void refresh_filter(cohort_service_t *s, worker_filter_t *f)
+{
+    pthread_mutex_lock(&s->lock);
+    if (f->version != s->filter_version) {
+        free_strings(f->kinds, f->n_kinds);
+        free_strings(f->groups, f->n_groups);
+        f->kinds = copy_strings(s->stopped_kinds, s->n_stopped_kinds);
+        f->n_kinds = f->kinds ? s->n_stopped_kinds : 0;
+        f->groups = copy_strings(s->busy_groups, s->n_busy_groups);
+        f->n_groups = f->groups ? s->n_busy_groups : 0;
+        f->version = s->filter_version;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Adds `group` to the groups claims skip until the next tick refreshes them. */
+static void note_busy_group(cohort_service_t *s, const char *group)
+{
+    pthread_mutex_lock(&s->lock);
+    bool known = false;
+    for (size_t i = 0; i < s->n_busy_groups && !known; i++)
+        known = strcmp(s->busy_groups[i], group) == 0;
+    if (!known && s->n_busy_groups < COHORT_MAX_BUSY_GROUPS) {
+        char **grown = realloc(s->busy_groups, (s->n_busy_groups + 1) * sizeof *grown);
+        char *name = strdup(group);
+        if (grown && name) {
+            s->busy_groups = grown;
+            s->busy_groups[s->n_busy_groups++] = name;
+            s->filter_version++;
+        } else {
+            if (grown)
+                s->busy_groups = grown;
+            free(name);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A worker: its context, its batch of claimed tasks and the outcomes not written yet. */
+typedef struct worker {
     cohort_service_t *service;
     size_t slot;
-} worker_arg_t;
-
-static void *worker_main(void *arg)
-{
-    worker_arg_t *w = arg;
-    cohort_service_t *s = w->service;
-    size_t slot = w->slot;
-    free(w);
-    mongoc_client_t *client = cohort_store_pop(s->store);
     cohort_ctx_t ctx;
-    cohort_ctx_init(&ctx, s, client, false);
-    int64_t last_error_log = 0;
+    size_t batch;            /* claim_batch */
+    bson_t *docs;            /* [batch] claimed documents */
+    cohort_task_run_t *runs; /* [batch] outcomes waiting for the bulk write */
+    bson_oid_t *held;        /* [batch] */
+    cohort_task_outcome_t *outcomes;
+    size_t n_runs;
+    int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
+    worker_filter_t filter;
+} worker_t;
 
-    while (take_claim(s, slot)) {
-        bson_t task;
-        bool found = false;
+/* Writes the outcomes waiting in the worker: one bulk write; if the database is away, one
+ * by one with the retries of cohort_task_record(). */
+static void flush_outcomes(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    if (w->n_runs == 0)
+        return;
+    for (size_t i = 0; i < w->n_runs; i++)
+        w->outcomes[i] = (cohort_task_outcome_t){.id = w->runs[i].task.id_value,
+                                                 .attempt = w->runs[i].task.attempt,
+                                                 .result = w->runs[i].result};
+    size_t applied = 0;
+    bson_error_t error;
+    if (cohort_store_finish_tasks(s->store, w->ctx.client, s->config->name, s->node_id,
+                                  w->outcomes, w->n_runs, &applied, &error)) {
+        /* The reply counts matches, not which: a lost claim is rare (its node was expired),
+         * so the outcomes are counted in order and the shortfall as lost claims. */
+        for (size_t i = 0; i < applied && i < w->n_runs; i++)
+            cohort_task_count(s, w->runs[i].result.finish);
+        if (applied < w->n_runs) {
+            atomic_fetch_add(&s->stats.lost_claims, w->n_runs - applied);
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "%zu of %zu outcome(s) not recorded: this node no longer held their "
+                        "claims",
+                        w->n_runs - applied, w->n_runs);
+        }
+    } else {
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                    "cannot record %zu outcome(s) in bulk (%s); recording them one by one",
+                    w->n_runs, error.message);
+        for (size_t i = 0; i < w->n_runs; i++)
+            cohort_task_record(&w->ctx, &w->runs[i]);
+    }
+    for (size_t i = 0; i < w->n_runs; i++)
+        bson_value_destroy(&w->runs[i].task.id_value);
+    w->n_runs = 0;
+}
+
+/* Runs one claimed task: takes its group's lock first (a busy group gives the claim back
+ * untouched), runs it, then writes its outcome at once (claim_batch = 1) or queues it for
+ * the bulk write. */
+static void run_claimed(worker_t *w, const bson_t *doc)
+{
+    cohort_service_t *s = w->service;
+    cohort_slot_t *slot = &s->slots[w->slot];
+    cohort_task_run_t *run = &w->runs[w->n_runs];
+    bson_iter_t it;
+    int32_t attempt = 0;
+    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
+        attempt = (int32_t)bson_iter_as_int64(&it);
+    if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it) &&
+        bson_iter_init_find(&it, doc, "_id")) {
+        bson_iter_t group;
+        bson_iter_init_find(&group, doc, "group");
+        const char *name = bson_iter_utf8(&group, NULL);
+        atomic_store(&s->uses_groups, true);
+        bool locked = false;
         bson_error_t error;
-        bool ok = cohort_store_claim_task(s->store, client, s->config->name, s->node_id,
-                                          cohort_clock_cluster_ms(), &task, &found, &error);
-        if (!ok || !found) {
-            bson_destroy(&task);
+        if (!cohort_store_lock_group(s->store, w->ctx.client, s->config->name,
+                                     bson_iter_value(&it), s->node_id, attempt, name, &locked,
+                                     &error) ||
+            !locked) {
+            if (!cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
+                                      bson_iter_value(&it), s->node_id, attempt, &error))
+                cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                            "cannot give back a task of busy group '%s': %s (it is reset "
+                            "once its lease runs out)",
+                            name, error.message);
+            note_busy_group(s, name);
+            return;
+        }
+    }
+
+    pthread_mutex_lock(&s->lock);
+    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it)) {
+        slot->busy = true;
+        bson_oid_copy(bson_iter_oid(&it), &slot->task);
+        slot->attempt = attempt;
+        slot->checked_in_ms = cohort_clock_monotonic_ms();
+        slot->started_at_ms = cohort_clock_cluster_ms();
+        slot->deadline_ms = 0;
+        slot->timed_out = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    /* The watchdog needs the timeout before the run starts; the run parses the task. */
+    cohort_task_t peek;
+    memset(&peek, 0, sizeof peek);
+    if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
+        peek.kind = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+        peek.timeout_ms = bson_iter_as_int64(&it);
+    int64_t timeout = cohort_task_timeout_ms(s->config, &peek);
+    if (timeout > 0 && s->config->isolation == COHORT_ISOLATION_THREAD) {
+        pthread_mutex_lock(&s->lock);
+        slot->deadline_ms = cohort_clock_monotonic_ms() + timeout;
+        pthread_mutex_unlock(&s->lock);
+    }
+
+    cohort_task_run(&w->ctx, w->slot, doc, run);
+
+    pthread_mutex_lock(&s->lock);
+    bool timed_out = slot->timed_out;
+    if (timed_out)
+        atomic_fetch_sub(&s->wedged_slots, 1);
+    slot->busy = slot->timed_out = false;
+    slot->deadline_ms = 0;
+    pthread_mutex_unlock(&s->lock);
+
+    if (!run->valid)
+        return;
+    if (timed_out) { /* the watchdog recorded it timed_out: this late outcome is void */
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                    "task %s attempt %d: the handler returned after its timeout; outcome "
+                    "dropped, worker slot %zu is free again",
+                    run->task.id, run->task.attempt, w->slot);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    cohort_task_log(s, run);
+    if (w->batch == 1) {
+        cohort_task_record(&w->ctx, run);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    if (w->n_runs++ == 0)
+        w->first_run_ms = cohort_clock_monotonic_ms();
+}
+
+/* The tasks of the batch not started yet, for check-ins (so a long task at the front of a
+ * batch cannot make the rest stall). */
+static void hold(worker_t *w, size_t from, size_t n)
+{
+    cohort_service_t *s = w->service;
+    size_t k = 0;
+    for (size_t i = from; i < n; i++) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, &w->docs[i], "_id") && BSON_ITER_HOLDS_OID(&it))
+            bson_oid_copy(bson_iter_oid(&it), &w->held[k++]);
+    }
+    pthread_mutex_lock(&s->lock);
+    s->slots[w->slot].held = w->held;
+    s->slots[w->slot].n_held = k;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static bool stopping(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
+/* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
+ * *n receives how many. */
+static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
+{
+    cohort_service_t *s = w->service;
+    const cohort_handler_t *h = s->plugin->handler;
+    size_t n_served = 0;
+    while (h->kinds && h->kinds[n_served])
+        n_served++;
+    cohort_claim_filter_t filter = {
+        .served_kinds = h->kinds,
+        .n_served_kinds = n_served,
+        .stopped_kinds = (const char *const *)w->filter.kinds,
+        .n_stopped_kinds = w->filter.n_kinds,
+        .busy_groups = (const char *const *)w->filter.groups,
+        .n_busy_groups = w->filter.n_groups,
+    };
+    int64_t now = cohort_clock_cluster_ms();
+    if (want > 1)
+        return cohort_store_claim_tasks(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                        &filter, want, w->docs, n, error);
+    bool found = false;
+    bool ok = cohort_store_claim_task(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                      &filter, &w->docs[0], &found, error);
+    if (!found)
+        bson_destroy(&w->docs[0]);
+    *n = found ? 1 : 0;
+    return ok;
+}
+
+static void worker_loop(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    int64_t last_error_log = 0;
+    while (take_claim(s, w->slot)) {
+        size_t want = 1 + (w->batch > 1 ? take_more(s, w->batch - 1) : 0);
+        refresh_filter(s, &w->filter);
+        size_t n = 0;
+        bson_error_t error;
+        bool ok = claim(w, want, &n, &error);
+        if (want > n)
+            give_back(s, want - n); /* nothing was claimed for these */
+        if (!ok || n == 0) {
             pthread_mutex_lock(&s->lock);
             s->drained = true; /* poll again next tick */
             s->probing = false;
             s->running--;
-            if (s->budget >= 0)
-                s->budget++;   /* nothing was claimed: give the claim back */
             pthread_cond_broadcast(&s->wake);
             pthread_mutex_unlock(&s->lock);
             if (!ok && error.domain == MONGOC_ERROR_SERVER)
@@ -137,31 +409,81 @@ static void *worker_main(void *arg)
             }
             continue;
         }
-        atomic_fetch_add(&s->stats.claimed, 1);
-        bson_iter_t id;
+        atomic_fetch_add(&s->stats.claimed, n);
         pthread_mutex_lock(&s->lock);
         if (!s->work_seen) {
             s->work_seen = true; /* the probe found work: let the others claim too */
             s->probing = false;
             pthread_cond_broadcast(&s->wake);
         }
-        if (bson_iter_init_find(&id, &task, "_id") && BSON_ITER_HOLDS_OID(&id)) {
-            s->slots[slot].busy = true;
-            bson_oid_copy(bson_iter_oid(&id), &s->slots[slot].task);
-            s->slots[slot].checked_in_ms = cohort_clock_monotonic_ms();
-        }
         pthread_mutex_unlock(&s->lock);
 
-        cohort_task_execute(&ctx, &task);
-        bson_destroy(&task);
+        for (size_t i = 0; i < n; i++) {
+            hold(w, i + 1, n);
+            if (i > 0 && stopping(s)) {
+                /* Shutting down: the tasks not started go back untouched. */
+                for (size_t j = i; j < n; j++) {
+                    bson_iter_t id, at;
+                    if (bson_iter_init_find(&id, &w->docs[j], "_id") &&
+                        bson_iter_init_find(&at, &w->docs[j], "attempts") &&
+                        BSON_ITER_HOLDS_NUMBER(&at))
+                        cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
+                                             bson_iter_value(&id), s->node_id,
+                                             (int32_t)bson_iter_as_int64(&at), &error);
+                }
+                break;
+            }
+            run_claimed(w, &w->docs[i]);
+            if (w->n_runs > 0 &&
+                (w->n_runs == w->batch ||
+                 cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS))
+                flush_outcomes(w);
+        }
+        flush_outcomes(w);
+        hold(w, n, n);
+        for (size_t i = 0; i < n; i++)
+            bson_destroy(&w->docs[i]);
 
         pthread_mutex_lock(&s->lock);
-        s->slots[slot].busy = false;
         s->running--;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
     }
+}
+
+typedef struct worker_arg {
+    cohort_service_t *service;
+    size_t slot;
+} worker_arg_t;
+
+static void *worker_main(void *arg)
+{
+    worker_arg_t *a = arg;
+    worker_t w = {.service = a->service, .slot = a->slot};
+    free(a);
+    cohort_service_t *s = w.service;
+    w.batch = (size_t)s->config->claim_batch;
+    if (w.batch < 1)
+        w.batch = 1;
+    w.docs = calloc(w.batch, sizeof *w.docs);
+    w.runs = calloc(w.batch, sizeof *w.runs);
+    w.held = calloc(w.batch, sizeof *w.held);
+    w.outcomes = calloc(w.batch, sizeof *w.outcomes);
+    mongoc_client_t *client = cohort_store_pop(s->store);
+    cohort_ctx_init(&w.ctx, s, client, false);
+    if (w.docs && w.runs && w.held && w.outcomes) {
+        worker_loop(&w);
+    } else {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "worker %zu: out of memory for a claim batch of %zu", w.slot, w.batch);
+    }
     cohort_store_push(s->store, client);
+    free_strings(w.filter.kinds, w.filter.n_kinds);
+    free_strings(w.filter.groups, w.filter.n_groups);
+    free(w.outcomes);
+    free(w.held);
+    free(w.runs);
+    free(w.docs);
     return NULL;
 }
 
@@ -207,6 +529,10 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return false;
     }
+    /* Room for every slot SIGHUP may add; a slot's child starts on its first task. */
+    if (s->config->isolation == COHORT_ISOLATION_PROCESS &&
+        !(s->isolate = cohort_isolate_new(s, s->config_path, COHORT_MAX_WORKERS, err, errlen)))
+        return false;
     if (!cohort_service_set_workers(s, (size_t)s->config->workers, err, errlen)) {
         cohort_service_stop_claiming(s);
         return false;
@@ -470,26 +796,191 @@ static void advance_batches(cohort_service_t *s, mongoc_client_t *client, int64_
     }
 }
 
-/* Check-ins: extends the leases of the tasks this node runs, every stall_timeout_ms / 3. */
+/* Check-ins: extends the leases of the tasks this node runs (and of those its batch claims
+ * hold for later), every stall_timeout_ms / 3, in commands of up to CHECKIN_CHUNK ids. */
+#define CHECKIN_CHUNK 256
 static void check_in(cohort_service_t *s, mongoc_client_t *client)
 {
-    bson_oid_t ids[64];
-    size_t n = 0;
     int64_t now = cohort_clock_monotonic_ms();
     int64_t every = s->eff.stall_timeout_ms / 3;
+    bson_oid_t *ids = NULL;
+    size_t n = 0, cap = 0;
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->n_threads && n < 64; i++) {
-        if (s->slots[i].busy && now - s->slots[i].checked_in_ms >= every) {
-            bson_oid_copy(&s->slots[i].task, &ids[n++]);
-            s->slots[i].checked_in_ms = now;
+    for (size_t i = 0; i < s->n_threads; i++) {
+        cohort_slot_t *slot = &s->slots[i];
+        if ((!slot->busy && slot->n_held == 0) || now - slot->checked_in_ms < every)
+            continue;
+        size_t need = n + 1 + slot->n_held;
+        if (need > cap) {
+            size_t grown_cap = need * 2;
+            bson_oid_t *grown = realloc(ids, grown_cap * sizeof *grown);
+            if (!grown)
+                break;
+            ids = grown;
+            cap = grown_cap;
         }
+        if (slot->busy)
+            bson_oid_copy(&slot->task, &ids[n++]);
+        for (size_t j = 0; j < slot->n_held; j++)
+            bson_oid_copy(&slot->held[j], &ids[n++]);
+        slot->checked_in_ms = now;
     }
     pthread_mutex_unlock(&s->lock);
+    for (size_t from = 0; from < n; from += CHECKIN_CHUNK) {
+        size_t count = n - from < CHECKIN_CHUNK ? n - from : CHECKIN_CHUNK;
+        bson_error_t error;
+        if (!cohort_store_checkin_tasks(s->store, client, s->config->name, s->node_id,
+                                        ids + from, count, &error)) {
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "check-in of %zu running task(s) failed: %s", n, error.message);
+            break;
+        }
+    }
+    free(ids);
+}
+
+/* Timeouts under thread isolation: a run past its deadline is recorded timed_out (if the
+ * claim is still this node's) and its slot marked wedged until the handler returns. Process
+ * isolation kills the child instead (isolate.c). */
+static void watch_timeouts(cohort_service_t *s, mongoc_client_t *client)
+{
+    int64_t now = cohort_clock_monotonic_ms();
+    for (size_t i = 0; i < s->n_threads; i++) {
+        pthread_mutex_lock(&s->lock);
+        cohort_slot_t *slot = &s->slots[i];
+        bool due = slot->busy && slot->deadline_ms > 0 && now >= slot->deadline_ms &&
+                   !slot->timed_out;
+        bson_value_t id = {.value_type = BSON_TYPE_OID};
+        bson_oid_copy(&slot->task, &id.value.v_oid);
+        int32_t attempt = slot->attempt;
+        int64_t started = slot->started_at_ms;
+        if (due) {
+            slot->timed_out = true;
+            atomic_fetch_add(&s->wedged_slots, 1);
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!due)
+            continue;
+        char why[160];
+        snprintf(why, sizeof why,
+                 "timed out after %lld ms (isolation = thread: the handler keeps its worker "
+                 "thread until it returns)",
+                 (long long)(cohort_clock_cluster_ms() - started));
+        cohort_task_result_t result = {.finish = COHORT_FINISH_TIMED_OUT,
+                                       .error = why,
+                                       .started_at_ms = started,
+                                       .ended_at_ms = cohort_clock_cluster_ms()};
+        bool applied = false;
+        bson_error_t error;
+        char hex[25];
+        bson_oid_to_string(&id.value.v_oid, hex);
+        if (!cohort_store_finish_task_value(s->store, client, s->config->name, &id, s->node_id,
+                                            attempt, &result, &applied, &error)) {
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "task %s timed out, but recording it failed: %s (its claim runs out "
+                        "as for a stalled task)",
+                        hex, error.message);
+        } else if (applied) {
+            cohort_task_count(s, COHORT_FINISH_TIMED_OUT);
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "task %s attempt %d timed out (final); worker slot %zu is wedged until "
+                        "the handler returns",
+                        hex, (int)attempt, i);
+        }
+    }
+}
+
+/* Reads the pause and block switches the election last saw into what claims skip; logs
+ * each change once. */
+static void apply_switches(cohort_service_t *s)
+{
+    bool all = false;
+    char **kinds = NULL;
+    size_t n = 0;
+    char summary[512] = "";
+    size_t used = 0;
+    const bson_t *switches[2] = {&s->election.pause, &s->election.block};
+    for (int i = 0; i < 2; i++) {
+        bson_iter_t it;
+        if (!bson_iter_init(&it, switches[i]))
+            continue;
+        while (bson_iter_next(&it)) {
+            const char *kind = bson_iter_key(&it);
+            const char *reason = NULL;
+            bson_iter_t sub;
+            if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &sub) &&
+                bson_iter_find(&sub, "reason") && BSON_ITER_HOLDS_UTF8(&sub))
+                reason = bson_iter_utf8(&sub, NULL);
+            if (used < sizeof summary)
+                used += (size_t)snprintf(summary + used, sizeof summary - used, "%s%s %s%s%s",
+                                         used ? "; " : "", i ? "blocked" : "paused",
+                                         strcmp(kind, "*") == 0 ? "(all kinds)" : kind,
+                                         reason ? ": " : "", reason ? reason : "");
+            if (strcmp(kind, "*") == 0) {
+                all = true;
+                continue;
+            }
+            char **grown = realloc(kinds, (n + 1) * sizeof *grown);
+            if (!grown)
+                continue;
+            kinds = grown;
+            kinds[n] = strdup(kind);
+            if (kinds[n])
+                n++;
+        }
+    }
+    if (strcmp(summary, s->switches_summary) != 0) {
+        cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_service_role(s), 0, "%s",
+                    summary[0] ? summary : "running: nothing paused or blocked");
+        snprintf(s->switches_summary, sizeof s->switches_summary, "%s", summary);
+    }
+    pthread_mutex_lock(&s->lock);
+    free_strings(s->stopped_kinds, s->n_stopped_kinds);
+    s->stopped_kinds = kinds;
+    s->n_stopped_kinds = n;
+    s->stopped_all = all;
+    s->filter_version++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Groups whose lock is held somewhere: claims skip them (one query, only for services that
+ * have used groups). */
+static void refresh_busy_groups(cohort_service_t *s, mongoc_client_t *client)
+{
+    if (!atomic_load(&s->uses_groups))
+        return;
+    char **groups = calloc(COHORT_MAX_BUSY_GROUPS, sizeof *groups);
+    size_t n = 0;
     bson_error_t error;
-    if (n > 0 &&
-        !cohort_store_checkin_tasks(s->store, client, s->config->name, s->node_id, ids, n, &error))
-        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
-                    "check-in of %zu running task(s) failed: %s", n, error.message);
+    if (!groups)
+        return;
+    if (!cohort_store_busy_groups(s->store, client, s->config->name, groups,
+                                  COHORT_MAX_BUSY_GROUPS, &n, &error)) {
+        free(groups);
+        return; /* keep what the workers learnt */
+    }
+    pthread_mutex_lock(&s->lock);
+    free_strings(s->busy_groups, s->n_busy_groups);
+    s->busy_groups = groups;
+    s->n_busy_groups = n;
+    s->filter_version++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Primary, every tick: pending tasks past their not_after are promoted, in one write. */
+static void promote_overdue(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    int64_t promoted = 0;
+    bson_error_t error;
+    if (!cohort_store_promote_overdue(s->store, client, s->config->name,
+                                      cohort_clock_cluster_ms(), s->config->not_after_boost,
+                                      &promoted, &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "not_after promotion failed: %s", error.message);
+    else if (promoted > 0)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, "primary", epoch,
+                    "promoted %lld overdue task(s) (not_after passed): priority + %lld",
+                    (long long)promoted, (long long)s->config->not_after_boost);
 }
 
 bool cohort_service_reload_options(cohort_service_t *s, mongoc_client_t *client,
@@ -578,12 +1069,16 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
 {
     bson_error_t error;
     check_in(s, client);
+    if (s->config->isolation == COHORT_ISOLATION_THREAD)
+        watch_timeouts(s, client);
     if (!cohort_election_tick(&s->election, s->store, client, &error)) {
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
                     "election round failed: %s", error.message);
         return;
     }
     apply_settings(s);
+    apply_switches(s);
+    refresh_busy_groups(s, client);
     int64_t epoch = cohort_election_epoch(&s->election);
     if (epoch > 0) {
         /* The renewal (or takeover) just read the batch state. */
@@ -604,6 +1099,7 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
                         ctx.error[0] ? ctx.error : "(no message from the handler)");
     }
     if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
+        promote_overdue(s, client, epoch);
         maintain(s, client, epoch);
         advance_batches(s, client, epoch);
         if (s->count_queue)
@@ -651,8 +1147,12 @@ void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)
     cohort_service_stop_claiming(s);
     for (size_t i = 0; i < s->n_threads; i++)
         pthread_join(s->threads[i], NULL);
+    cohort_isolate_destroy(s->isolate); /* the children run the handler's destroy() */
+    s->isolate = NULL;
     free(s->threads);
     free(s->slots);
+    free_strings(s->stopped_kinds, s->n_stopped_kinds);
+    free_strings(s->busy_groups, s->n_busy_groups);
     if (client)
         cohort_election_step_down(&s->election, s->store, client);
     if (s->handler_ready && s->plugin->handler->destroy)

@@ -36,6 +36,7 @@ typedef struct cohort_service_stats {
     _Atomic uint64_t claimed;
     _Atomic uint64_t succeeded;
     _Atomic uint64_t failed;
+    _Atomic uint64_t timed_out;
     _Atomic uint64_t retried;
     _Atomic uint64_t lost_claims; /* outcomes not written: the claim had moved on */
     _Atomic uint64_t stalled_reset;
@@ -44,12 +45,24 @@ typedef struct cohort_service_stats {
     cohort_histogram_t task_duration; /* time in the handler's process_task */
 } cohort_service_stats_t;
 
-/* What one worker thread is running, for check-ins. */
+/* What one worker thread is running, for check-ins and timeouts (guarded by the lock). */
 typedef struct cohort_slot {
     bool busy;
     bson_oid_t task;
+    int32_t attempt;
+    int64_t started_at_ms; /* cluster clock: the claim */
+    int64_t deadline_ms;   /* monotonic; 0: no timeout */
     int64_t checked_in_ms; /* monotonic */
+    /* The watchdog ended this run (timed_out): its outcome is dropped when the handler
+     * returns, and until then the slot is wedged (a thread cannot be killed). */
+    bool timed_out;
+    bson_oid_t *held; /* tasks the worker's batch claim took and has not started yet */
+    size_t n_held;
 } cohort_slot_t;
+
+#define COHORT_MAX_BUSY_GROUPS 256 /* groups a claim query excludes, at most */
+/* With claim_batch > 1, outcomes wait at most this long for their bulk write. */
+#define COHORT_OUTCOME_FLUSH_MS 100 
 
 typedef struct cohort_service {
     const cohort_service_config_t *config; /* borrowed from the node's config */
@@ -57,6 +70,8 @@ typedef struct cohort_service {
     cohort_store_t *store;                 /* borrowed */
     cohort_plugin_t *plugin;
     void *handler_state;
+    struct cohort_isolate *isolate; /* isolation = process: the child pool; else NULL */
+    const char *config_path;        /* borrowed: the node's config file (for child workers) */
     bool handler_ready; /* init() succeeded: destroy() is owed */
     bool prepared;      /* config document and indexes exist (main thread only) */
     cohort_election_t election;
@@ -74,6 +89,19 @@ typedef struct cohort_service {
     bool count_queue;
     _Atomic int64_t queue_counts[4]; /* pending, claimed, succeeded, failed */
     _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
+
+    /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers
+     * copy it when `filter_version` moved): the pause and block switches of the config
+     * document, and the groups whose lock is held somewhere. */
+    bool stopped_all;        /* the whole service is paused or blocked */
+    char **stopped_kinds;    /* kinds paused or blocked */
+    size_t n_stopped_kinds;
+    char **busy_groups;
+    size_t n_busy_groups;
+    uint64_t filter_version;
+    char switches_summary[512]; /* main thread: the switches last logged */
+    _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
+    _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
 
     pthread_mutex_t lock;
     pthread_cond_t wake;

@@ -8,6 +8,8 @@
  */
 #include "store.h"
 
+#include "config.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +253,24 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
         /* idempotent creation: at most one task per unique_key (sparse: tasks without one
          * are not indexed) */
         "4", "{", "key", "{", "unique_key", BCON_INT32(1), "}", "name", BCON_UTF8("unique_key"),
-        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}");
+        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* claims: {status: pending, run_at <= now} in claim order (equality, sort, range) */
+        "5", "{", "key", "{", "status", BCON_INT32(1), "priority", BCON_INT32(-1), "run_at",
+        BCON_INT32(1), "_id", BCON_INT32(1), "}", "name", BCON_UTF8("claim_order"), "}",
+        /* groups: at most one claimed task holds a group's lock */
+        "6", "{", "key", "{", "group_lock", BCON_INT32(1), "}", "name", BCON_UTF8("group_lock"),
+        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* coalescing: at most one pending task per coalesce key */
+        "7", "{", "key", "{", "coalesce_pending", BCON_INT32(1), "}", "name",
+        BCON_UTF8("coalesce_pending"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* not_after promotion: the few tasks that have a deadline */
+        "8", "{", "key", "{", "not_after", BCON_INT32(1), "}", "name", BCON_UTF8("not_after"),
+        "sparse", BCON_BOOL(true), "}",
+        /* counts by kind and by group */
+        "9", "{", "key", "{", "kind", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("kind_status"), "}",
+        "10", "{", "key", "{", "group", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("group_status"), "}");
     ok = create_indexes(tasks, indexes, error);
     bson_destroy(indexes);
     mongoc_collection_destroy(tasks);
@@ -413,7 +432,8 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
         bson_append_document_end(&release, &in);
         bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                                   BCON_NULL, "last_error",
-                                  BCON_UTF8("released: its node expired (no ping)"), "}");
+                                  BCON_UTF8("released: its node expired (no ping)"), "}",
+                                  "$unset", "{", "group_lock", BCON_UTF8(""), "}");
         ok = update_queue(store, client, service, &release, update, released, error);
         bson_destroy(update);
         bson_destroy(&release);
@@ -632,8 +652,25 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
     BSON_APPEND_UTF8(doc, "created_by", task->created_by);
     if (task->epoch > 0)
         BSON_APPEND_INT64(doc, "epoch", task->epoch);
-    BSON_APPEND_DATE_TIME(doc, "run_at", task->now_ms);
+    int64_t due = task->not_before_ms > task->now_ms ? task->not_before_ms : task->now_ms;
+    BSON_APPEND_DATE_TIME(doc, "run_at", due);
     BSON_APPEND_INT32(doc, "attempts", 0);
+    BSON_APPEND_INT32(doc, "priority", (int32_t)task->priority);
+    BSON_APPEND_INT32(doc, "base_priority", (int32_t)task->priority);
+    if (task->not_before_ms > 0)
+        BSON_APPEND_DATE_TIME(doc, "not_before", task->not_before_ms);
+    if (task->not_after_ms > 0)
+        BSON_APPEND_DATE_TIME(doc, "not_after", task->not_after_ms);
+    if (task->timeout_ms > 0)
+        BSON_APPEND_INT64(doc, "task_timeout_ms", task->timeout_ms);
+    if (task->kind)
+        BSON_APPEND_UTF8(doc, "kind", task->kind);
+    if (task->group)
+        BSON_APPEND_UTF8(doc, "group", task->group);
+    if (task->coalesce_key) {
+        BSON_APPEND_UTF8(doc, "coalesce_key", task->coalesce_key);
+        BSON_APPEND_UTF8(doc, "coalesce_pending", task->coalesce_key);
+    }
 }
 
 static bool is_duplicate_key(const bson_error_t *error)
@@ -641,24 +678,93 @@ static bool is_duplicate_key(const bson_error_t *error)
     return error->code == 11000 || error->code == 11001;
 }
 
+/* A task with a coalesce key: the pending task holding the key takes the new data, or, if
+ * there is none, the new task is inserted holding it (an upsert; a unique index settles a
+ * race between two creators, and the loser retries as an update). */
+static bool coalesce_task(mongoc_collection_t *tasks, const cohort_new_task_t *task,
+                          bson_oid_t *oid, bool *coalesced, bson_error_t *error)
+{
+    bool ok = false;
+    for (int round = 0; round < 3; round++) {
+        bson_oid_t id;
+        bson_oid_init(&id, NULL);
+        bson_t doc = BSON_INITIALIZER;
+        build_task(&doc, task, &id);
+        bson_t insert = BSON_INITIALIZER;
+        bson_iter_t it;
+        bson_iter_init(&it, &doc);
+        while (bson_iter_next(&it)) /* everything but data, which $set writes either way */
+            if (strcmp(bson_iter_key(&it), "data") != 0)
+                bson_append_iter(&insert, NULL, 0, &it);
+        bson_t *filter = BCON_NEW("coalesce_pending", BCON_UTF8(task->coalesce_key));
+        bson_t update = BSON_INITIALIZER, set;
+        BSON_APPEND_DOCUMENT(&update, "$setOnInsert", &insert);
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+        if (task->data) {
+            BSON_APPEND_DOCUMENT(&set, "data", task->data);
+        } else {
+            bson_t empty = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT(&set, "data", &empty);
+        }
+        bson_append_document_end(&update, &set);
+        bson_t inc;
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
+        BSON_APPEND_INT32(&inc, "creations", 1); /* the creations this task stands for */
+        bson_append_document_end(&update, &inc);
+        bson_t out;
+        bool found = false;
+        /* The document before the update: none means it was inserted. */
+        bson_t *fields = BCON_NEW("_id", BCON_INT32(1));
+        ok = find_and_modify(tasks, filter, NULL, &update, fields, false, true, &out, &found,
+                             error);
+        if (ok && found) {
+            bson_iter_t oid_it;
+            if (bson_iter_init_find(&oid_it, &out, "_id") && BSON_ITER_HOLDS_OID(&oid_it))
+                bson_oid_copy(bson_iter_oid(&oid_it), &id);
+            bson_destroy(&out);
+        }
+        *coalesced = found;
+        if (ok && oid)
+            bson_oid_copy(&id, oid);
+        bson_destroy(fields);
+        bson_destroy(&update);
+        bson_destroy(filter);
+        bson_destroy(&insert);
+        bson_destroy(&doc);
+        if (ok || !is_duplicate_key(error))
+            break;
+        /* Another creator inserted the key just now (or the task has a unique_key that
+         * exists): try again as an update. */
+    }
+    return ok;
+}
+
 bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
-                              bool *exists, bson_error_t *error)
+                              bool *exists, bool *coalesced, bson_error_t *error)
 {
     if (exists)
         *exists = false;
-    bson_oid_t id;
-    bson_oid_init(&id, NULL);
-    bson_t doc = BSON_INITIALIZER;
-    build_task(&doc, task, &id);
+    bool merged = false;
     mongoc_collection_t *tasks = queue(store, client, service);
-    bool ok = mongoc_collection_insert_one(tasks, &doc, NULL, NULL, error);
+    bool ok;
+    if (task->coalesce_key) {
+        ok = coalesce_task(tasks, task, oid, &merged, error);
+    } else {
+        bson_oid_t id;
+        bson_oid_init(&id, NULL);
+        bson_t doc = BSON_INITIALIZER;
+        build_task(&doc, task, &id);
+        ok = mongoc_collection_insert_one(tasks, &doc, NULL, NULL, error);
+        bson_destroy(&doc);
+        if (ok && oid)
+            bson_oid_copy(&id, oid);
+    }
     mongoc_collection_destroy(tasks);
-    bson_destroy(&doc);
+    if (coalesced)
+        *coalesced = merged;
     if (!ok && exists && task->unique_key && is_duplicate_key(error))
         *exists = true;
-    if (ok && oid)
-        bson_oid_copy(&id, oid);
     return ok;
 }
 
@@ -695,27 +801,260 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+static void append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
+                           bool with_null)
+{
+    bson_t array;
+    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
+    uint32_t i = 0;
+    char buf[16];
+    const char *k;
+    if (with_null) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_NULL(&array, k);
+    }
+    for (size_t j = 0; j < n; j++) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_UTF8(&array, k, values[j]);
+    }
+    bson_append_array_end(doc, &array);
+}
+
+/* {status: pending, run_at <= now} and the filter's kinds and groups. */
+static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter_t *filter)
+{
+    bson_t range, kind, group;
+    BSON_APPEND_UTF8(query, "status", "pending");
+    BSON_APPEND_DOCUMENT_BEGIN(query, "run_at", &range);
+    BSON_APPEND_DATE_TIME(&range, "$lte", now_ms);
+    bson_append_document_end(query, &range);
+    if (!filter)
+        return;
+    if (filter->served_kinds || filter->n_stopped_kinds > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
+        if (filter->served_kinds) /* null: tasks without a kind */
+            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds, true);
+        if (filter->n_stopped_kinds > 0)
+            append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds, false);
+        bson_append_document_end(query, &kind);
+    }
+    if (filter->n_busy_groups > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(query, "group", &group);
+        append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
+        bson_append_document_end(query, &group);
+    }
+}
+
+static bson_t *claim_sort(void)
+{
+    return BCON_NEW("priority", BCON_INT32(-1), "run_at", BCON_INT32(1), "_id", BCON_INT32(1));
+}
+
+/* The claim itself; `token` (may be NULL) marks the claims of one batch claim. */
+static bson_t *claim_update(const char *node_id, const char *token)
+{
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8(node_id), "claim_token", BCON_UTF8(token ? token : ""),
+                              "}", "$inc", "{", "attempts", BCON_INT32(1), "}", "$currentDate",
+                              "{", "claimed_at", BCON_BOOL(true), "heartbeat_at", BCON_BOOL(true),
+                              "}", "$unset", "{", "coalesce_pending", BCON_UTF8(""), "}");
+    return update;
+}
+
 bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                             const char *node_id, int64_t now_ms, bson_t *claimed, bool *found,
+                             const char *node_id, int64_t now_ms,
+                             const cohort_claim_filter_t *filter, bson_t *claimed, bool *found,
                              bson_error_t *error)
 {
     bson_init(claimed);
     mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t *query = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
-                             BCON_DATE_TIME(now_ms), "}");
-    bson_t *sort = BCON_NEW("run_at", BCON_INT32(1));
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
-                              BCON_UTF8(node_id), "}", "$inc", "{", "attempts", BCON_INT32(1),
-                              "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "heartbeat_at",
-                              BCON_BOOL(true), "}");
+    bson_t query = BSON_INITIALIZER;
+    claim_query(&query, now_ms, filter);
+    bson_t *sort = claim_sort();
+    bson_t *update = claim_update(node_id, NULL);
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
-    bool ok = find_and_modify(tasks, query, sort, update, fields, true, false, claimed, found,
+    bool ok = find_and_modify(tasks, &query, sort, update, fields, true, false, claimed, found,
                               error);
     bson_destroy(fields);
     bson_destroy(update);
     bson_destroy(sort);
-    bson_destroy(query);
+    bson_destroy(&query);
     mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t now_ms,
+                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                              size_t *n, bson_error_t *error)
+{
+    *n = 0;
+    if (max > COHORT_CLAIM_BATCH_MAX)
+        max = COHORT_CLAIM_BATCH_MAX;
+    if (max == 0)
+        return true;
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t query = BSON_INITIALIZER;
+    claim_query(&query, now_ms, filter);
+    bson_t *sort = claim_sort();
+
+    /* 1. The candidates, in claim order. */
+    bson_t opts = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&opts, "sort", sort);
+    BSON_APPEND_INT64(&opts, "limit", (int64_t)max);
+    bson_t *projection = BCON_NEW("_id", BCON_INT32(1));
+    BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, &query, &opts, NULL);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t found = 0;
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id")) {
+            char buf[16];
+            const char *k;
+            bson_uint32_to_string(found++, &k, buf, sizeof buf);
+            bson_append_value(&ids, k, -1, bson_iter_value(&it));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+
+    /* 2. Claim those still pending and due, under a token of this call. */
+    char token[25];
+    bson_oid_t token_oid;
+    bson_oid_init(&token_oid, NULL);
+    bson_oid_to_string(&token_oid, token);
+    if (ok && found > 0) {
+        bson_t in;
+        BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&query, &in);
+        bson_t *update = claim_update(node_id, token);
+        bson_t reply;
+        ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);
+        int64_t modified = ok ? int64_field(&reply, "modifiedCount", 0) : 0;
+        bson_destroy(&reply);
+        bson_destroy(update);
+
+        /* 3. Read back what this token won. */
+        if (ok && modified > 0) {
+            bson_t *mine = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by",
+                                    BCON_UTF8(node_id));
+            bson_t in2;
+            BSON_APPEND_DOCUMENT_BEGIN(mine, "_id", &in2);
+            BSON_APPEND_ARRAY(&in2, "$in", &ids);
+            bson_append_document_end(mine, &in2);
+            bson_t read = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT(&read, "sort", sort);
+            bson_t *no_history = BCON_NEW("history", BCON_INT32(0));
+            BSON_APPEND_DOCUMENT(&read, "projection", no_history);
+            cursor = mongoc_collection_find_with_opts(tasks, mine, &read, NULL);
+            while (*n < max && mongoc_cursor_next(cursor, &doc))
+                bson_copy_to(doc, &claimed[(*n)++]);
+            ok = !mongoc_cursor_error(cursor, error);
+            mongoc_cursor_destroy(cursor);
+            bson_destroy(no_history);
+            bson_destroy(&read);
+            bson_destroy(mine);
+        }
+    }
+    bson_destroy(&ids);
+    bson_destroy(projection);
+    bson_destroy(&opts);
+    bson_destroy(sort);
+    bson_destroy(&query);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held. */
+static bson_t *held_claim(const bson_value_t *id, const char *node_id, int32_t attempt)
+{
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_INT32(filter, "attempts", attempt);
+    return filter;
+}
+
+bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const bson_value_t *id, const char *node_id, int32_t attempt,
+                             const char *group, bool *locked, bson_error_t *error)
+{
+    *locked = false;
+    bson_t *filter = held_claim(id, node_id, attempt);
+    bson_t *update = BCON_NEW("$set", "{", "group_lock", BCON_UTF8(group), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
+    if (ok)
+        *locked = int64_field(&reply, "matchedCount", 0) == 1;
+    else if (is_duplicate_key(error))
+        ok = true; /* the group is busy */
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const bson_value_t *id, const char *node_id, int32_t attempt,
+                          bson_error_t *error)
+{
+    bson_t *filter = held_claim(id, node_id, attempt);
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "}", "$inc", "{", "attempts", BCON_INT32(-1), "}",
+                              "$unset", "{", "group_lock", BCON_UTF8(""), "claim_token",
+                              BCON_UTF8(""), "}");
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_busy_groups(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              char **groups, size_t max, size_t *n, bson_error_t *error)
+{
+    *n = 0;
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *filter = BCON_NEW("group_lock", "{", "$exists", BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "group_lock", BCON_INT32(1), "_id", BCON_INT32(0),
+                            "}", "limit", BCON_INT64((int64_t)max));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
+    const bson_t *doc;
+    while (*n < max && mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "group_lock") && BSON_ITER_HOLDS_UTF8(&it)) {
+            char *name = strdup(bson_iter_utf8(&it, NULL));
+            if (name)
+                groups[(*n)++] = name;
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_promote_overdue(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, int64_t now_ms, int64_t boost,
+                                  int64_t *promoted, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("not_after", "{", "$lte", BCON_DATE_TIME(now_ms), "}", "status",
+                              BCON_UTF8("pending"), "promoted_at", "{", "$exists",
+                              BCON_BOOL(false), "}");
+    bson_t *update = BCON_NEW("$inc", "{", "priority", BCON_INT32((int32_t)boost), "}",
+                              "$currentDate", "{", "promoted_at", BCON_BOOL(true), "}");
+    bool ok = update_queue(store, client, service, filter, update, promoted, error);
+    bson_destroy(update);
+    bson_destroy(filter);
     return ok;
 }
 
@@ -728,6 +1067,8 @@ static const char *finish_name(cohort_finish_t finish)
         return "retry";
     case COHORT_FINISH_FAILED:
         return "failed";
+    case COHORT_FINISH_TIMED_OUT:
+        return "timed_out";
     }
     return "failed";
 }
@@ -743,20 +1084,12 @@ bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
                                           applied, error);
 }
 
-bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
-                                    const char *service, const bson_value_t *id,
-                                    const char *node_id, int32_t attempt,
-                                    const cohort_task_result_t *result, bool *applied,
-                                    bson_error_t *error)
+/* The update that records one outcome (see cohort_store_finish_task_value). */
+static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
+                          const cohort_task_result_t *result)
 {
-    bson_t *filter = bson_new();
-    BSON_APPEND_VALUE(filter, "_id", id);
-    BSON_APPEND_UTF8(filter, "status", "claimed");
-    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
-    BSON_APPEND_INT32(filter, "attempts", attempt);
-    bson_t update = BSON_INITIALIZER, set, push, history, each, entry, current;
-
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    bson_t set, push, history, each, entry, current, unset;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
     switch (result->finish) {
     case COHORT_FINISH_SUCCEEDED:
         BSON_APPEND_UTF8(&set, "status", "succeeded");
@@ -768,18 +1101,25 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     case COHORT_FINISH_FAILED:
         BSON_APPEND_UTF8(&set, "status", "failed");
         break;
+    case COHORT_FINISH_TIMED_OUT:
+        BSON_APPEND_UTF8(&set, "status", "timed_out");
+        break;
     }
     if (result->error)
         BSON_APPEND_UTF8(&set, "last_error", result->error);
-    bson_append_document_end(&update, &set);
+    bson_append_document_end(update, &set);
+
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$unset", &unset);
+    BSON_APPEND_UTF8(&unset, "group_lock", "");
+    bson_append_document_end(update, &unset);
 
     if (result->finish != COHORT_FINISH_RETRY) {
-        BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+        BSON_APPEND_DOCUMENT_BEGIN(update, "$currentDate", &current);
         BSON_APPEND_BOOL(&current, "finished_at", true);
-        bson_append_document_end(&update, &current);
+        bson_append_document_end(update, &current);
     }
 
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
     BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
     BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
     BSON_APPEND_DOCUMENT_BEGIN(&each, "0", &entry);
@@ -794,8 +1134,18 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     bson_append_array_end(&history, &each);
     BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
     bson_append_document_end(&push, &history);
-    bson_append_document_end(&update, &push);
+    bson_append_document_end(update, &push);
+}
 
+bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const bson_value_t *id,
+                                    const char *node_id, int32_t attempt,
+                                    const cohort_task_result_t *result, bool *applied,
+                                    bson_error_t *error)
+{
+    bson_t *filter = held_claim(id, node_id, attempt);
+    bson_t update = BSON_INITIALIZER;
+    finish_update(&update, node_id, attempt, result);
     mongoc_collection_t *tasks = queue(store, client, service);
     bson_t reply;
     bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
@@ -807,6 +1157,38 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     return ok;
 }
 
+bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *node_id,
+                               const cohort_task_outcome_t *outcomes, size_t n, size_t *applied,
+                               bson_error_t *error)
+{
+    *applied = 0;
+    if (n == 0)
+        return true;
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t *opts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(tasks, opts);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        const cohort_task_outcome_t *o = &outcomes[i];
+        bson_t *filter = held_claim(&o->id, node_id, o->attempt);
+        bson_t update = BSON_INITIALIZER;
+        finish_update(&update, node_id, o->attempt, &o->result);
+        ok = mongoc_bulk_operation_update_one_with_opts(bulk, filter, &update, NULL, error);
+        bson_destroy(&update);
+        bson_destroy(filter);
+    }
+    if (ok) {
+        bson_t reply;
+        ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
+        *applied = (size_t)int64_field(&reply, "nMatched", 0);
+        bson_destroy(&reply);
+    }
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(opts);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
 
 bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bool check_types, int64_t *made_due,
@@ -826,6 +1208,16 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                       "a date"),
                             "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
     bool ok = update_queue(store, client, service, missing, due, made_due, error);
+    if (ok) {
+        /* Claims sort on priority: a task without one (written by hand) gets 0. */
+        bson_t *unranked = BCON_NEW("status", BCON_UTF8("pending"), "priority", BCON_NULL);
+        bson_t *rank = BCON_NEW("$set", "{", "priority", BCON_INT32(0), "}");
+        int64_t ranked = 0;
+        ok = update_queue(store, client, service, unranked, rank, &ranked, error);
+        *made_due += ranked;
+        bson_destroy(rank);
+        bson_destroy(unranked);
+    }
     if (ok && check_types)
         ok = update_queue(store, client, service, malformed, fail, quarantined, error);
     bson_destroy(fail);
@@ -876,6 +1268,8 @@ static bool count_by_status(cohort_store_t *store, mongoc_client_t *client, cons
             counts->succeeded += value;
         else if (strcmp(status, "failed") == 0)
             counts->failed += value;
+        else if (strcmp(status, "timed_out") == 0)
+            counts->timed_out += value;
         else
             counts->other += value;
     }
@@ -927,7 +1321,8 @@ bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
     bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "claimed_by", BCON_UTF8(node_id));
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                               BCON_NULL, "last_error",
-                              BCON_UTF8("released: its node restarted while running it"), "}");
+                              BCON_UTF8("released: its node restarted while running it"), "}",
+                              "$unset", "{", "group_lock", BCON_UTF8(""), "}");
     bool ok = update_queue(store, client, service, filter, update, released, error);
     bson_destroy(update);
     bson_destroy(filter);
@@ -947,7 +1342,7 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                               BCON_NULL, "last_error",
                               BCON_UTF8("stalled: its node stopped checking in; reset to pending"),
-                              "}");
+                              "}", "$unset", "{", "group_lock", BCON_UTF8(""), "}");
     bool ok = update_queue(store, client, service, filter, update, reset, error);
     bson_destroy(update);
     bson_destroy(filter);

@@ -142,13 +142,22 @@ typedef struct cohort_new_task {
     const char *created_by;
     int64_t epoch; /* > 0 when created by a primary */
     int64_t now_ms; /* cluster clock */
+    /* Scheduling (see cohort_task_create() in cohort/handler.h). */
+    int64_t priority;
+    int64_t not_before_ms;   /* 0: due now */
+    int64_t not_after_ms;    /* absolute; 0: none */
+    int64_t timeout_ms;      /* 0: none */
+    const char *kind;         /* may be NULL */
+    const char *group;        /* may be NULL */
+    const char *coalesce_key; /* may be NULL */
 } cohort_new_task_t;
 
 /* Inserts one task; `oid` (may be NULL) receives its id. With a unique_key that exists
- * already, returns false with *exists true (and nothing inserted). */
+ * already, returns false with *exists true (and nothing inserted). With a coalesce_key that
+ * a pending task holds, that task takes the new data instead (*coalesced true, `oid` its id). */
 bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const cohort_new_task_t *task, bson_oid_t *oid,
-                              bool *exists, bson_error_t *error);
+                              bool *exists, bool *coalesced, bson_error_t *error);
 
 /* Inserts `count` copies of `task` with unordered bulk writes of at most 10,000 documents
  * each, so memory stays bounded. *inserted counts what the server acknowledged. */
@@ -156,17 +165,64 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const cohort_new_task_t *task, int64_t count,
                                int64_t *inserted, bson_error_t *error);
 
-/* Claims the oldest due pending task: pending -> claimed by `node_id`, claimed_at and
- * heartbeat_at = server time, attempts + 1. *claimed is initialised by this call; if a task was claimed, *found is
- * true and the caller must bson_destroy(claimed). */
+/* Which pending tasks a node may claim, beyond "due": kinds it serves, kinds paused or
+ * blocked, groups known to be running. Empty lists filter nothing. */
+typedef struct cohort_claim_filter {
+    const char *const *served_kinds; /* NULL: every kind */
+    size_t n_served_kinds;
+    const char *const *stopped_kinds; /* paused or blocked */
+    size_t n_stopped_kinds;
+    const char *const *busy_groups;
+    size_t n_busy_groups;
+} cohort_claim_filter_t;
+
+/* Claims the first due pending task in claim order (priority descending, then run_at, then
+ * _id): pending -> claimed by `node_id`, claimed_at and heartbeat_at = server time,
+ * attempts + 1, its coalesce key released. *claimed is initialised by this call; if a task
+ * was claimed, *found is true and the caller must bson_destroy(claimed). One findAndModify. */
 bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                             const char *node_id, int64_t now_ms, bson_t *claimed, bool *found,
+                             const char *node_id, int64_t now_ms,
+                             const cohort_claim_filter_t *filter, bson_t *claimed, bool *found,
                              bson_error_t *error);
+
+/* Claims up to `max` tasks (max <= COHORT_CLAIM_BATCH_MAX) the same way, in three commands
+ * whatever `max` is: find the candidates, claim those still pending with one updateMany under
+ * a fresh claim token, read back what the token won. `claimed[0..*n)` are initialised by
+ * the call (in claim order); the caller destroys them. */
+bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t now_ms,
+                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                              size_t *n, bson_error_t *error);
+
+/* A claimed task of a group takes the group's lock: group_lock = `group` on the task, under
+ * a unique index, so at most one claimed task per group exists. *locked is false if another
+ * task of the group holds it (nothing changed then). */
+bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const bson_value_t *id, const char *node_id, int32_t attempt,
+                             const char *group, bool *locked, bson_error_t *error);
+
+/* Gives a claim back untouched (pending again, the attempt not counted): a grouped task whose
+ * group turned out to be busy. */
+bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const bson_value_t *id, const char *node_id, int32_t attempt,
+                          bson_error_t *error);
+
+/* The groups whose lock is held right now (at most `max`; `groups` receives strdup()ed names
+ * the caller frees). One query on the group_lock index. */
+bool cohort_store_busy_groups(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              char **groups, size_t max, size_t *n, bson_error_t *error);
+
+/* Primary maintenance: pending tasks whose not_after has passed get the service's boost added
+ * to their priority, once (promoted_at records it). One updateMany. */
+bool cohort_store_promote_overdue(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, int64_t now_ms, int64_t boost,
+                                  int64_t *promoted, bson_error_t *error);
 
 typedef enum cohort_finish {
     COHORT_FINISH_SUCCEEDED,
     COHORT_FINISH_RETRY,
     COHORT_FINISH_FAILED,
+    COHORT_FINISH_TIMED_OUT, /* final, never retried */
 } cohort_finish_t;
 
 typedef struct cohort_task_result {
@@ -192,6 +248,20 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
                                     const cohort_task_result_t *result, bool *applied,
                                     bson_error_t *error);
 
+/* One outcome of a bulk write. */
+typedef struct cohort_task_outcome {
+    bson_value_t id;
+    int32_t attempt;
+    cohort_task_result_t result;
+} cohort_task_outcome_t;
+
+/* Writes `n` outcomes in one bulk write (each conditional on the claim, as above).
+ * *applied counts those written; the rest had lost their claim. */
+bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *node_id,
+                               const cohort_task_outcome_t *outcomes, size_t n, size_t *applied,
+                               bson_error_t *error);
+
 /* Primary maintenance for tasks written by hand or by other programs: pending tasks without
  * run_at become due now (server time; index-served). With `check_types`, pending tasks whose
  * attempts or run_at have the wrong type (which would make every claim fail or never match)
@@ -202,7 +272,7 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                int64_t *quarantined, bson_error_t *error);
 
 typedef struct cohort_status_counts {
-    int64_t pending, claimed, succeeded, failed;
+    int64_t pending, claimed, succeeded, failed, timed_out;
     int64_t other; /* any other status (written by hand) */
 } cohort_status_counts_t;
 

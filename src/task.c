@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "context.h"
+#include "isolate.h"
 #include "log.h"
 
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt)
@@ -44,6 +45,21 @@ const bson_t *cohort_task_data(const cohort_task_t *task)
 int cohort_task_attempt(const cohort_task_t *task)
 {
     return task->attempt;
+}
+
+const char *cohort_task_kind(const cohort_task_t *task)
+{
+    return task->kind;
+}
+
+const char *cohort_task_group(const cohort_task_t *task)
+{
+    return task->group;
+}
+
+int64_t cohort_task_priority(const cohort_task_t *task)
+{
+    return task->priority;
 }
 
 void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...)
@@ -79,6 +95,17 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
         task->attempt = (int)bson_iter_as_int64(&it);
 
+    task->kind = task->group = NULL;
+    task->priority = task->timeout_ms = 0;
+    if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
+        task->kind = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it))
+        task->group = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "priority") && BSON_ITER_HOLDS_NUMBER(&it))
+        task->priority = bson_iter_as_int64(&it);
+    if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+        task->timeout_ms = bson_iter_as_int64(&it);
+
     *claimed_at = cohort_clock_cluster_ms();
     if (bson_iter_init_find(&it, doc, "claimed_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
         *claimed_at = bson_iter_date_time(&it);
@@ -109,18 +136,50 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     return true;
 }
 
-static void record(cohort_ctx_t *ctx, cohort_task_t *task, cohort_task_result_t *result)
+void cohort_task_count(cohort_service_t *service, cohort_finish_t finish)
+{
+    switch (finish) {
+    case COHORT_FINISH_SUCCEEDED:
+        atomic_fetch_add(&service->stats.succeeded, 1);
+        break;
+    case COHORT_FINISH_RETRY:
+        atomic_fetch_add(&service->stats.retried, 1);
+        break;
+    case COHORT_FINISH_FAILED:
+        atomic_fetch_add(&service->stats.failed, 1);
+        break;
+    case COHORT_FINISH_TIMED_OUT:
+        atomic_fetch_add(&service->stats.timed_out, 1);
+        break;
+    }
+}
+
+void cohort_task_log(cohort_service_t *service, const cohort_task_run_t *run)
+{
+    const cohort_task_result_t *result = &run->result;
+    if (result->finish == COHORT_FINISH_SUCCEEDED)
+        return;
+    const char *what = result->finish == COHORT_FINISH_RETRY       ? "will be retried"
+                       : result->finish == COHORT_FINISH_TIMED_OUT ? "timed out"
+                                                                   : "failed";
+    cohort_logf(result->finish == COHORT_FINISH_RETRY ? COHORT_LOG_INFO : COHORT_LOG_WARN,
+                service->config->name, cohort_service_role(service), 0,
+                "task %s attempt %d %s: %s", run->task.id, run->task.attempt, what,
+                result->error ? result->error : "");
+}
+
+void cohort_task_record(cohort_ctx_t *ctx, cohort_task_run_t *run)
 {
     cohort_service_t *service = ctx->service;
     const char *name = service->config->name;
-    result->ended_at_ms = cohort_clock_cluster_ms();
+    cohort_task_t *task = &run->task;
     int64_t backoff = 100;
     for (;;) {
         bool applied = false;
         bson_error_t error;
         if (cohort_store_finish_task_value(service->store, ctx->client, name, &task->id_value,
-                                           service->node_id, task->attempt, result, &applied,
-                                           &error)) {
+                                           service->node_id, task->attempt, &run->result,
+                                           &applied, &error)) {
             if (!applied) {
                 atomic_fetch_add(&service->stats.lost_claims, 1);
                 cohort_logf(COHORT_LOG_WARN, name, cohort_service_role(service), 0,
@@ -129,17 +188,7 @@ static void record(cohort_ctx_t *ctx, cohort_task_t *task, cohort_task_result_t 
                             task->id, task->attempt);
                 return;
             }
-            switch (result->finish) {
-            case COHORT_FINISH_SUCCEEDED:
-                atomic_fetch_add(&service->stats.succeeded, 1);
-                break;
-            case COHORT_FINISH_RETRY:
-                atomic_fetch_add(&service->stats.retried, 1);
-                break;
-            case COHORT_FINISH_FAILED:
-                atomic_fetch_add(&service->stats.failed, 1);
-                break;
-            }
+            cohort_task_count(service, run->result.finish);
             return;
         }
         /* The database is away: the outcome is the only record of the work, keep it. */
@@ -162,63 +211,85 @@ static void record(cohort_ctx_t *ctx, cohort_task_t *task, cohort_task_result_t 
     }
 }
 
-void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed)
+int64_t cohort_task_timeout_ms(const cohort_service_config_t *config, const cohort_task_t *task)
+{
+    if (task->timeout_ms > 0)
+        return task->timeout_ms;
+    return cohort_config_task_defaults(config, task->kind).task_timeout_ms;
+}
+
+void cohort_task_run_here(cohort_ctx_t *ctx, cohort_task_run_t *run)
 {
     cohort_service_t *service = ctx->service;
     const cohort_service_config_t *config = service->config;
-    cohort_task_t task;
-    memset(&task, 0, sizeof task);
-    int64_t claimed_at = 0;
-    char why[256] = "";
-    cohort_task_result_t result = {.finish = COHORT_FINISH_FAILED};
-    bool well_formed = cohort_task_from_doc(claimed, &task, &claimed_at, why, sizeof why);
-    result.started_at_ms = claimed_at;
-    if (task.id_value.value_type == BSON_TYPE_EOD)
-        return;
+    cohort_task_t *task = &run->task;
+    cohort_task_result_t *result = &run->result;
+    int64_t started_us = bson_get_monotonic_time();
+    cohort_outcome_t outcome =
+        service->plugin->handler->process_task(ctx, service->handler_state, task);
+    cohort_histogram_observe(&service->stats.task_duration,
+                             bson_get_monotonic_time() - started_us);
+    const char *message = task->error[0] ? task->error : NULL;
+    switch (outcome) {
+    case COHORT_TASK_SUCCEEDED:
+        result->finish = COHORT_FINISH_SUCCEEDED;
+        break;
+    case COHORT_TASK_RETRY:
+        if (task->attempt < config->max_attempts) {
+            result->finish = COHORT_FINISH_RETRY;
+            result->retry_at_ms = cohort_clock_cluster_ms() +
+                                  cohort_task_retry_delay_ms(config->retry_base_ms,
+                                                             task->attempt);
+        }
+        result->error = message ? message : "handler asked for a retry";
+        break;
+    case COHORT_TASK_FAILED:
+        result->error = message ? message : "handler reported a permanent failure";
+        break;
+    default:
+        snprintf(run->why, sizeof run->why, "handler returned invalid outcome %d", (int)outcome);
+        result->error = run->why;
+        break;
+    }
+}
 
+void cohort_task_run(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed,
+                     cohort_task_run_t *run)
+{
+    cohort_service_t *service = ctx->service;
+    const cohort_service_config_t *config = service->config;
+    memset(run, 0, sizeof *run);
+    int64_t claimed_at = 0;
+    run->result.finish = COHORT_FINISH_FAILED;
+    bool well_formed =
+        cohort_task_from_doc(claimed, &run->task, &claimed_at, run->why, sizeof run->why);
+    run->result.started_at_ms = claimed_at;
+    run->valid = run->task.id_value.value_type != BSON_TYPE_EOD;
+    if (!run->valid)
+        return;
     if (!well_formed) {
-        result.error = why; /* quarantined: bad data never reaches the handler */
-    } else if (task.attempt > config->max_attempts) {
-        snprintf(why, sizeof why,
+        run->result.error = run->why; /* quarantined: bad data never reaches the handler */
+    } else if (run->task.attempt > config->max_attempts) {
+        snprintf(run->why, sizeof run->why,
                  "attempt %d exceeds max_attempts %lld: earlier runs never reported an outcome "
                  "(did the handler crash its node?)",
-                 task.attempt, (long long)config->max_attempts);
-        result.error = why;
+                 run->task.attempt, (long long)config->max_attempts);
+        run->result.error = run->why;
+    } else if (config->isolation == COHORT_ISOLATION_PROCESS && service->isolate) {
+        cohort_isolate_run(service->isolate, slot, claimed, run);
     } else {
-        int64_t started_us = bson_get_monotonic_time();
-        cohort_outcome_t outcome =
-            service->plugin->handler->process_task(ctx, service->handler_state, &task);
-        cohort_histogram_observe(&service->stats.task_duration,
-                                 bson_get_monotonic_time() - started_us);
-        const char *message = task.error[0] ? task.error : NULL;
-        switch (outcome) {
-        case COHORT_TASK_SUCCEEDED:
-            result.finish = COHORT_FINISH_SUCCEEDED;
-            break;
-        case COHORT_TASK_RETRY:
-            if (task.attempt < config->max_attempts) {
-                result.finish = COHORT_FINISH_RETRY;
-                result.retry_at_ms = cohort_clock_cluster_ms() +
-                                     cohort_task_retry_delay_ms(config->retry_base_ms,
-                                                                task.attempt);
-            }
-            result.error = message ? message : "handler asked for a retry";
-            break;
-        case COHORT_TASK_FAILED:
-            result.error = message ? message : "handler reported a permanent failure";
-            break;
-        default:
-            snprintf(why, sizeof why, "handler returned invalid outcome %d", (int)outcome);
-            result.error = why;
-            break;
-        }
+        cohort_task_run_here(ctx, run);
     }
-    if (result.finish != COHORT_FINISH_SUCCEEDED)
-        cohort_logf(result.finish == COHORT_FINISH_RETRY ? COHORT_LOG_INFO : COHORT_LOG_WARN,
-                    config->name, cohort_service_role(service), 0, "task %s attempt %d %s: %s",
-                    task.id, task.attempt,
-                    result.finish == COHORT_FINISH_RETRY ? "will be retried" : "failed",
-                    result.error);
-    record(ctx, &task, &result);
-    bson_value_destroy(&task.id_value);
+    run->result.ended_at_ms = cohort_clock_cluster_ms();
+}
+
+void cohort_task_execute(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed)
+{
+    cohort_task_run_t run;
+    cohort_task_run(ctx, slot, claimed, &run);
+    if (run.valid) {
+        cohort_task_log(ctx->service, &run);
+        cohort_task_record(ctx, &run);
+    }
+    bson_value_destroy(&run.task.id_value);
 }

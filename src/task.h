@@ -13,6 +13,7 @@
 #include <mongoc/mongoc.h>
 #include <stdint.h>
 
+#include "context.h"
 #include "service.h"
 
 /* Delay before the retry that follows failed attempt `attempt` (1-based): retry n (n = 0 for
@@ -21,8 +22,40 @@
 #define COHORT_RETRY_DELAY_MAX_MS (7LL * 24 * 3600 * 1000)
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt);
 
-/* Runs the task in `claimed` (a document returned by cohort_store_claim_task) on the calling
- * worker thread and writes its outcome. `ctx` is the worker's context. */
-void cohort_task_execute(cohort_ctx_t *ctx, const bson_t *claimed);
+/* What one run of a claimed task came to, before it is written. */
+typedef struct cohort_task_run {
+    cohort_task_t task;          /* parsed from the claimed document (views into it) */
+    cohort_task_result_t result; /* result.error points into `why` or task.error */
+    char why[512];
+    bool valid; /* false: the document had no _id at all; nothing to record */
+} cohort_task_run_t;
+
+/* The timeout that applies to a claimed task: its own task_timeout_ms, else the service's
+ * default for its kind; 0 means none. */
+int64_t cohort_task_timeout_ms(const cohort_service_config_t *config, const cohort_task_t *task);
+
+/* Parses the task in `claimed` (a document returned by a claim) and runs it: through the
+ * handler on the calling thread (isolation = thread, or inside a worker process), or in one
+ * of the service's worker processes (isolation = process, see isolate.h). A malformed task
+ * or one over max_attempts is failed without running. Writes nothing. `claimed` must outlive
+ * `run`. */
+void cohort_task_run(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed,
+                     cohort_task_run_t *run);
+
+/* The handler call itself, on the calling thread: fills run->result from the outcome. */
+void cohort_task_run_here(cohort_ctx_t *ctx, cohort_task_run_t *run);
+
+/* Logs a result that is not a success. */
+void cohort_task_log(cohort_service_t *service, const cohort_task_run_t *run);
+
+/* Writes a result (retrying with backoff while the database is away, until it lands, the
+ * claim is gone or the node is stopping) and counts it. */
+void cohort_task_record(cohort_ctx_t *ctx, cohort_task_run_t *run);
+
+/* Counts a written outcome in the service's statistics. */
+void cohort_task_count(cohort_service_t *service, cohort_finish_t finish);
+
+/* Runs, logs and records: cohort_task_run(), cohort_task_log(), cohort_task_record(). */
+void cohort_task_execute(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed);
 
 #endif

@@ -9,7 +9,9 @@
  *
  * History: ABI 1 had init, destroy, primary_work, process_task. ABI 2 added
  * on_tasks_completed, reload, batches, generic data (cohort_get/cohort_set), cohort_now_ms
- * and the unique_key task option.
+ * and the unique_key task option. ABI 3 added `kinds`, the scheduling task options
+ * (priority, delay_ms, not_before, not_after, kind, group, coalesce_key, task_timeout_ms)
+ * and the cohort_task_kind/group/priority accessors.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
  * (they are exported by the cohortd executable; a handler links with nothing but libbson).
@@ -20,7 +22,9 @@
  * handlers built for a newer one with a message naming both versions.
  *
  * Threads: process_task() runs concurrently on up to `workers` threads of a service; it must
- * be thread-safe with respect to the handler's state. init(), primary_work() and destroy()
+ * be thread-safe with respect to the handler's state. With `isolation = process` in the
+ * service's section, process_task() runs instead in child worker processes (one task at a
+ * time each); every child calls init() with the same options first, and destroy() at exit. init(), primary_work() and destroy()
  * run on the node's main thread, never concurrently with each other.
  *
  * Ownership: every pointer the node passes to a callback is owned by the node and valid only
@@ -40,7 +44,7 @@
 extern "C" {
 #endif
 
-#define COHORT_HANDLER_ABI_VERSION 2
+#define COHORT_HANDLER_ABI_VERSION 3
 #define COHORT_HANDLER_SYMBOL "cohort_handler"
 
 #if defined(__GNUC__)
@@ -138,6 +142,11 @@ typedef struct cohort_handler {
      * running process_task(): synchronise what they share. */
     bool (*reload)(cohort_ctx_t *ctx, void *state, const cohort_option_t *options,
                    size_t n_options);
+
+    /* ABI 3. Optional. The task kinds this handler serves, as a NULL-terminated list of
+     * names (1-64 of [A-Za-z0-9_-]). A node whose handler declares kinds claims only tasks
+     * of those kinds and tasks without a kind; NULL serves every kind. */
+    const char *const *kinds;
 } cohort_handler_t;
 
 /* ---- context --------------------------------------------------------------------------- */
@@ -166,6 +175,20 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
  *   unique_key (string, ABI 2): at most one task with this key ever exists in the service
  *     (a unique index enforces it); creating another fails with COHORT_ERROR_EXISTS and
  *     changes nothing. Makes primary_work idempotent across failover.
+ * Scheduling options (ABI 3); the service's section gives the defaults (`priority`,
+ * `not_after_ms`, `task_timeout_ms`, and `kind.NAME.KEY` per kind):
+ *   priority (int32, -1000000..1000000, default 0): higher is claimed first; FIFO within one.
+ *   delay_ms (int, >= 0) or not_before (date, or int ms since the epoch): the task cannot be
+ *     claimed before then.
+ *   not_after (date or int ms) or not_after_ms (int, relative to when it is due): if still
+ *     pending then, the task's priority is raised by the service's not_after_boost, once.
+ *   kind (string, 1-64 of [A-Za-z0-9_-]): see `kinds`; pause, block and counts work per kind.
+ *   group (string, 1-512 bytes): no two tasks of one group run at the same time anywhere.
+ *   coalesce_key (string, 1-512 bytes): while a pending task has this key, creating another
+ *     creates nothing: the pending task takes the new data (the latest data wins; it counts
+ *     `coalesced`) and `id` receives its id. Once claimed, a new one can be created.
+ *   task_timeout_ms (int, >= 0; 0: none): a run longer than this ends the task timed_out,
+ *     a final state that is never retried.
  * From primary_work() the call is fenced: it fails with COHORT_ERROR_NOT_PRIMARY once the
  * primary lease has run out, and the task records the creating epoch. On success, if `id`
  * is not NULL it receives the new task's id (25 bytes: 24 hex digits and a NUL).
@@ -179,6 +202,11 @@ const char *cohort_task_id(const cohort_task_t *task);
 const bson_t *cohort_task_data(const cohort_task_t *task);
 /* 1 for the first run, 2 for the first retry, and so on. */
 int cohort_task_attempt(const cohort_task_t *task);
+/* ABI 3: the task's kind and group (NULL if none) and its priority as it runs (raised by a
+ * not_after promotion). */
+const char *cohort_task_kind(const cohort_task_t *task);
+const char *cohort_task_group(const cohort_task_t *task);
+int64_t cohort_task_priority(const cohort_task_t *task);
 /* Records why the task failed; stored in the task's history and last_error. */
 void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...) COHORT_PRINTF(2, 3);
 

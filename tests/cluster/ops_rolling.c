@@ -195,7 +195,7 @@ static void enqueue_once(sampler_t *s, cohort_store_t *store, mongoc_client_t *c
     cohort_new_task_t task = {.data = data, .created_by = "ops-rolling-test"};
     bool ok = cohort_store_server_time(store, client, &server_now, &error);
     task.now_ms = server_now;
-    ok = ok && cohort_store_insert_task(store, client, SERVICE, &task, NULL, NULL, &error);
+    ok = ok && cohort_store_insert_task(store, client, SERVICE, &task, NULL, NULL, NULL, &error);
     bson_destroy(data);
     if (ok) {
         s->enqueued++;

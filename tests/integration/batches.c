@@ -156,13 +156,13 @@ static int process_all(node_t *n)
         bool found = false;
         bson_error_t error;
         cr_assert(cohort_store_claim_task(store, client, SERVICE, n->service->node_id,
-                                          cohort_clock_cluster_ms(), &claimed, &found, &error),
+                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, &error),
                   "%s", error.message);
         if (!found) {
             bson_destroy(&claimed);
             return processed;
         }
-        cohort_task_execute(&ctx, &claimed);
+        cohort_task_execute(&ctx, 0, &claimed);
         bson_destroy(&claimed);
         processed++;
     }
@@ -793,7 +793,7 @@ Test(batches, a_task_that_lands_in_a_completed_batch_still_reaches_a_callback)
                               .created_by = "slow-writer",
                               .now_ms = cohort_clock_cluster_ms()};
     bson_oid_t oid;
-    cr_assert(cohort_store_insert_task(store, client, SERVICE, &late, &oid, NULL, &error), "%s",
+    cr_assert(cohort_store_insert_task(store, client, SERVICE, &late, &oid, NULL, NULL, &error), "%s",
               error.message);
     char hex[25];
     bson_oid_to_string(&oid, hex);

@@ -413,9 +413,9 @@ static void drain_a_batch(node_t *a, int tasks)
         bool found = false;
         bson_error_t error;
         cr_assert(cohort_store_claim_task(store, client, SERVICE, "node-a",
-                                          cohort_clock_cluster_ms(), &claimed, &found, &error));
+                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, &error));
         cr_assert(found);
-        cohort_task_execute(&ctx, &claimed);
+        cohort_task_execute(&ctx, 0, &claimed);
         bson_destroy(&claimed);
     }
     tick(a); /* closes the batch; the next tick runs the callback */

@@ -113,7 +113,7 @@ static bson_oid_t insert_task(const char *data_json)
                               .created_by = "outcomes-test",
                               .now_ms = cohort_clock_cluster_ms()};
     bson_oid_t oid;
-    cr_assert(cohort_store_insert_task(store, client, SERVICE, &task, &oid, NULL, &error), "%s",
+    cr_assert(cohort_store_insert_task(store, client, SERVICE, &task, &oid, NULL, NULL, &error), "%s",
               error.message);
     if (data)
         bson_destroy(data);
@@ -366,7 +366,7 @@ static bool claim(int64_t now_ms, bson_t *claimed)
     bool found = false;
     bson_error_t error;
     cr_assert(
-        cohort_store_claim_task(store, client, SERVICE, NODE, now_ms, claimed, &found, &error),
+        cohort_store_claim_task(store, client, SERVICE, NODE, now_ms, NULL, claimed, &found, &error),
         "%s", error.message);
     return found;
 }
@@ -388,7 +388,7 @@ Test(outcomes, retry_run_at_follows_the_schedule)
             bson_destroy(&claimed);
         }
         cr_assert(claim(due, &claimed), "attempt %d not claimable at its run_at", n + 1);
-        cohort_task_execute(&ctx, &claimed);
+        cohort_task_execute(&ctx, 0, &claimed);
         bson_destroy(&claimed);
 
         read_task(&id, &doc);
@@ -427,7 +427,7 @@ Test(outcomes, last_retry_uses_the_final_attempt)
     for (int attempt = 1; attempt <= 2; attempt++) {
         bson_t claimed;
         cr_assert(claim(cohort_clock_cluster_ms() + 1000, &claimed), "attempt %d", attempt);
-        cohort_task_execute(&ctx, &claimed);
+        cohort_task_execute(&ctx, 0, &claimed);
         bson_destroy(&claimed);
     }
     bson_t doc;

@@ -221,7 +221,7 @@ Test(unique_keys, tasks_without_a_unique_key_are_unaffected)
         .unique_key = "k1", .created_by = "tests", .now_ms = cohort_clock_cluster_ms()};
     bool exists = true;
     bson_error_t db_error;
-    cr_assert(cohort_store_insert_task(store, client, "other", &task, NULL, &exists, &db_error),
+    cr_assert(cohort_store_insert_task(store, client, "other", &task, NULL, &exists, NULL, &db_error),
               "k1 in another service: %s", db_error.message);
     cr_assert_not(exists);
 }

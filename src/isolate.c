@@ -1,0 +1,807 @@
+/*
+ * isolate.c - `isolation = process`: the pool of child worker processes (see isolate.h).
+ *
+ * Each slot's child is connected to the node by one AF_UNIX stream socket, the child's
+ * fds 0 and 1. Messages are BSON documents, which carry their own little-endian length in
+ * their first four bytes, written back to back:
+ *
+ *   child -> node, once, when ready   {ready: true, handler: PATH}
+ *                                     or {ready: false, error: TEXT} (then the child exits)
+ *   node -> child, one per task       {task: <the claimed document>, clock_offset_ms: N}
+ *   child -> node, one per task       {finish: N, error: TEXT (if any), retry_at_ms: N}
+ *
+ * When the node closes its end the child runs the handler's destroy() and exits 0. The
+ * child's cluster clock is the node's: CLOCK_MONOTONIC is shared by every process of the
+ * host, so the node's offset (cluster minus monotonic) makes the child's clock exact.
+ *
+ * Children are forked by one spawner thread per pool. PR_SET_PDEATHSIG (SIGKILL, so a child
+ * stuck in a handler dies with the node) fires when the *thread* that forked exits, so
+ * forking from worker threads would kill every child when its thread returns, before
+ * cohort_isolate_destroy() can stop it cleanly; the spawner lives until every child is
+ * reaped. Between fork() and exec() the child makes only async-signal-safe calls (the node
+ * is multithreaded), and the exec of /proc/self/exe runs the very binary of the node even
+ * if the file was replaced since. A CLOEXEC pipe reports a failed exec's errno.
+ *
+ * A child ignores SIGTERM, SIGINT and SIGHUP: a signal sent to the whole process group
+ * (Ctrl-C, a service manager) must not kill tasks the node's shutdown grace lets finish.
+ */
+#include "isolate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "context.h"
+#include "log.h"
+#include "store.h"
+
+#define MESSAGE_MAX (48 * 1024 * 1024) /* a 16 MB task document, with room to spare */
+#define START_TIMEOUT_MS 30000         /* exec, config, handler init(): until ready */
+#define STOP_WAIT_MS 2000              /* after closing its socket, before SIGKILL */
+#define REAP_WAIT_MS 1000              /* a child that hung up but has not exited yet */
+#define START_FAILURE_REPORT_MS 60000  /* a start failure that goes on is logged this often */
+
+typedef struct child {
+    pid_t pid; /* 0: none */
+    int fd;    /* the node's end of the socket; -1: none */
+} child_t;
+
+/* A worker thread's request to the spawner thread. */
+typedef struct spawn_request {
+    bool done;
+    pid_t pid; /* > 0: started */
+    int fd;
+    char error[256];
+} spawn_request_t;
+
+struct cohort_isolate {
+    cohort_service_t *service;
+    char *config_path; /* absolute */
+    const char *exe;
+    char *argv[9];
+    size_t n_slots;
+    child_t *children; /* one per slot; slot i is touched by its worker thread only */
+
+    pthread_t spawner;
+    bool spawner_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    spawn_request_t *request; /* the one being served, or waiting */
+    bool quit;
+
+    pthread_mutex_t report_lock; /* start failures: logged once per burst */
+    bool start_failing;
+    uint64_t failed_starts;
+    int64_t reported_ms;
+    bool handler_warned;
+
+    _Atomic uint64_t starts, crashes, timeouts;
+};
+
+typedef enum message_status { MESSAGE_OK, MESSAGE_EOF, MESSAGE_TIMEOUT, MESSAGE_BAD } message_status_t;
+
+/* ---- messages ------------------------------------------------------------------------- */
+
+/* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). */
+static message_status_t read_full(int fd, uint8_t *buf, size_t len, int64_t deadline_ms)
+{
+    size_t got = 0;
+    while (got < len) {
+        int wait = -1;
+        if (deadline_ms >= 0) {
+            int64_t left = deadline_ms - cohort_clock_monotonic_ms();
+            if (left <= 0)
+                return MESSAGE_TIMEOUT;
+            wait = left > INT_MAX ? INT_MAX : (int)left;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, wait);
+        if (ready < 0 && errno != EINTR)
+            return MESSAGE_EOF;
+        if (ready <= 0)
+            continue;
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+            return MESSAGE_EOF;
+        if (n > 0)
+            got += (size_t)n;
+    }
+    return MESSAGE_OK;
+}
+
+/* Reads one document into *doc (the caller destroys it when MESSAGE_OK). */
+static message_status_t read_message(int fd, int64_t deadline_ms, bson_t **doc)
+{
+    *doc = NULL;
+    uint8_t head[4];
+    message_status_t st = read_full(fd, head, sizeof head, deadline_ms);
+    if (st != MESSAGE_OK)
+        return st;
+    uint32_t len = (uint32_t)head[0] | (uint32_t)head[1] << 8 | (uint32_t)head[2] << 16 |
+                   (uint32_t)head[3] << 24;
+    if (len < 5 || len > MESSAGE_MAX)
+        return MESSAGE_BAD;
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        return MESSAGE_BAD;
+    memcpy(buf, head, sizeof head);
+    st = read_full(fd, buf + 4, len - 4, deadline_ms);
+    if (st == MESSAGE_OK) {
+        *doc = bson_new_from_data(buf, len);
+        if (!*doc || !bson_validate(*doc, BSON_VALIDATE_NONE, NULL)) {
+            bson_destroy(*doc);
+            *doc = NULL;
+            st = MESSAGE_BAD;
+        }
+    }
+    free(buf);
+    return st;
+}
+
+static bool write_message(int fd, const bson_t *doc)
+{
+    const uint8_t *data = bson_get_data(doc);
+    size_t len = doc->len, sent = 0;
+    while (sent < len) {
+        ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        sent += (size_t)n;
+    }
+    return true;
+}
+
+static const char *doc_utf8(const bson_t *doc, const char *key, const char *fallback)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
+        return bson_iter_utf8(&it, NULL);
+    return fallback;
+}
+
+static int64_t doc_int(const bson_t *doc, const char *key, int64_t fallback)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it))
+        return bson_iter_as_int64(&it);
+    return fallback;
+}
+
+/* ---- starting children (the spawner thread) ------------------------------------------- */
+
+/* In the forked child: async-signal-safe calls only, then exec. Reports errno on `errfd`. */
+static void exec_child(cohort_isolate_t *pool, int sock, int errfd, pid_t parent)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction(sig, &dfl, NULL); /* SIGPIPE was ignored by the node, for one */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL); /* the spawner blocks every signal */
+    int err = 0;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        err = errno;
+    else if (getppid() != parent)
+        _exit(127); /* the node died before that took effect */
+    if (!err && sock < 3 && (sock = fcntl(sock, F_DUPFD, 3)) < 0)
+        err = errno;
+    if (!err && errfd < 3 && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 3)) < 0)
+        err = errno;
+    if (!err && (dup2(sock, 0) < 0 || dup2(sock, 1) < 0))
+        err = errno;
+    if (!err && errfd != 3) {
+        if (dup3(errfd, 3, O_CLOEXEC) < 0)
+            err = errno;
+        else
+            errfd = 3;
+    }
+    if (!err) {
+        close_range(4, ~0U, 0); /* nothing else of the node's leaks into the worker */
+        execv(pool->exe, pool->argv);
+        err = errno;
+    }
+    ssize_t ignored = write(errfd, &err, sizeof err);
+    (void)ignored;
+    _exit(127);
+}
+
+static void spawn_child(cohort_isolate_t *pool, spawn_request_t *req)
+{
+    int sv[2], errpipe[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(req->error, sizeof req->error, "socketpair: %s", strerror(errno));
+        return;
+    }
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        snprintf(req->error, sizeof req->error, "pipe: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_child(pool, sv[1], errpipe[1], parent);
+    int fork_errno = errno;
+    close(sv[1]);
+    close(errpipe[1]);
+    if (pid < 0) {
+        snprintf(req->error, sizeof req->error, "fork: %s", strerror(fork_errno));
+        close(sv[0]);
+        close(errpipe[0]);
+        return;
+    }
+    int child_errno = 0;
+    ssize_t n;
+    do
+        n = read(errpipe[0], &child_errno, sizeof child_errno);
+    while (n < 0 && errno == EINTR);
+    close(errpipe[0]);
+    if (n == (ssize_t)sizeof child_errno) {
+        waitpid(pid, NULL, 0);
+        close(sv[0]);
+        snprintf(req->error, sizeof req->error, "cannot execute %s: %s", pool->exe,
+                 strerror(child_errno));
+        return;
+    }
+    req->pid = pid;
+    req->fd = sv[0];
+}
+
+static void *spawner_main(void *arg)
+{
+    cohort_isolate_t *pool = arg;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (!pool->quit && (!pool->request || pool->request->done))
+            pthread_cond_wait(&pool->cond, &pool->lock);
+        if (pool->quit)
+            break;
+        spawn_request_t *req = pool->request;
+        pthread_mutex_unlock(&pool->lock);
+        spawn_child(pool, req);
+        pthread_mutex_lock(&pool->lock);
+        req->done = true;
+        pthread_cond_broadcast(&pool->cond);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+/* Asks the spawner for a child; one request at a time. */
+static void request_spawn(cohort_isolate_t *pool, spawn_request_t *req)
+{
+    pthread_mutex_lock(&pool->lock);
+    while (pool->request && !pool->quit)
+        pthread_cond_wait(&pool->cond, &pool->lock);
+    if (pool->quit) {
+        snprintf(req->error, sizeof req->error, "the worker pool is shutting down");
+        pthread_mutex_unlock(&pool->lock);
+        return;
+    }
+    pool->request = req;
+    pthread_cond_broadcast(&pool->cond);
+    while (!req->done)
+        pthread_cond_wait(&pool->cond, &pool->lock);
+    pool->request = NULL;
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* ---- child bookkeeping (the slot's worker thread) ------------------------------------- */
+
+static void describe_status(int status, char *out, size_t len)
+{
+    if (WIFSIGNALED(status))
+        snprintf(out, len, "worker process killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status))
+        snprintf(out, len, "worker process exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(out, len, "worker process ended (wait status %d)", status);
+}
+
+/* Waits for `pid` until `deadline_ms`; then SIGKILL and wait. Returns its wait status. */
+static int reap(pid_t pid, int64_t deadline_ms)
+{
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return status;
+        if (r == 0 && cohort_clock_monotonic_ms() >= deadline_ms)
+            break;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return status;
+}
+
+/* Closes the slot's socket and reaps its child (SIGKILL at once with `kill_now`). */
+static int end_child(child_t *c, bool kill_now, char *why, size_t whylen)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    int status = 0;
+    if (c->pid > 0) {
+        if (kill_now)
+            kill(c->pid, SIGKILL);
+        status = reap(c->pid, cohort_clock_monotonic_ms() + REAP_WAIT_MS);
+        if (why)
+            describe_status(status, why, whylen);
+    }
+    c->pid = 0;
+    return status;
+}
+
+/* An idle child must have nothing to say: readable means it hung up (or misbehaves). */
+static bool idle_child_gone(const child_t *c)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    return poll(&p, 1, 0) != 0;
+}
+
+static void report_start_failure(cohort_isolate_t *pool, const char *why)
+{
+    cohort_service_t *s = pool->service;
+    pthread_mutex_lock(&pool->report_lock);
+    pool->failed_starts++;
+    int64_t now = cohort_clock_monotonic_ms();
+    if (!pool->start_failing || now - pool->reported_ms >= START_FAILURE_REPORT_MS) {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, cohort_service_role(s), 0,
+                    "cannot start a worker process: %s (%llu failed start(s) so far; the tasks "
+                    "are retried; reported again in %d s while this goes on)",
+                    why, (unsigned long long)pool->failed_starts,
+                    START_FAILURE_REPORT_MS / 1000);
+        pool->reported_ms = now;
+        pool->start_failing = true;
+    }
+    pthread_mutex_unlock(&pool->report_lock);
+}
+
+static void report_started(cohort_isolate_t *pool, const char *handler)
+{
+    cohort_service_t *s = pool->service;
+    atomic_fetch_add(&pool->starts, 1);
+    pthread_mutex_lock(&pool->report_lock);
+    if (pool->start_failing)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_service_role(s), 0,
+                    "worker processes start again (after %llu failed start(s))",
+                    (unsigned long long)pool->failed_starts);
+    pool->start_failing = false;
+    pool->failed_starts = 0;
+    if (!pool->handler_warned && strcmp(handler, s->config->handler_path) != 0) {
+        pool->handler_warned = true;
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                    "worker processes load handler %s but this node loaded %s: the "
+                    "configuration file changed since the node started; restart the node",
+                    handler, s->config->handler_path);
+    }
+    pthread_mutex_unlock(&pool->report_lock);
+}
+
+/* Starts slot's child and waits until it is ready. False with the reason in `why`. */
+static bool start_child(cohort_isolate_t *pool, size_t slot, char *why, size_t whylen)
+{
+    spawn_request_t req = {.fd = -1};
+    request_spawn(pool, &req);
+    if (req.pid <= 0) {
+        snprintf(why, whylen, "%s", req.error);
+        return false;
+    }
+    child_t *c = &pool->children[slot];
+    c->pid = req.pid;
+    c->fd = req.fd;
+    bson_t *hello = NULL;
+    message_status_t st =
+        read_message(c->fd, cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
+    char ended[160];
+    if (st == MESSAGE_OK && doc_int(hello, "ready", 0) == 0 && !bson_has_field(hello, "ready"))
+        st = MESSAGE_BAD;
+    bool ready = false;
+    if (st == MESSAGE_OK) {
+        bson_iter_t it;
+        ready = bson_iter_init_find(&it, hello, "ready") && BSON_ITER_HOLDS_BOOL(&it) &&
+                bson_iter_bool(&it);
+        if (ready)
+            report_started(pool, doc_utf8(hello, "handler", ""));
+        else
+            snprintf(why, whylen, "%s", doc_utf8(hello, "error", "it gave no reason"));
+    }
+    bson_destroy(hello);
+    if (ready)
+        return true;
+    int status = end_child(c, st == MESSAGE_TIMEOUT || st == MESSAGE_BAD, ended, sizeof ended);
+    (void)status;
+    if (st == MESSAGE_TIMEOUT)
+        snprintf(why, whylen, "not ready after %d ms (killed)", START_TIMEOUT_MS);
+    else if (st == MESSAGE_BAD)
+        snprintf(why, whylen, "it sent a malformed message (killed)");
+    else if (st == MESSAGE_EOF)
+        snprintf(why, whylen, "%s before it was ready (its log lines say why)", ended);
+    return false;
+}
+
+/* A run that ended without an outcome from the handler: retried while attempts remain. */
+static void retry_or_fail(cohort_isolate_t *pool, cohort_task_run_t *run)
+{
+    const cohort_service_config_t *config = pool->service->config;
+    run->result.error = run->why;
+    if (run->task.attempt < config->max_attempts) {
+        run->result.finish = COHORT_FINISH_RETRY;
+        run->result.retry_at_ms =
+            cohort_clock_cluster_ms() +
+            cohort_task_retry_delay_ms(config->retry_base_ms, run->task.attempt);
+    } else {
+        run->result.finish = COHORT_FINISH_FAILED;
+    }
+}
+
+/* Fills run->result from the child's reply. False if the reply makes no sense. */
+static bool take_reply(const bson_t *reply, cohort_task_run_t *run)
+{
+    int64_t finish = doc_int(reply, "finish", -1);
+    if (finish != COHORT_FINISH_SUCCEEDED && finish != COHORT_FINISH_RETRY &&
+        finish != COHORT_FINISH_FAILED)
+        return false;
+    run->result.finish = (cohort_finish_t)finish;
+    run->result.retry_at_ms = doc_int(reply, "retry_at_ms", cohort_clock_cluster_ms());
+    const char *error = doc_utf8(reply, "error", NULL);
+    run->result.error = NULL;
+    if (error) {
+        snprintf(run->why, sizeof run->why, "%s", error);
+        run->result.error = run->why;
+    } else if (finish != COHORT_FINISH_SUCCEEDED) {
+        snprintf(run->why, sizeof run->why, "worker process gave no reason");
+        run->result.error = run->why;
+    }
+    return true;
+}
+
+static void log_crash(cohort_isolate_t *pool, size_t slot, pid_t pid, const cohort_task_run_t *run)
+{
+    cohort_service_t *s = pool->service;
+    cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                "worker process %ld (slot %zu) ended while running task %s attempt %d: %s "
+                "(%llu crash(es) in this pool so far); a new one starts for the next task",
+                (long)pid, slot + 1, run->task.id, run->task.attempt, run->why,
+                (unsigned long long)atomic_load(&pool->crashes));
+}
+
+void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claimed,
+                        cohort_task_run_t *run)
+{
+    cohort_service_t *s = pool->service;
+    if (slot >= pool->n_slots) {
+        snprintf(run->why, sizeof run->why, "worker slot %zu has no worker process (pool of %zu)",
+                 slot + 1, pool->n_slots);
+        retry_or_fail(pool, run);
+        return;
+    }
+    child_t *c = &pool->children[slot];
+    if (c->pid > 0 && idle_child_gone(c)) {
+        char ended[160];
+        end_child(c, true, ended, sizeof ended);
+        atomic_fetch_add(&pool->crashes, 1);
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                    "worker process of slot %zu ended while idle: %s; starting a new one",
+                    slot + 1, ended);
+    }
+    if (c->pid == 0) {
+        char why[400];
+        if (!start_child(pool, slot, why, sizeof why)) {
+            report_start_failure(pool, why);
+            snprintf(run->why, sizeof run->why, "worker process could not start: %s", why);
+            retry_or_fail(pool, run);
+            return;
+        }
+    }
+
+    bson_t message = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&message, "task", claimed);
+    if (cohort_clock_synced())
+        BSON_APPEND_INT64(&message, "clock_offset_ms",
+                          cohort_clock_cluster_ms() - cohort_clock_monotonic_ms());
+    int64_t timeout_ms = cohort_task_timeout_ms(s->config, &run->task);
+    int64_t started_ms = cohort_clock_monotonic_ms();
+    bool sent = write_message(c->fd, &message);
+    bson_destroy(&message);
+    bson_t *reply = NULL;
+    message_status_t st =
+        sent ? read_message(c->fd, timeout_ms > 0 ? started_ms + timeout_ms : -1, &reply)
+             : MESSAGE_EOF;
+    cohort_histogram_observe(&s->stats.task_duration,
+                             (cohort_clock_monotonic_ms() - started_ms) * 1000);
+    if (st == MESSAGE_OK && take_reply(reply, run)) {
+        bson_destroy(reply);
+        return;
+    }
+    bson_destroy(reply);
+    pid_t pid = c->pid;
+    if (st == MESSAGE_TIMEOUT) {
+        end_child(c, true, NULL, 0);
+        atomic_fetch_add(&pool->timeouts, 1);
+        snprintf(run->why, sizeof run->why, "timed out after %lld ms (worker process killed)",
+                 (long long)timeout_ms);
+        run->result.finish = COHORT_FINISH_TIMED_OUT;
+        run->result.error = run->why;
+        return;
+    }
+    char ended[160];
+    end_child(c, st != MESSAGE_EOF, ended, sizeof ended);
+    atomic_fetch_add(&pool->crashes, 1);
+    if (st == MESSAGE_EOF)
+        snprintf(run->why, sizeof run->why, "%s", ended);
+    else
+        snprintf(run->why, sizeof run->why, "worker process sent a malformed reply (killed)");
+    log_crash(pool, slot, pid, run);
+    retry_or_fail(pool, run);
+}
+
+/* ---- the pool ------------------------------------------------------------------------- */
+
+cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *config_path,
+                                     size_t slots, char *err, size_t errlen)
+{
+    if (!config_path) {
+        snprintf(err, errlen,
+                 "[service:%s] isolation = process needs the node's configuration file, which "
+                 "its worker processes load (none was given)",
+                 service->config->name);
+        return NULL;
+    }
+    if (slots == 0) {
+        snprintf(err, errlen, "[service:%s] a worker process pool needs at least one slot",
+                 service->config->name);
+        return NULL;
+    }
+    cohort_isolate_t *pool = calloc(1, sizeof *pool);
+    child_t *children = calloc(slots, sizeof *children);
+    char *path = realpath(config_path, NULL);
+    if (!pool || !children || !path) {
+        snprintf(err, errlen, "[service:%s] cannot set up its worker processes: %s%s%s",
+                 service->config->name, path ? "" : config_path, path ? "" : ": ",
+                 strerror(errno ? errno : ENOMEM));
+        free(pool);
+        free(children);
+        free(path);
+        return NULL;
+    }
+    for (size_t i = 0; i < slots; i++)
+        children[i] = (child_t){.pid = 0, .fd = -1};
+    pool->service = service;
+    pool->config_path = path;
+    pool->n_slots = slots;
+    pool->children = children;
+    /* COHORT_WORKER_EXE (tests): a cohortd to run when this process is not one. */
+    const char *exe = getenv("COHORT_WORKER_EXE");
+    pool->exe = exe && *exe ? exe : "/proc/self/exe";
+    char *const argv[] = {"cohortd",
+                          "--worker",
+                          "-c",
+                          pool->config_path,
+                          "--service",
+                          service->config->name,
+                          "--node-id",
+                          (char *)service->node_id,
+                          NULL};
+    memcpy(pool->argv, argv, sizeof argv);
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->cond, NULL);
+    pthread_mutex_init(&pool->report_lock, NULL);
+
+    /* The spawner takes no signals: they stay with the node's own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&pool->spawner, NULL, spawner_main, pool);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "[service:%s] cannot start the worker process spawner: %s",
+                 service->config->name, strerror(rc));
+        cohort_isolate_destroy(pool);
+        return NULL;
+    }
+    pool->spawner_started = true;
+    return pool;
+}
+
+void cohort_isolate_destroy(cohort_isolate_t *pool)
+{
+    if (!pool)
+        return;
+    /* Hang up on every child first, so they all run destroy() at once, then reap them. */
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        if (pool->children[i].fd >= 0)
+            close(pool->children[i].fd);
+        pool->children[i].fd = -1;
+    }
+    int64_t deadline = cohort_clock_monotonic_ms() + STOP_WAIT_MS;
+    for (size_t i = 0; i < pool->n_slots; i++) {
+        if (pool->children[i].pid > 0)
+            reap(pool->children[i].pid, deadline);
+        pool->children[i].pid = 0;
+    }
+    if (pool->spawner_started) {
+        pthread_mutex_lock(&pool->lock);
+        pool->quit = true;
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->lock);
+        pthread_join(pool->spawner, NULL);
+    }
+    uint64_t starts = atomic_load(&pool->starts);
+    if (starts > 0) {
+        cohort_service_t *s = pool->service;
+        cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
+                    "worker processes stopped: %llu started, %llu crashed, %llu killed at a "
+                    "task timeout",
+                    (unsigned long long)starts, (unsigned long long)atomic_load(&pool->crashes),
+                    (unsigned long long)atomic_load(&pool->timeouts));
+    }
+    pthread_mutex_destroy(&pool->report_lock);
+    pthread_cond_destroy(&pool->cond);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->children);
+    free(pool->config_path);
+    free(pool);
+}
+
+/* ---- the child: cohortd --worker ------------------------------------------------------ */
+
+static int hello_failed(int fd, const char *fmt, ...) COHORT_PRINTF(2, 3);
+static int hello_failed(int fd, const char *fmt, ...)
+{
+    char why[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    cohort_log_node(COHORT_LOG_ERROR, "worker process cannot start: %s", why);
+    bson_t hello = BSON_INITIALIZER;
+    BSON_APPEND_BOOL(&hello, "ready", false);
+    BSON_APPEND_UTF8(&hello, "error", why);
+    write_message(fd, &hello);
+    bson_destroy(&hello);
+    return 1;
+}
+
+/* Runs one task message and writes the reply. False if the message or the write failed. */
+static bool serve_task(cohort_ctx_t *ctx, int fd, const bson_t *message)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, message, "task") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+        return false;
+    uint32_t len = 0;
+    const uint8_t *data = NULL;
+    bson_iter_document(&it, &len, &data);
+    bson_t claimed;
+    if (!bson_init_static(&claimed, data, len))
+        return false;
+    if (bson_iter_init_find(&it, message, "clock_offset_ms") && BSON_ITER_HOLDS_INT64(&it)) {
+        int64_t mono = cohort_clock_monotonic_ms();
+        cohort_clock_sync(mono + bson_iter_int64(&it), mono, mono, 0);
+    }
+
+    cohort_task_run_t run;
+    memset(&run, 0, sizeof run);
+    run.result.finish = COHORT_FINISH_FAILED;
+    int64_t claimed_at = 0;
+    if (cohort_task_from_doc(&claimed, &run.task, &claimed_at, run.why, sizeof run.why))
+        cohort_task_run_here(ctx, &run);
+    else
+        run.result.error = run.why;
+
+    bson_t reply = BSON_INITIALIZER;
+    BSON_APPEND_INT32(&reply, "finish", (int32_t)run.result.finish);
+    if (run.result.error)
+        BSON_APPEND_UTF8(&reply, "error", run.result.error);
+    BSON_APPEND_INT64(&reply, "retry_at_ms", run.result.retry_at_ms);
+    bool ok = write_message(fd, &reply);
+    bson_destroy(&reply);
+    bson_value_destroy(&run.task.id_value);
+    return ok;
+}
+
+int cohort_isolate_child_main(const char *config_path, const char *service_name,
+                              const char *node_id)
+{
+    /* The protocol socket moves off fds 0 and 1: a handler that prints must not corrupt it
+     * (stdout goes to the node's log, stdin reads nothing). */
+    int fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0) {
+        fprintf(stderr, "cohortd --worker: cannot set up its file descriptors: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    close(devnull);
+    signal(SIGTERM, SIG_IGN); /* the node decides when its tasks stop (see the top) */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_NAME, "cohortd-worker");
+    cohort_log_set_node(node_id);
+
+    cohort_config_errors_t errors = {0};
+    cohort_config_t *config = cohort_config_load(config_path, &errors);
+    if (!config) {
+        int rc = hello_failed(fd, "%s: %zu problem(s), the first: %s", config_path, errors.count,
+                              errors.count ? errors.messages[0] : "?");
+        cohort_config_errors_clear(&errors);
+        return rc;
+    }
+    cohort_log_set_level(config->log_level);
+    cohort_log_set_json(config->log_json);
+    const cohort_service_config_t *sc = cohort_config_find_service(config, service_name);
+    if (!sc) {
+        int rc = hello_failed(fd, "%s has no [service:%s] any more", config_path, service_name);
+        cohort_config_destroy(config);
+        return rc;
+    }
+    bson_error_t error;
+    cohort_store_t *store =
+        cohort_store_new(config->mongodb_uri, config->database, "cohortd-worker", &error);
+    if (!store) {
+        int rc = hello_failed(fd, "invalid mongodb_uri: %s", error.message);
+        cohort_config_destroy(config);
+        return rc;
+    }
+    mongoc_client_t *client = cohort_store_pop(store);
+    char err[1024];
+    cohort_service_t *service =
+        cohort_service_new(sc, node_id, config->takeover_ms, store, client, err, sizeof err);
+    int rc = 0;
+    if (!service) {
+        rc = hello_failed(fd, "%s", err);
+    } else {
+        bson_t hello = BSON_INITIALIZER;
+        BSON_APPEND_BOOL(&hello, "ready", true);
+        BSON_APPEND_UTF8(&hello, "handler", sc->handler_path);
+        bool ok = write_message(fd, &hello);
+        bson_destroy(&hello);
+        cohort_ctx_t ctx;
+        cohort_ctx_init(&ctx, service, client, false);
+        for (;;) {
+            bson_t *message = NULL;
+            message_status_t st = ok ? read_message(fd, -1, &message) : MESSAGE_EOF;
+            if (st == MESSAGE_EOF)
+                break; /* the node hung up: stop */
+            if (st != MESSAGE_OK || !serve_task(&ctx, fd, message)) {
+                cohort_log_node(COHORT_LOG_ERROR, "worker process: malformed message from the "
+                                                  "node, or it went away; exiting");
+                bson_destroy(message);
+                rc = 2;
+                break;
+            }
+            bson_destroy(message);
+        }
+        cohort_service_destroy(service, NULL);
+    }
+    close(fd);
+    cohort_store_push(store, client);
+    cohort_store_destroy(store);
+    cohort_config_destroy(config);
+    return rc;
+}
