@@ -68,6 +68,10 @@ static uint64_t failed(const cohort_service_t *s)
 {
     return atomic_load(&s->stats.failed);
 }
+static uint64_t timed_out(const cohort_service_t *s)
+{
+    return atomic_load(&s->stats.timed_out);
+}
 static uint64_t retried(const cohort_service_t *s)
 {
     return atomic_load(&s->stats.retried);
@@ -101,6 +105,9 @@ static const struct {
     {"cohort_tasks_claimed_total", "Tasks this node claimed.", claimed},
     {"cohort_tasks_succeeded_total", "Tasks this node ran to success.", succeeded},
     {"cohort_tasks_failed_total", "Tasks this node recorded as failed for good.", failed},
+    {"cohort_tasks_timed_out_total",
+     "Tasks this node recorded as timed_out (ran past task_timeout_ms; never retried).",
+     timed_out},
     {"cohort_tasks_retried_total", "Attempts on this node that ended in a retry.", retried},
     {"cohort_tasks_reset_total", "Stalled claimed tasks this node reset to pending as primary.",
      stalled_reset},
@@ -159,8 +166,17 @@ static void gauges(FILE *out, const cohort_metrics_source_t *src)
         fprintf(out, "cohort_tasks_running{service=\"%s\"} %zu\n", src->services[i]->config->name,
                 cohort_service_running(src->services[i]));
 
+    family(out, "cohort_worker_slots_wedged", "gauge",
+           "Worker threads still inside a handler call whose task already timed out "
+           "(isolation = thread cannot kill them); they serve again once it returns.");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_worker_slots_wedged{service=\"%s\"} %lld\n",
+                src->services[i]->config->name,
+                (long long)atomic_load(&src->services[i]->wedged_slots));
+
     /* Only the primary counts the queue; a count from an earlier primacy is not shown. */
-    static const char *const statuses[4] = {"pending", "claimed", "succeeded", "failed"};
+    static const char *const statuses[5] = {"pending", "claimed", "succeeded", "failed",
+                                            "timed_out"};
     family(out, "cohort_queue_tasks", "gauge",
            "Tasks in the service's queue by status, counted by the primary each tick "
            "(reported by the primary only).");
@@ -169,7 +185,7 @@ static void gauges(FILE *out, const cohort_metrics_source_t *src)
         int64_t epoch = cohort_election_epoch(&s->election);
         if (epoch == 0 || atomic_load(&s->queue_epoch) != epoch)
             continue;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             fprintf(out, "cohort_queue_tasks{service=\"%s\",status=\"%s\"} %lld\n", s->config->name,
                     statuses[k], (long long)atomic_load(&s->queue_counts[k]));
     }

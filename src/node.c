@@ -85,6 +85,7 @@ static void build_stats(node_t *n, bson_t *stats)
         add_stat(&one, "claimed", &s->stats.claimed);
         add_stat(&one, "succeeded", &s->stats.succeeded);
         add_stat(&one, "failed", &s->stats.failed);
+        add_stat(&one, "timed_out", &s->stats.timed_out);
         add_stat(&one, "retried", &s->stats.retried);
         add_stat(&one, "lost_claims", &s->stats.lost_claims);
         add_stat(&one, "stalled_reset", &s->stats.stalled_reset);

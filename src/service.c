@@ -603,9 +603,10 @@ static void maintain(cohort_service_t *s, mongoc_client_t *client, int64_t epoch
 
     /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
     int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
-    static const char *const statuses[] = {"succeeded", "failed"};
-    const int64_t retention[] = {s->eff.succeeded_retention_ms, s->eff.failed_retention_ms};
-    for (int i = 0; i < 2; i++) {
+    static const char *const statuses[] = {"succeeded", "failed", "timed_out"};
+    const int64_t retention[] = {s->eff.succeeded_retention_ms, s->eff.failed_retention_ms,
+                                 s->eff.failed_retention_ms};
+    for (int i = 0; i < 3; i++) {
         int64_t deleted = 0;
         if (retention[i] == 0 || cohort_election_epoch(&s->election) == 0)
             continue;
@@ -1058,9 +1059,9 @@ static void count_queue(cohort_service_t *s, mongoc_client_t *client, int64_t ep
                     "cannot count the queue for the metrics: %s", error.message);
         return;
     }
-    const int64_t by_status[4] = {counts.pending, counts.claimed, counts.succeeded,
-                                  counts.failed};
-    for (int i = 0; i < 4; i++)
+    const int64_t by_status[5] = {counts.pending, counts.claimed, counts.succeeded,
+                                  counts.failed, counts.timed_out};
+    for (int i = 0; i < 5; i++)
         atomic_store(&s->queue_counts[i], by_status[i]);
     atomic_store(&s->queue_epoch, epoch);
 }

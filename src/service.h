@@ -87,7 +87,7 @@ typedef struct cohort_service {
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves
      * metrics), the primary counts tasks by status once per tick (one aggregation). */
     bool count_queue;
-    _Atomic int64_t queue_counts[4]; /* pending, claimed, succeeded, failed */
+    _Atomic int64_t queue_counts[5]; /* pending, claimed, succeeded, failed, timed_out */
     _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
 
     /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers

@@ -617,6 +617,46 @@ bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, co
     return ok;
 }
 
+bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *which, const char *kind, bool on, const char *reason,
+                             const char *by, bool *found, bson_error_t *error)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s.%s", which, kind);
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bson_t update = BSON_INITIALIZER, op;
+    if (on) {
+        /* Field by field: $set of the whole sub-document would clash with $currentDate. */
+        char key[112];
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &op);
+        snprintf(key, sizeof key, "%s.reason", path);
+        if (reason)
+            BSON_APPEND_UTF8(&op, key, reason);
+        else
+            BSON_APPEND_NULL(&op, key);
+        snprintf(key, sizeof key, "%s.by", path);
+        BSON_APPEND_UTF8(&op, key, by ? by : "");
+        bson_append_document_end(&update, &op);
+        snprintf(key, sizeof key, "%s.at", path);
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &op);
+        BSON_APPEND_BOOL(&op, key, true);
+        bson_append_document_end(&update, &op);
+    } else {
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &op);
+        BSON_APPEND_UTF8(&op, path, "");
+        bson_append_document_end(&update, &op);
+    }
+    mongoc_collection_t *services = collection(store, client, "services");
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(services, filter, &update, NULL, &reply, error);
+    *found = ok && int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(services);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
 bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
                             const char *node_id, int64_t epoch, bson_error_t *error)
 {
@@ -1280,6 +1320,112 @@ static bool count_by_status(cohort_store_t *store, mongoc_client_t *client, cons
     return ok;
 }
 
+bool cohort_store_count_by(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *field, cohort_count_row_fn row, void *user,
+                           bson_error_t *error)
+{
+    char path[32];
+    snprintf(path, sizeof path, "$%s", field);
+    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$group", "{", "_id", "{", "v",
+                                BCON_UTF8(path), "s", BCON_UTF8("$status"), "}", "n", "{",
+                                "$sum", BCON_INT32(1), "}", "}", "}", "{", "$sort", "{", "_id.v",
+                                BCON_INT32(1), "_id.s", BCON_INT32(1), "}", "}", "]");
+    bson_t *opts = BCON_NEW("allowDiskUse", BCON_BOOL(true));
+    mongoc_collection_t *tasks = queue(store, client, service);
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        const char *value = NULL, *status = "";
+        int64_t n = 0;
+        if (bson_iter_init_find(&it, doc, "n") && BSON_ITER_HOLDS_NUMBER(&it))
+            n = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_iter_t id;
+            bson_iter_recurse(&it, &id);
+            while (bson_iter_next(&id)) {
+                if (strcmp(bson_iter_key(&id), "v") == 0 && BSON_ITER_HOLDS_UTF8(&id))
+                    value = bson_iter_utf8(&id, NULL);
+                else if (strcmp(bson_iter_key(&id), "s") == 0 && BSON_ITER_HOLDS_UTF8(&id))
+                    status = bson_iter_utf8(&id, NULL);
+            }
+        }
+        row(user, value, status, n);
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(pipeline);
+    return ok;
+}
+
+bool cohort_store_count_statuses(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *const *statuses, size_t n,
+                                 int64_t *counts, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        bson_t *filter = BCON_NEW("status", BCON_UTF8(statuses[i]));
+        counts[i] = mongoc_collection_count_documents(tasks, filter, NULL, NULL, NULL, error);
+        ok = counts[i] >= 0;
+        bson_destroy(filter);
+    }
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *id, bson_t *doc, bool *found, bson_error_t *error)
+{
+    bson_init(doc);
+    *found = false;
+    if (!bson_oid_is_valid(id, strlen(id))) {
+        bson_set_error(error, MONGOC_ERROR_COMMAND, MONGOC_ERROR_COMMAND_INVALID_ARG,
+                       "'%s' is not a task id (24 hex digits)", id);
+        return false;
+    }
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    mongoc_collection_t *tasks = queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, NULL, NULL);
+    const bson_t *row;
+    if (mongoc_cursor_next(cursor, &row)) {
+        bson_copy_to(row, doc);
+        *found = true;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(filter);
+    return ok;
+}
+
+mongoc_cursor_t *cohort_store_list_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const char *status, int64_t limit)
+{
+    bson_t filter = BSON_INITIALIZER;
+    if (status)
+        BSON_APPEND_UTF8(&filter, "status", status);
+    bson_t *sort = claim_sort();
+    bson_t opts = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&opts, "sort", sort);
+    BSON_APPEND_INT64(&opts, "limit", limit);
+    bson_t *projection = BCON_NEW("history", BCON_INT32(0), "data", BCON_INT32(0));
+    BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, &filter, &opts, NULL);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(projection);
+    bson_destroy(&opts);
+    bson_destroy(sort);
+    bson_destroy(&filter);
+    return cursor;
+}
+
 bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               cohort_status_counts_t *counts, bson_error_t *error)
 {
@@ -1445,7 +1591,7 @@ bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, co
     /* Anything not finished (including statuses written by hand) keeps the batch open. */
     counts->unfinished = by_status.pending + by_status.claimed + by_status.other;
     counts->succeeded = by_status.succeeded;
-    counts->failed = by_status.failed;
+    counts->failed = by_status.failed + by_status.timed_out; /* timed_out: failed, finally */
     return ok;
 }
 

@@ -128,6 +128,14 @@ bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, con
 bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               const char *key, int64_t value, bool *found, bson_error_t *error);
 
+/* The service's switches: `which` is "pause" (the owner's) or "block" (the operator's), for
+ * `kind` ("*": the whole service). With `on`, sets pause.<kind> / block.<kind> to {at: server
+ * time, reason (may be NULL), by}; otherwise removes it. *found is false if the service has
+ * no config document. */
+bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *which, const char *kind, bool on, const char *reason,
+                             const char *by, bool *found, bson_error_t *error);
+
 /* Clears primacy if still held under `epoch` (a clean step-down). */
 bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
                             const char *node_id, int64_t epoch, bson_error_t *error);
@@ -275,6 +283,28 @@ typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed, timed_out;
     int64_t other; /* any other status (written by hand) */
 } cohort_status_counts_t;
+
+/* Counts the service's tasks by status and by `field` ("kind" or "group"): one aggregation
+ * whose rows stream to `row` (value NULL: tasks without the field), so memory stays constant
+ * whatever the number of groups. */
+typedef void (*cohort_count_row_fn)(void *user, const char *value, const char *status, int64_t n);
+bool cohort_store_count_by(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *field, cohort_count_row_fn row, void *user,
+                           bson_error_t *error);
+
+/* Counts the tasks in each of `n` statuses with one count command each (an index count on
+ * {status}). */
+bool cohort_store_count_statuses(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *const *statuses, size_t n,
+                                 int64_t *counts, bson_error_t *error);
+
+/* Reads one task by id (24 hex digits) into `doc` (initialised; destroy it). */
+bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *id, bson_t *doc, bool *found, bson_error_t *error);
+
+/* A cursor over the service's tasks (status NULL: any) in claim order, at most `limit`. */
+mongoc_cursor_t *cohort_store_list_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const char *status, int64_t limit);
 
 /* Counts the service's tasks by status with one aggregation. */
 bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,

@@ -746,3 +746,73 @@ Test(cohortd, usage_errors_exit_2)
     expect_in(r.err, "unexpected argument 'extra'");
     test_run_result_free(&r);
 }
+
+/* ---- scheduling keys (issue 6) --------------------------------------------------------- */
+
+Test(config, scheduling_keys_and_kind_defaults)
+{
+    cohort_config_t *c = load_good("[cluster]\n"
+                                   "[service:a]\n"
+                                   "handler = " NOOP_SO "\n"
+                                   "priority = 3\n"
+                                   "not_after_ms = 60000\n"
+                                   "not_after_boost = 50\n"
+                                   "task_timeout_ms = 1500\n"
+                                   "claim_batch = 32\n"
+                                   "isolation = process\n"
+                                   "kind.report.priority = -7\n"
+                                   "kind.report.task_timeout_ms = 0\n"
+                                   "kind.mail.not_after_ms = 5000\n");
+    const cohort_service_config_t *s = &c->services[0];
+    cr_assert_eq(s->claim_batch, 32);
+    cr_assert_eq(s->isolation, COHORT_ISOLATION_PROCESS);
+    cr_assert_eq(s->not_after_boost, 50);
+    cr_assert_eq(s->n_options, 0, "scheduling keys must not reach the handler");
+    cohort_task_defaults_t none = cohort_config_task_defaults(s, NULL);
+    cr_assert_eq(none.priority, 3);
+    cr_assert_eq(none.not_after_ms, 60000);
+    cr_assert_eq(none.task_timeout_ms, 1500);
+    cohort_task_defaults_t report = cohort_config_task_defaults(s, "report");
+    cr_assert_eq(report.priority, -7, "the kind's priority wins");
+    cr_assert_eq(report.task_timeout_ms, 0, "a kind may switch the timeout off");
+    cr_assert_eq(report.not_after_ms, 60000, "unset kind keys fall back to the service's");
+    cohort_task_defaults_t mail = cohort_config_task_defaults(s, "mail");
+    cr_assert_eq(mail.priority, 3);
+    cr_assert_eq(mail.not_after_ms, 5000);
+    cohort_task_defaults_t other = cohort_config_task_defaults(s, "other");
+    cr_assert_eq(other.priority, 3, "an unconfigured kind gets the service's defaults");
+    cohort_config_destroy(c);
+}
+
+Test(config, scheduling_defaults_when_omitted)
+{
+    cohort_config_t *c = load_good("[cluster]\n[service:a]\nhandler = " NOOP_SO "\n");
+    const cohort_service_config_t *s = &c->services[0];
+    cr_assert_eq(s->claim_batch, 8);
+    cr_assert_eq(s->isolation, COHORT_ISOLATION_THREAD);
+    cr_assert_eq(s->not_after_boost, 10);
+    cr_assert_eq(s->defaults.priority, 0);
+    cr_assert_eq(s->defaults.task_timeout_ms, 0);
+    cohort_config_destroy(c);
+}
+
+Test(config, bad_scheduling_keys)
+{
+    load_bad("[cluster]\n"                     /* 1 */
+             "[service:a]\n"                   /* 2 */
+             "handler = " NOOP_SO "\n"         /* 3 */
+             "priority = 2000000\n"            /* 4 */
+             "kind.bad!.priority = 1\n"        /* 5 */
+             "kind.ok.colour = 3\n"            /* 6 */
+             "isolation = fork\n"              /* 7 */
+             "claim_batch = 0\n"               /* 8 */
+             "kind.priority = 4\n"             /* 9 */
+             "task_timeout_ms = -1\n");        /* 10 */
+    expect_problem(4, "priority", "out of range");
+    expect_problem(5, "kind 'bad!'");
+    expect_problem(6, "unknown kind setting 'colour'");
+    expect_problem(7, "isolation", "'fork'");
+    expect_problem(8, "claim_batch", "out of range");
+    expect_problem(9, "kind.NAME.KEY");
+    expect_problem(10, "task_timeout_ms");
+}
