@@ -36,9 +36,18 @@ if [ "$SANITIZE" = 1 ]; then
     echo "tests: AddressSanitizer + UndefinedBehaviorSanitizer pass (unit and integration)" >&2
     ASAN_BUILD="${BUILD}-asan"
     bash "$ROOT/deploy/setup.sh" "$ASAN_BUILD" -DCOHORT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
-    # Handlers are dlclose()d at exit; keep them mapped so leak reports name real frames.
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0}"
-    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+    # Criterion reports a test passed before its process exits, and LeakSanitizer reports at
+    # exit: a leak would not fail the test. So every sanitizer report goes to a file in
+    # SAN_LOGS (log_path), and any report there fails this pass.
+    SAN_LOGS="$ASAN_BUILD/sanitizer-reports"
+    rm -rf "$SAN_LOGS" && mkdir -p "$SAN_LOGS"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0}:log_path=$SAN_LOGS/asan"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}:log_path=$SAN_LOGS/ubsan"
     (cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 600 -L 'unit|integration') || status=$?
+    if [ -n "$(ls -A "$SAN_LOGS")" ]; then
+        echo "tests: sanitizer reports (leaks, memory errors, undefined behaviour):" >&2
+        for f in "$SAN_LOGS"/*; do echo "---- $f" >&2; cat "$f" >&2; done
+        status=1
+    fi
 fi
 exit "$status"
