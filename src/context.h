@@ -31,7 +31,7 @@ struct cohort_task {
     const char *kind;   /* views into the claimed document; NULL if none */
     const char *group;
     int64_t priority;
-    int64_t timeout_ms; /* the task's task_timeout_ms; 0: the service's default applies */
+    int64_t timeout_ms; /* the task's task_timeout_ms (0: none); -1: the service's default */
     char error[512];
 };
 

@@ -8,7 +8,8 @@
  *   child -> node, once, when ready   {ready: true, handler: PATH}
  *                                     or {ready: false, error: TEXT} (then the child exits)
  *   node -> child, one per task       {task: <the claimed document>, clock_offset_ms: N}
- *   child -> node, one per task       {finish: N, error: TEXT (if any), retry_at_ms: N}
+ *   child -> node, one per task       {finish: N, error: TEXT (if any),
+ *                                      retry_in_ms: N (for a retry: its delay from now)}
  *
  * When the node closes its end the child runs the handler's destroy() and exits 0. The
  * child's cluster clock is the node's: CLOCK_MONOTONIC is shared by every process of the
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -58,6 +60,7 @@
 typedef struct child {
     pid_t pid; /* 0: none */
     int fd;    /* the node's end of the socket; -1: none */
+    int pidfd; /* readable once the child has exited; -1: none (then only EOF tells) */
 } child_t;
 
 /* A worker thread's request to the spawner thread. */
@@ -96,8 +99,11 @@ typedef enum message_status { MESSAGE_OK, MESSAGE_EOF, MESSAGE_TIMEOUT, MESSAGE_
 
 /* ---- messages ------------------------------------------------------------------------- */
 
-/* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). */
-static message_status_t read_full(int fd, uint8_t *buf, size_t len, int64_t deadline_ms)
+/* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). `pidfd` (-1: none)
+ * ends the wait when the writer has exited, even if a process it forked keeps the socket
+ * open. */
+static message_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len,
+                                  int64_t deadline_ms)
 {
     size_t got = 0;
     while (got < len) {
@@ -108,12 +114,14 @@ static message_status_t read_full(int fd, uint8_t *buf, size_t len, int64_t dead
                 return MESSAGE_TIMEOUT;
             wait = left > INT_MAX ? INT_MAX : (int)left;
         }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ready = poll(&p, 1, wait);
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+        int ready = poll(p, 2, wait);
         if (ready < 0 && errno != EINTR)
             return MESSAGE_EOF;
         if (ready <= 0)
             continue;
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            return MESSAGE_EOF; /* the writer exited and nothing is left to read */
         ssize_t n = read(fd, buf + got, len - got);
         if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
             return MESSAGE_EOF;
@@ -124,11 +132,11 @@ static message_status_t read_full(int fd, uint8_t *buf, size_t len, int64_t dead
 }
 
 /* Reads one document into *doc (the caller destroys it when MESSAGE_OK). */
-static message_status_t read_message(int fd, int64_t deadline_ms, bson_t **doc)
+static message_status_t read_message(int fd, int pidfd, int64_t deadline_ms, bson_t **doc)
 {
     *doc = NULL;
     uint8_t head[4];
-    message_status_t st = read_full(fd, head, sizeof head, deadline_ms);
+    message_status_t st = read_full(fd, pidfd, head, sizeof head, deadline_ms);
     if (st != MESSAGE_OK)
         return st;
     uint32_t len = (uint32_t)head[0] | (uint32_t)head[1] << 8 | (uint32_t)head[2] << 16 |
@@ -139,7 +147,7 @@ static message_status_t read_message(int fd, int64_t deadline_ms, bson_t **doc)
     if (!buf)
         return MESSAGE_BAD;
     memcpy(buf, head, sizeof head);
-    st = read_full(fd, buf + 4, len - 4, deadline_ms);
+    st = read_full(fd, pidfd, buf + 4, len - 4, deadline_ms);
     if (st == MESSAGE_OK) {
         *doc = bson_new_from_data(buf, len);
         if (!*doc || !bson_validate(*doc, BSON_VALIDATE_NONE, NULL)) {
@@ -338,29 +346,30 @@ static int reap(pid_t pid, int64_t deadline_ms)
     return status;
 }
 
-/* Closes the slot's socket and reaps its child (SIGKILL at once with `kill_now`). */
-static int end_child(child_t *c, bool kill_now, char *why, size_t whylen)
+/* Closes the slot's socket and reaps its child (SIGKILL at once with `kill_now`); `why`
+ * (may be NULL) receives how it ended. */
+static void end_child(child_t *c, bool kill_now, char *why, size_t whylen)
 {
     if (c->fd >= 0)
         close(c->fd);
-    c->fd = -1;
-    int status = 0;
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    c->fd = c->pidfd = -1;
     if (c->pid > 0) {
         if (kill_now)
             kill(c->pid, SIGKILL);
-        status = reap(c->pid, cohort_clock_monotonic_ms() + REAP_WAIT_MS);
+        int status = reap(c->pid, cohort_clock_monotonic_ms() + REAP_WAIT_MS);
         if (why)
             describe_status(status, why, whylen);
     }
     c->pid = 0;
-    return status;
 }
 
 /* An idle child must have nothing to say: readable means it hung up (or misbehaves). */
 static bool idle_child_gone(const child_t *c)
 {
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    return poll(&p, 1, 0) != 0;
+    struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->pidfd, .events = POLLIN}};
+    return poll(p, 2, 0) != 0;
 }
 
 static void report_start_failure(cohort_isolate_t *pool, const char *why)
@@ -414,27 +423,24 @@ static bool start_child(cohort_isolate_t *pool, size_t slot, char *why, size_t w
     child_t *c = &pool->children[slot];
     c->pid = req.pid;
     c->fd = req.fd;
+    c->pidfd = pidfd_open(req.pid, 0); /* -1 on kernels before 5.3: EOF alone tells */
     bson_t *hello = NULL;
-    message_status_t st =
-        read_message(c->fd, cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
-    char ended[160];
-    if (st == MESSAGE_OK && doc_int(hello, "ready", 0) == 0 && !bson_has_field(hello, "ready"))
+    message_status_t st = read_message(c->fd, c->pidfd,
+                                       cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
+    bson_iter_t it;
+    if (st == MESSAGE_OK &&
+        !(bson_iter_init_find(&it, hello, "ready") && BSON_ITER_HOLDS_BOOL(&it)))
         st = MESSAGE_BAD;
-    bool ready = false;
-    if (st == MESSAGE_OK) {
-        bson_iter_t it;
-        ready = bson_iter_init_find(&it, hello, "ready") && BSON_ITER_HOLDS_BOOL(&it) &&
-                bson_iter_bool(&it);
-        if (ready)
-            report_started(pool, doc_utf8(hello, "handler", ""));
-        else
-            snprintf(why, whylen, "%s", doc_utf8(hello, "error", "it gave no reason"));
-    }
+    bool ready = st == MESSAGE_OK && bson_iter_bool(&it);
+    if (ready)
+        report_started(pool, doc_utf8(hello, "handler", ""));
+    else if (st == MESSAGE_OK)
+        snprintf(why, whylen, "%s", doc_utf8(hello, "error", "it gave no reason"));
     bson_destroy(hello);
     if (ready)
         return true;
-    int status = end_child(c, st == MESSAGE_TIMEOUT || st == MESSAGE_BAD, ended, sizeof ended);
-    (void)status;
+    char ended[160];
+    end_child(c, st == MESSAGE_TIMEOUT || st == MESSAGE_BAD, ended, sizeof ended);
     if (st == MESSAGE_TIMEOUT)
         snprintf(why, whylen, "not ready after %d ms (killed)", START_TIMEOUT_MS);
     else if (st == MESSAGE_BAD)
@@ -459,7 +465,9 @@ static void retry_or_fail(cohort_isolate_t *pool, cohort_task_run_t *run)
     }
 }
 
-/* Fills run->result from the child's reply. False if the reply makes no sense. */
+/* Fills run->result from the child's reply. False if the reply makes no sense. The retry
+ * time is this node's clock plus the delay the child chose: the node's clock is the one
+ * its claims and outcomes use. */
 static bool take_reply(const bson_t *reply, cohort_task_run_t *run)
 {
     int64_t finish = doc_int(reply, "finish", -1);
@@ -467,7 +475,8 @@ static bool take_reply(const bson_t *reply, cohort_task_run_t *run)
         finish != COHORT_FINISH_FAILED)
         return false;
     run->result.finish = (cohort_finish_t)finish;
-    run->result.retry_at_ms = doc_int(reply, "retry_at_ms", cohort_clock_cluster_ms());
+    int64_t retry_in = doc_int(reply, "retry_in_ms", 0);
+    run->result.retry_at_ms = cohort_clock_cluster_ms() + (retry_in > 0 ? retry_in : 0);
     const char *error = doc_utf8(reply, "error", NULL);
     run->result.error = NULL;
     if (error) {
@@ -530,7 +539,8 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
     bson_destroy(&message);
     bson_t *reply = NULL;
     message_status_t st =
-        sent ? read_message(c->fd, timeout_ms > 0 ? started_ms + timeout_ms : -1, &reply)
+        sent ? read_message(c->fd, c->pidfd, timeout_ms > 0 ? started_ms + timeout_ms : -1,
+                            &reply)
              : MESSAGE_EOF;
     cohort_histogram_observe(&s->stats.task_duration,
                              (cohort_clock_monotonic_ms() - started_ms) * 1000);
@@ -590,7 +600,7 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
         return NULL;
     }
     for (size_t i = 0; i < slots; i++)
-        children[i] = (child_t){.pid = 0, .fd = -1};
+        children[i] = (child_t){.pid = 0, .fd = -1, .pidfd = -1};
     pool->service = service;
     pool->config_path = path;
     pool->n_slots = slots;
@@ -636,7 +646,9 @@ void cohort_isolate_destroy(cohort_isolate_t *pool)
     for (size_t i = 0; i < pool->n_slots; i++) {
         if (pool->children[i].fd >= 0)
             close(pool->children[i].fd);
-        pool->children[i].fd = -1;
+        if (pool->children[i].pidfd >= 0)
+            close(pool->children[i].pidfd);
+        pool->children[i].fd = pool->children[i].pidfd = -1;
     }
     int64_t deadline = cohort_clock_monotonic_ms() + STOP_WAIT_MS;
     for (size_t i = 0; i < pool->n_slots; i++) {
@@ -717,7 +729,9 @@ static bool serve_task(cohort_ctx_t *ctx, int fd, const bson_t *message)
     BSON_APPEND_INT32(&reply, "finish", (int32_t)run.result.finish);
     if (run.result.error)
         BSON_APPEND_UTF8(&reply, "error", run.result.error);
-    BSON_APPEND_INT64(&reply, "retry_at_ms", run.result.retry_at_ms);
+    if (run.result.finish == COHORT_FINISH_RETRY)
+        BSON_APPEND_INT64(&reply, "retry_in_ms",
+                          run.result.retry_at_ms - cohort_clock_cluster_ms());
     bool ok = write_message(fd, &reply);
     bson_destroy(&reply);
     bson_value_destroy(&run.task.id_value);
@@ -785,7 +799,7 @@ int cohort_isolate_child_main(const char *config_path, const char *service_name,
         cohort_ctx_init(&ctx, service, client, false);
         for (;;) {
             bson_t *message = NULL;
-            message_status_t st = ok ? read_message(fd, -1, &message) : MESSAGE_EOF;
+            message_status_t st = ok ? read_message(fd, -1, -1, &message) : MESSAGE_EOF;
             if (st == MESSAGE_EOF)
                 break; /* the node hung up: stop */
             if (st != MESSAGE_OK || !serve_task(&ctx, fd, message)) {

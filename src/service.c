@@ -234,6 +234,14 @@ static void flush_outcomes(worker_t *w)
     w->n_runs = 0;
 }
 
+static const char *coalesce_key(const bson_t *doc)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it))
+        return bson_iter_utf8(&it, NULL);
+    return NULL;
+}
+
 /* Runs one claimed task: takes its group's lock first (a busy group gives the claim back
  * untouched), runs it, then writes its outcome at once (claim_batch = 1) or queues it for
  * the bulk write. */
@@ -259,11 +267,14 @@ static void run_claimed(worker_t *w, const bson_t *doc)
                                      &error) ||
             !locked) {
             if (!cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
-                                      bson_iter_value(&it), s->node_id, attempt, &error))
+                                      bson_iter_value(&it), s->node_id, attempt,
+                                      coalesce_key(doc), &error))
                 cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
                             "cannot give back a task of busy group '%s': %s (it is reset "
                             "once its lease runs out)",
                             name, error.message);
+            else
+                atomic_fetch_sub(&s->stats.claimed, 1); /* undone, not run */
             note_busy_group(s, name);
             return;
         }
@@ -284,6 +295,7 @@ static void run_claimed(worker_t *w, const bson_t *doc)
     /* The watchdog needs the timeout before the run starts; the run parses the task. */
     cohort_task_t peek;
     memset(&peek, 0, sizeof peek);
+    peek.timeout_ms = -1;
     if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
         peek.kind = bson_iter_utf8(&it, NULL);
     if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
@@ -316,7 +328,7 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         return;
     }
     cohort_task_log(s, run);
-    if (w->batch == 1) {
+    if (w->batch == 1 || run->task.group) { /* a group's lock goes with its outcome: at once */
         cohort_task_record(&w->ctx, run);
         bson_value_destroy(&run->task.id_value);
         return;
@@ -427,9 +439,11 @@ static void worker_loop(worker_t *w)
                     if (bson_iter_init_find(&id, &w->docs[j], "_id") &&
                         bson_iter_init_find(&at, &w->docs[j], "attempts") &&
                         BSON_ITER_HOLDS_NUMBER(&at))
-                        cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
-                                             bson_iter_value(&id), s->node_id,
-                                             (int32_t)bson_iter_as_int64(&at), &error);
+                        if (cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
+                                                 bson_iter_value(&id), s->node_id,
+                                                 (int32_t)bson_iter_as_int64(&at),
+                                                 coalesce_key(&w->docs[j]), &error))
+                            atomic_fetch_sub(&s->stats.claimed, 1); /* undone */
                 }
                 break;
             }

@@ -535,7 +535,8 @@ bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               BCON_INT64(tick_ms), "}", "$currentDate", "{", "last_active",
                               BCON_BOOL(true), "}");
     bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1), "settings",
-                              BCON_INT32(1), "lease_ms", BCON_INT32(1));
+                              BCON_INT32(1), "lease_ms", BCON_INT32(1), "pause", BCON_INT32(1),
+                              "block", BCON_INT32(1));
     bson_init(doc);
     bool ok = find_and_modify(services, query, NULL, update, fields, true, false, doc, renewed,
                               error);
@@ -701,7 +702,7 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
         BSON_APPEND_DATE_TIME(doc, "not_before", task->not_before_ms);
     if (task->not_after_ms > 0)
         BSON_APPEND_DATE_TIME(doc, "not_after", task->not_after_ms);
-    if (task->timeout_ms > 0)
+    if (task->timeout_ms > 0 || task->timeout_set)
         BSON_APPEND_INT64(doc, "task_timeout_ms", task->timeout_ms);
     if (task->kind)
         BSON_APPEND_UTF8(doc, "kind", task->kind);
@@ -1042,17 +1043,31 @@ bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, con
 
 bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
                           const bson_value_t *id, const char *node_id, int32_t attempt,
-                          bson_error_t *error)
+                          const char *coalesce_key, bson_error_t *error)
 {
     bson_t *filter = held_claim(id, node_id, attempt);
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                              BCON_NULL, "}", "$inc", "{", "attempts", BCON_INT32(-1), "}",
-                              "$unset", "{", "group_lock", BCON_UTF8(""), "claim_token",
-                              BCON_UTF8(""), "}");
     mongoc_collection_t *tasks = queue(store, client, service);
-    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+    bool ok = false;
+    for (int round = coalesce_key ? 0 : 1; round < 2 && !ok; round++) {
+        bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                                  BCON_NULL, "}", "$inc", "{", "attempts", BCON_INT32(-1), "}",
+                                  "$unset", "{", "group_lock", BCON_UTF8(""), "claim_token",
+                                  BCON_UTF8(""), "}");
+        if (round == 0) { /* first with its coalesce key back */
+            bson_t *with_key = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"),
+                                        "claimed_by", BCON_NULL, "coalesce_pending",
+                                        BCON_UTF8(coalesce_key), "}", "$inc", "{", "attempts",
+                                        BCON_INT32(-1), "}", "$unset", "{", "group_lock",
+                                        BCON_UTF8(""), "claim_token", BCON_UTF8(""), "}");
+            bson_destroy(update);
+            update = with_key;
+        }
+        ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+        bson_destroy(update);
+        if (!ok && !is_duplicate_key(error))
+            break; /* a newer pending task holds the key: give it back without */
+    }
     mongoc_collection_destroy(tasks);
-    bson_destroy(update);
     bson_destroy(filter);
     return ok;
 }

@@ -154,7 +154,8 @@ typedef struct cohort_new_task {
     int64_t priority;
     int64_t not_before_ms;   /* 0: due now */
     int64_t not_after_ms;    /* absolute; 0: none */
-    int64_t timeout_ms;      /* 0: none */
+    int64_t timeout_ms;      /* stored if > 0 or timeout_set (then 0 means none) */
+    bool timeout_set;        /* the creator chose it: even 0 overrides the service default */
     const char *kind;         /* may be NULL */
     const char *group;        /* may be NULL */
     const char *coalesce_key; /* may be NULL */
@@ -210,10 +211,12 @@ bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, con
                              const char *group, bool *locked, bson_error_t *error);
 
 /* Gives a claim back untouched (pending again, the attempt not counted): a grouped task whose
- * group turned out to be busy. */
+ * group turned out to be busy, or a batch's task not started at shutdown. A task with a
+ * `coalesce_key` (may be NULL) takes it back for coalescing, unless a newer pending task holds
+ * it by now. */
 bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
                           const bson_value_t *id, const char *node_id, int32_t attempt,
-                          bson_error_t *error);
+                          const char *coalesce_key, bson_error_t *error);
 
 /* The groups whose lock is held right now (at most `max`; `groups` receives strdup()ed names
  * the caller frees). One query on the group_lock index. */

@@ -96,7 +96,8 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
         task->attempt = (int)bson_iter_as_int64(&it);
 
     task->kind = task->group = NULL;
-    task->priority = task->timeout_ms = 0;
+    task->priority = 0;
+    task->timeout_ms = -1;
     if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
         task->kind = bson_iter_utf8(&it, NULL);
     if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it))
@@ -213,7 +214,7 @@ void cohort_task_record(cohort_ctx_t *ctx, cohort_task_run_t *run)
 
 int64_t cohort_task_timeout_ms(const cohort_service_config_t *config, const cohort_task_t *task)
 {
-    if (task->timeout_ms > 0)
+    if (task->timeout_ms >= 0)
         return task->timeout_ms;
     return cohort_config_task_defaults(config, task->kind).task_timeout_ms;
 }

@@ -84,7 +84,7 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
             ok = o->has_priority = int_option(&it, -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT,
                                               &o->priority, why, whylen);
         } else if (strcmp(key, "delay_ms") == 0) {
-            ok = int_option(&it, 0, 3650LL * 86400000, &o->delay_ms, why, whylen);
+            ok = o->has_delay = int_option(&it, 0, 3650LL * 86400000, &o->delay_ms, why, whylen);
         } else if (strcmp(key, "not_before") == 0) {
             ok = time_option(&it, &o->not_before_ms, why, whylen);
         } else if (strcmp(key, "not_after") == 0) {
@@ -104,7 +104,7 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
         if (!ok)
             return false;
     }
-    if (o->delay_ms > 0 && o->not_before_ms > 0)
+    if (o->has_delay && o->not_before_ms > 0)
         return bad(why, whylen, "task options 'delay_ms' and 'not_before' exclude each other");
     if (o->has_not_after && o->has_not_after_ms)
         return bad(why, whylen, "task options 'not_after' and 'not_after_ms' exclude each other");
@@ -124,6 +124,7 @@ void cohort_task_options_apply(const cohort_task_options_t *o,
     task->coalesce_key = o->coalesce_key;
     task->priority = o->has_priority ? o->priority : d.priority;
     task->timeout_ms = o->has_timeout ? o->timeout_ms : d.task_timeout_ms;
+    task->timeout_set = o->has_timeout;
     task->not_before_ms = o->not_before_ms > 0 ? o->not_before_ms
                           : o->delay_ms > 0    ? task->now_ms + o->delay_ms
                                                : 0;

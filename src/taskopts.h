@@ -22,7 +22,7 @@ typedef struct cohort_task_options {
     const char *kind;
     const char *group;
     const char *coalesce_key;
-    bool has_priority, has_timeout, has_not_after, has_not_after_ms;
+    bool has_priority, has_timeout, has_not_after, has_not_after_ms, has_delay;
     int64_t priority;
     int64_t delay_ms;      /* from delay_ms */
     int64_t not_before_ms; /* absolute, from not_before; 0: unset */

@@ -237,14 +237,16 @@ Test(ctl, status_json_has_a_stable_shape)
     while (bson_iter_next(&entry)) {
         bson_t svc, counts;
         sub_document(&entry, &svc);
-        assert_keys(&svc, "a service", (const char *const[]){"name", "primary", "counts", NULL});
+        assert_keys(&svc, "a service",
+                    (const char *const[]){"name", "primary", "counts", "paused", "blocked", NULL});
         bson_iter_t f;
         cr_assert(bson_iter_init_find(&f, &svc, "name") && BSON_ITER_HOLDS_UTF8(&f));
         const char *name = bson_iter_utf8(&f, NULL);
         cr_assert(bson_iter_init_find(&f, &svc, "counts"));
         sub_document(&f, &counts);
         assert_keys(&counts, "counts",
-                    (const char *const[]){"pending", "claimed", "succeeded", "failed", NULL});
+                    (const char *const[]){"pending", "claimed", "succeeded", "failed", "timed_out",
+                                          NULL});
         cr_assert(bson_iter_init_find(&f, &svc, "primary"));
         if (strcmp(name, "mail") == 0) {
             bson_t primary;
@@ -314,6 +316,9 @@ Test(ctl, unreachable_database_fails_quickly_and_clearly)
         {"status", "--json", NULL},
         {"enqueue", "mail", NULL},
         {"enqueue", "mail", "--count", "5"},
+        {"counts", "mail", "--by", "kind"},
+        {"tasks", "mail", NULL},
+        {"pause", "mail", NULL},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         const char *args[6] = {0};
