@@ -318,7 +318,7 @@ static void cluster_key(parser_t *p, int line, const char *key, const char *valu
         parse_int(p, line, key, value, 10, 3600000, &c->tick_ms);
         p->tick_line = line;
     } else if (strcmp(key, "takeover_ms") == 0) {
-        parse_int(p, line, key, value, 20, 86400000, &c->takeover_ms);
+        parse_int(p, line, key, value, 20, COHORT_TAKEOVER_MS_MAX, &c->takeover_ms);
         p->takeover_line = line;
     } else if (strcmp(key, "shutdown_grace_ms") == 0) {
         parse_int(p, line, key, value, 0, 3600000, &c->shutdown_grace_ms);

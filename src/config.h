@@ -17,6 +17,7 @@
 
 #define COHORT_SERVICE_NAME_MAX 64
 #define COHORT_NODE_ID_MAX 128
+#define COHORT_TAKEOVER_MS_MAX 86400000 /* the largest takeover_ms (and declared lease) */
 
 #define COHORT_KIND_MAX 64      /* a kind name: 1-64 of [A-Za-z0-9_-] */
 #define COHORT_PRIORITY_LIMIT 1000000 /* priorities lie in [-LIMIT, LIMIT] */

@@ -28,6 +28,10 @@ struct cohort_task {
     char id[25];           /* 24 hex digits for an ObjectId, "" otherwise */
     bson_t data; /* a view into the claimed document */
     int attempt;
+    /* `attempts` was not a whole number from 1 to INT32_MAX (written by hand): the claimed
+     * value as it is, for the write that quarantines the task. A number: nothing to free. */
+    bool attempts_bad;
+    bson_value_t attempts_raw;
     const char *kind;   /* views into the claimed document; NULL if none */
     const char *group;
     int64_t priority;

@@ -8,6 +8,8 @@
  */
 #include "election.h"
 
+#include "config.h"
+
 #include <string.h>
 
 #include "clock.h"
@@ -56,14 +58,6 @@ static void keep_settings(cohort_election_t *e, const bson_t *doc)
     keep_subdocument(&e->settings, doc, "settings");
     keep_subdocument(&e->pause, doc, "pause");
     keep_subdocument(&e->block, doc, "block");
-}
-
-static int64_t doc_int64(const bson_t *doc, const char *key)
-{
-    bson_iter_t it;
-    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it)
-               ? bson_iter_as_int64(&it)
-               : 0;
 }
 
 int64_t cohort_election_guard_ms(int64_t takeover_ms)
@@ -135,7 +129,19 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     const char *primary = NULL;
     if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
         primary = bson_iter_utf8(&it, NULL);
-    int64_t declared = doc_int64(&doc, "lease_ms");
+    /* The lease the primary declared. A value edited by hand into nonsense (a string, 0, a
+     * negative or an absurd number) is not waited for: this node's own takeover_ms applies,
+     * and the takeover does not filter on it (last_active still fences a live primary). */
+    int64_t declared = 0, seen = 0;
+    if (bson_iter_init_find(&it, &doc, "lease_ms")) {
+        int64_t v = BSON_ITER_HOLDS_INT32(&it) || BSON_ITER_HOLDS_INT64(&it)
+                        ? bson_iter_as_int64(&it)
+                        : 0;
+        if (v > 0 && v <= COHORT_TAKEOVER_MS_MAX)
+            declared = seen = v;
+        else
+            seen = -1;
+    }
     int64_t last_active = 0;
     if (bson_iter_init_find(&it, &doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it))
         last_active = bson_iter_date_time(&it);
@@ -148,7 +154,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
         return true;
 
     cohort_takeover_t result;
-    if (!cohort_store_take_lease(store, client, e->service, e->node_id, cutoff, declared,
+    if (!cohort_store_take_lease(store, client, e->service, e->node_id, cutoff, seen,
                                  e->takeover_ms, &result, error))
         return false;
     if (!result.taken)

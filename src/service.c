@@ -328,7 +328,9 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         return;
     }
     cohort_task_log(s, run);
-    if (w->batch == 1 || run->task.group) { /* a group's lock goes with its outcome: at once */
+    if (w->batch == 1 || run->task.group || run->task.attempts_bad) {
+        /* At once: a group's lock goes with its outcome; a hand-written attempts count
+         * needs a write of its own. */
         cohort_task_record(&w->ctx, run);
         bson_value_destroy(&run->task.id_value);
         return;

@@ -553,9 +553,12 @@ bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, con
 {
     memset(result, 0, sizeof *result);
     mongoc_collection_t *services = collection(store, client, "services");
+    /* A primary whose last_active is not a date (edited by hand) never renews in a way a
+     * takeover could wait for: it is vacant too (a live primary always has a date there). */
     bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "$or", "[", "{", "primary", BCON_NULL,
                              "}", "{", "primary", BCON_UTF8(node_id), "}", "{", "last_active",
-                             "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
+                             "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "last_active",
+                             "{", "$not", "{", "$type", BCON_UTF8("date"), "}", "}", "}", "]");
     if (seen_lease_ms > 0) {
         BSON_APPEND_INT64(query, "lease_ms", seen_lease_ms);
     } else if (seen_lease_ms == 0) {
@@ -1201,6 +1204,30 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     bson_t *filter = held_claim(id, node_id, attempt);
     bson_t update = BSON_INITIALIZER;
     finish_update(&update, node_id, attempt, result);
+    mongoc_collection_t *tasks = queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
+    *applied = ok && int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_finish_task_raw(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const bson_value_t *id,
+                                  const char *node_id, const bson_value_t *attempts,
+                                  const cohort_task_result_t *result, bool *applied,
+                                  bson_error_t *error)
+{
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_VALUE(filter, "attempts", attempts);
+    bson_t update = BSON_INITIALIZER;
+    finish_update(&update, node_id, 0, result);
     mongoc_collection_t *tasks = queue(store, client, service);
     bson_t reply;
     bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);

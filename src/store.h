@@ -259,6 +259,14 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
                                     const cohort_task_result_t *result, bool *applied,
                                     bson_error_t *error);
 
+/* The same, for a claimed task whose `attempts` is not a whole int32 (written by hand): the
+ * filter matches the claimed value as it is, and the history records attempt 0. */
+bool cohort_store_finish_task_raw(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const bson_value_t *id,
+                                  const char *node_id, const bson_value_t *attempts,
+                                  const cohort_task_result_t *result, bool *applied,
+                                  bson_error_t *error);
+
 /* One outcome of a bulk write. */
 typedef struct cohort_task_outcome {
     bson_value_t id;

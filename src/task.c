@@ -92,8 +92,19 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
         snprintf(task->id, sizeof task->id, "(not an ObjectId)");
 
     task->attempt = 1;
-    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
-        task->attempt = (int)bson_iter_as_int64(&it);
+    task->attempts_bad = false;
+    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it)) {
+        double as_double = BSON_ITER_HOLDS_DOUBLE(&it) ? bson_iter_double(&it) : 0;
+        int64_t n = bson_iter_as_int64(&it);
+        bool whole = BSON_ITER_HOLDS_INT32(&it) || BSON_ITER_HOLDS_INT64(&it) ||
+                     (BSON_ITER_HOLDS_DOUBLE(&it) && as_double == (double)n);
+        if (whole && n >= 1 && n <= INT32_MAX) {
+            task->attempt = (int)n;
+        } else if (!BSON_ITER_HOLDS_DECIMAL128(&it)) {
+            task->attempts_bad = true;
+            bson_value_copy(bson_iter_value(&it), &task->attempts_raw); /* a number: no heap */
+        }
+    }
 
     task->kind = task->group = NULL;
     task->priority = 0;
@@ -114,6 +125,12 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     if (!oid) {
         snprintf(why, whylen, "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
                               "tasks without an _id or with an ObjectId)");
+        return false;
+    }
+    if (task->attempts_bad) {
+        bson_init(&task->data);
+        snprintf(why, whylen, "task attempts is not a whole number from 1 to 2147483647 (it "
+                              "was written by hand; Cohort counts attempts itself)");
         return false;
     }
     if (!bson_iter_init_find(&it, doc, "data")) {
@@ -178,9 +195,16 @@ void cohort_task_record(cohort_ctx_t *ctx, cohort_task_run_t *run)
     for (;;) {
         bool applied = false;
         bson_error_t error;
-        if (cohort_store_finish_task_value(service->store, ctx->client, name, &task->id_value,
-                                           service->node_id, task->attempt, &run->result,
-                                           &applied, &error)) {
+        bool ok = task->attempts_bad
+                      ? cohort_store_finish_task_raw(service->store, ctx->client, name,
+                                                     &task->id_value, service->node_id,
+                                                     &task->attempts_raw, &run->result, &applied,
+                                                     &error)
+                      : cohort_store_finish_task_value(service->store, ctx->client, name,
+                                                       &task->id_value, service->node_id,
+                                                       task->attempt, &run->result, &applied,
+                                                       &error);
+        if (ok) {
             if (!applied) {
                 atomic_fetch_add(&service->stats.lost_claims, 1);
                 cohort_logf(COHORT_LOG_WARN, name, cohort_service_role(service), 0,
