@@ -21,8 +21,10 @@
 #include <unistd.h>
 
 #define DEFAULT_URI "mongodb://127.0.0.1:27017"
-/* Chosen by the benchmark in docs/BENCHMARKS.md. */
-#define COHORT_DEFAULT_CLAIM_BATCH 8
+/* 1: a batch claim prefetches, which docs/BENCHMARKS.md shows pays off for short tasks only
+ * (a batch holds its tasks while the first ones run, and a few tasks stop spreading over
+ * the nodes); services of short tasks raise it. */
+#define COHORT_DEFAULT_CLAIM_BATCH 1
 
 typedef struct key_seen {
     char *section;

@@ -339,12 +339,15 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         w->first_run_ms = cohort_clock_monotonic_ms();
 }
 
-/* The tasks of the batch not started yet, for check-ins (so a long task at the front of a
- * batch cannot make the rest stall). */
+/* The tasks of the batch not started yet, and those whose outcome waits for the bulk write,
+ * for check-ins (so a long task in a batch cannot make the others stall). */
 static void hold(worker_t *w, size_t from, size_t n)
 {
     cohort_service_t *s = w->service;
     size_t k = 0;
+    for (size_t i = 0; i < w->n_runs; i++)
+        if (w->runs[i].task.id_value.value_type == BSON_TYPE_OID)
+            bson_oid_copy(&w->runs[i].task.id_value.value.v_oid, &w->held[k++]);
     for (size_t i = from; i < n; i++) {
         bson_iter_t it;
         if (bson_iter_init_find(&it, &w->docs[i], "_id") && BSON_ITER_HOLDS_OID(&it))
@@ -433,7 +436,6 @@ static void worker_loop(worker_t *w)
         pthread_mutex_unlock(&s->lock);
 
         for (size_t i = 0; i < n; i++) {
-            hold(w, i + 1, n);
             if (i > 0 && stopping(s)) {
                 /* Shutting down: the tasks not started go back untouched. */
                 for (size_t j = i; j < n; j++) {
@@ -449,10 +451,12 @@ static void worker_loop(worker_t *w)
                 }
                 break;
             }
-            run_claimed(w, &w->docs[i]);
             if (w->n_runs > 0 &&
-                (w->n_runs == w->batch ||
-                 cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS))
+                cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS)
+                flush_outcomes(w); /* before a task that may be long */
+            hold(w, i + 1, n);
+            run_claimed(w, &w->docs[i]);
+            if (w->n_runs == w->batch)
                 flush_outcomes(w);
         }
         flush_outcomes(w);
@@ -483,7 +487,7 @@ static void *worker_main(void *arg)
         w.batch = 1;
     w.docs = calloc(w.batch, sizeof *w.docs);
     w.runs = calloc(w.batch, sizeof *w.runs);
-    w.held = calloc(w.batch, sizeof *w.held);
+    w.held = calloc(2 * w.batch, sizeof *w.held); /* not started + outcomes waiting */
     w.outcomes = calloc(w.batch, sizeof *w.outcomes);
     mongoc_client_t *client = cohort_store_pop(s->store);
     cohort_ctx_init(&w.ctx, s, client, false);

@@ -274,7 +274,7 @@ Test(cluster_http, health_readiness_metrics_and_json_logs)
     prom_text_t m[2];
     for (;;) {
         scrape(c, ports[p], &m[p]);
-        if (prom_count(&m[p], "cohort_queue_tasks") == 4 || test_now_ms() > deadline)
+        if (prom_count(&m[p], "cohort_queue_tasks") == 5 || test_now_ms() > deadline)
             break;
         prom_free(&m[p]);
         test_sleep_ms(50);
@@ -287,7 +287,7 @@ Test(cluster_http, health_readiness_metrics_and_json_logs)
                    (long long)primacy.epoch);
     cluster_assert(c, series(&m[p], "cohort_leader_changes_total", SVC) >= 1,
                    "the primary counted no leader change");
-    cluster_assert(c, prom_count(&m[p], "cohort_queue_tasks") == 4,
+    cluster_assert(c, prom_count(&m[p], "cohort_queue_tasks") == 5,
                    "the primary shows no queue depth within 10 s");
     cluster_assert(c, prom_count(&m[1 - p], "cohort_queue_tasks") == 0,
                    "a secondary shows the queue depth");

@@ -788,7 +788,7 @@ Test(config, scheduling_defaults_when_omitted)
 {
     cohort_config_t *c = load_good("[cluster]\n[service:a]\nhandler = " NOOP_SO "\n");
     const cohort_service_config_t *s = &c->services[0];
-    cr_assert_eq(s->claim_batch, 8);
+    cr_assert_eq(s->claim_batch, 1);
     cr_assert_eq(s->isolation, COHORT_ISOLATION_THREAD);
     cr_assert_eq(s->not_after_boost, 10);
     cr_assert_eq(s->defaults.priority, 0);
