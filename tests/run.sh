@@ -7,7 +7,9 @@
 # on a free port (unless MONGODB_URI points at a MongoDB already), runs ctest against it,
 # then (with no ctest arguments, or COHORT_SANITIZE=1) builds again with AddressSanitizer
 # and UndefinedBehaviorSanitizer into build-asan/ and runs the unit and integration tests
-# there too. COHORT_SANITIZE=0 skips that pass. Exit status: non-zero if any test failed.
+# there too. COHORT_SANITIZE=0 skips that pass. A full run then fuzzes each libFuzzer target
+# for 30 s (COHORT_FUZZ_SMOKE=0 skips it). The ctest pass includes the chaos runs (label
+# chaos) and a valgrind scenario (label valgrind). Exit status: non-zero if any test failed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,5 +51,12 @@ if [ "$SANITIZE" = 1 ]; then
         for f in "$SAN_LOGS"/*; do echo "---- $f" >&2; cat "$f" >&2; done
         status=1
     fi
+fi
+
+# Fuzz smoke run: each libFuzzer target for COHORT_FUZZ_SECONDS (30) s from its committed
+# corpus (a full run, or COHORT_FUZZ_SMOKE=1).
+if [ "${COHORT_FUZZ_SMOKE:-$([ $# -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
+    echo "tests: fuzz smoke run" >&2
+    COHORT_FUZZ_BUILD_DIR="${BUILD}-fuzz" bash "$ROOT/tests/fuzz/run.sh" "${COHORT_FUZZ_SECONDS:-30}" || status=$?
 fi
 exit "$status"

@@ -130,6 +130,8 @@ Test(metrics, counters_come_from_the_service_stats)
         {"cohort_node_start_time_seconds", 1700000000.123},
         {"cohort_build_info{version=\"0.1.0\"}", 1},
         {"cohort_tasks_running{service=\"alpha\"}", 0},
+        {"cohort_tasks_timed_out_total{service=\"alpha\"}", 0},
+        {"cohort_worker_slots_wedged{service=\"alpha\"}", 0},
     };
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
         double value;
@@ -144,6 +146,7 @@ Test(metrics, counters_come_from_the_service_stats)
         "cohort_tasks_reset_total",       "cohort_tasks_purged_total",
         "cohort_batches_completed_total", "cohort_claims_lost_total",
         "cohort_leader_changes_total",    "cohort_db_commands_total",
+        "cohort_tasks_timed_out_total",
         "cohort_db_command_errors_total"};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         cr_assert_str_eq(prom_type(&m, counters[i]), "counter", "%s", counters[i]);
@@ -151,6 +154,7 @@ Test(metrics, counters_come_from_the_service_stats)
     cr_assert_str_eq(prom_type(&m, "cohort_primary"), "gauge");
     cr_assert_str_eq(prom_type(&m, "cohort_epoch"), "gauge");
     cr_assert_str_eq(prom_type(&m, "cohort_queue_tasks"), "gauge");
+    cr_assert_str_eq(prom_type(&m, "cohort_worker_slots_wedged"), "gauge");
     cr_assert_str_eq(prom_type(&m, "cohort_node_start_time_seconds"), "gauge");
     cr_assert_str_eq(prom_type(&m, "cohort_build_info"), "gauge");
     prom_free(&m);
@@ -234,8 +238,8 @@ Test(metrics, primacy_epoch_and_queue_are_shown_by_the_primary_only)
 {
     make_primary(fx.services[0], 7);
     cohort_service_t *a = fx.services[0], *b = fx.services[1];
-    const int64_t counts[4] = {11, 2, 300, 4};
-    for (int i = 0; i < 4; i++) {
+    const int64_t counts[5] = {11, 2, 300, 4, 6};
+    for (int i = 0; i < 5; i++) {
         atomic_store(&a->queue_counts[i], counts[i]);
         atomic_store(&b->queue_counts[i], 99);
     }
@@ -249,14 +253,15 @@ Test(metrics, primacy_epoch_and_queue_are_shown_by_the_primary_only)
     cr_assert_float_eq(prom_value(&m, "cohort_primary{service=\"beta-2\"}"), 0, 1e-9);
     cr_assert_float_eq(prom_value(&m, "cohort_epoch{service=\"alpha\"}"), 7, 1e-9);
     cr_assert_float_eq(prom_value(&m, "cohort_epoch{service=\"beta-2\"}"), 0, 1e-9);
-    static const char *const statuses[4] = {"pending", "claimed", "succeeded", "failed"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const statuses[5] = {"pending", "claimed", "succeeded", "failed",
+                                            "timed_out"};
+    for (int i = 0; i < 5; i++) {
         char series[128];
         snprintf(series, sizeof series, "cohort_queue_tasks{service=\"alpha\",status=\"%s\"}",
                  statuses[i]);
         cr_assert_float_eq(prom_value(&m, series), (double)counts[i], 1e-9, "%s", series);
     }
-    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 4, "beta-2 is not primary:\n%s", text);
+    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 5, "beta-2 is not primary:\n%s", text);
     prom_free(&m);
     free(text);
 
