@@ -95,15 +95,19 @@ struct cohort_isolate {
     _Atomic uint64_t starts, crashes, timeouts;
 };
 
-typedef enum message_status { MESSAGE_OK, MESSAGE_EOF, MESSAGE_TIMEOUT, MESSAGE_BAD } message_status_t;
+typedef enum message_status {
+    MESSAGE_OK,
+    MESSAGE_EOF,
+    MESSAGE_TIMEOUT,
+    MESSAGE_BAD
+} message_status_t;
 
 /* ---- messages ------------------------------------------------------------------------- */
 
 /* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). `pidfd` (-1: none)
  * ends the wait when the writer has exited, even if a process it forked keeps the socket
  * open. */
-static message_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len,
-                                  int64_t deadline_ms)
+static message_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len, int64_t deadline_ms)
 {
     size_t got = 0;
     while (got < len) {
@@ -382,8 +386,7 @@ static void report_start_failure(cohort_isolate_t *pool, const char *why)
         cohort_logf(COHORT_LOG_ERROR, s->config->name, cohort_service_role(s), 0,
                     "cannot start a worker process: %s (%llu failed start(s) so far; the tasks "
                     "are retried; reported again in %d s while this goes on)",
-                    why, (unsigned long long)pool->failed_starts,
-                    START_FAILURE_REPORT_MS / 1000);
+                    why, (unsigned long long)pool->failed_starts, START_FAILURE_REPORT_MS / 1000);
         pool->reported_ms = now;
         pool->start_failing = true;
     }
@@ -425,8 +428,8 @@ static bool start_child(cohort_isolate_t *pool, size_t slot, char *why, size_t w
     c->fd = req.fd;
     c->pidfd = pidfd_open(req.pid, 0); /* -1 on kernels before 5.3: EOF alone tells */
     bson_t *hello = NULL;
-    message_status_t st = read_message(c->fd, c->pidfd,
-                                       cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
+    message_status_t st =
+        read_message(c->fd, c->pidfd, cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
     bson_iter_t it;
     if (st == MESSAGE_OK &&
         !(bson_iter_init_find(&it, hello, "ready") && BSON_ITER_HOLDS_BOOL(&it)))
@@ -515,8 +518,8 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
         end_child(c, true, ended, sizeof ended);
         atomic_fetch_add(&pool->crashes, 1);
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
-                    "worker process of slot %zu ended while idle: %s; starting a new one",
-                    slot + 1, ended);
+                    "worker process of slot %zu ended while idle: %s; starting a new one", slot + 1,
+                    ended);
     }
     if (c->pid == 0) {
         char why[400];
@@ -539,8 +542,7 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
     bson_destroy(&message);
     bson_t *reply = NULL;
     message_status_t st =
-        sent ? read_message(c->fd, c->pidfd, timeout_ms > 0 ? started_ms + timeout_ms : -1,
-                            &reply)
+        sent ? read_message(c->fd, c->pidfd, timeout_ms > 0 ? started_ms + timeout_ms : -1, &reply)
              : MESSAGE_EOF;
     cohort_histogram_observe(&s->stats.task_duration,
                              (cohort_clock_monotonic_ms() - started_ms) * 1000);
@@ -608,14 +610,10 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
     /* COHORT_WORKER_EXE (tests): a cohortd to run when this process is not one. */
     const char *exe = getenv("COHORT_WORKER_EXE");
     pool->exe = exe && *exe ? exe : "/proc/self/exe";
-    char *const argv[] = {"cohortd",
-                          "--worker",
-                          "-c",
-                          pool->config_path,
-                          "--service",
-                          service->config->name,
-                          "--node-id",
-                          (char *)service->node_id,
+    char *const argv[] = {"cohortd",   "--worker",
+                          "-c",        pool->config_path,
+                          "--service", service->config->name,
+                          "--node-id", (char *)service->node_id,
                           NULL};
     memcpy(pool->argv, argv, sizeof argv);
     pthread_mutex_init(&pool->lock, NULL);

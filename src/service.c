@@ -77,36 +77,81 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
     return s;
 }
 
-/* Takes one claim from the budget, waiting for a tick if there is none. A worker whose slot
- * is beyond the live worker count parks here until the count grows again, and every worker
- * parks while the whole service is paused or blocked. False: stop. */
-static bool take_claim(cohort_service_t *s, size_t slot)
+typedef enum take {
+    TAKE_STOP,  /* the service is stopping */
+    TAKE_READY, /* a task a batch claim took: run it */
+    TAKE_CLAIM, /* one claim from the budget: claim */
+} take_t;
+
+/* The next piece of work for a worker: a task waiting in the ready queue, or else one claim
+ * from the budget, waiting for a tick if there is none. A worker whose slot is beyond the
+ * live worker count parks here until the count grows again, and every worker parks while
+ * the whole service is paused or blocked (tasks already claimed still run). */
+static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->stopping && (slot >= s->target_workers || s->drained || s->budget == 0 ||
-                            s->stopped_all || (s->probing && !s->work_seen)))
+    while (!s->stopping && (slot >= s->target_workers ||
+                            (s->ready_n == 0 &&
+                             (s->drained || s->budget == 0 || s->stopped_all ||
+                              (s->probing && !s->work_seen)))))
         pthread_cond_wait(&s->wake, &s->lock);
-    bool go = !s->stopping;
-    if (go && s->budget > 0)
-        s->budget--;
-    if (go && !s->work_seen)
-        s->probing = true; /* this worker finds out whether there is work */
-    if (go)
+    take_t take = s->stopping ? TAKE_STOP : s->ready_n > 0 ? TAKE_READY : TAKE_CLAIM;
+    if (take == TAKE_READY) {
+        *ready = s->ready[s->ready_head];
+        s->ready_head = (s->ready_head + 1) % s->ready_cap;
+        s->ready_n--;
+    } else if (take == TAKE_CLAIM) {
+        if (s->budget > 0)
+            s->budget--;
+        if (!s->work_seen)
+            s->probing = true; /* this worker finds out whether there is work */
+    }
+    if (take != TAKE_STOP)
         s->running++; /* from the claim on: shutdown waits for a claim in flight too */
     pthread_mutex_unlock(&s->lock);
-    return go;
+    return take;
 }
 
-/* Up to `want` more claims from the budget, without waiting (a batch claim). */
+/* Queues the tasks of a batch claim beyond the claimer's own for the idle workers, and
+ * releases the room `reserved` for them. */
+static void push_ready(cohort_service_t *s, bson_t *docs, size_t n, size_t reserved)
+{
+    pthread_mutex_lock(&s->lock);
+    s->ready_reserved -= reserved;
+    for (size_t i = 0; i < n; i++) {
+        bson_t *copy = bson_copy(&docs[i]); /* a bson_t cannot be moved by value */
+        bson_destroy(&docs[i]);
+        if (!copy)
+            continue; /* out of memory: its claim runs out and it is reset */
+        size_t at = (s->ready_head + s->ready_n) % s->ready_cap;
+        s->ready[at] = copy;
+        s->ready_n++;
+    }
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static bool ready_empty(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool empty = s->ready_n == 0;
+    pthread_mutex_unlock(&s->lock);
+    return empty;
+}
+
+/* Up to `want` more claims from the budget, without waiting (a batch claim), as far as the
+ * ready queue has room for them (reserved until push_ready()). */
 static size_t take_more(cohort_service_t *s, size_t want)
 {
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
-    while (n < want && s->budget != 0 && s->work_seen && !s->stopping) {
+    size_t room = s->ready_cap - s->ready_n - s->ready_reserved;
+    while (n < want && n < room && s->budget != 0 && s->work_seen && !s->stopping) {
         if (s->budget > 0)
             s->budget--;
         n++;
     }
+    s->ready_reserved += n;
     pthread_mutex_unlock(&s->lock);
     return n;
 }
@@ -181,7 +226,7 @@ static void note_busy_group(cohort_service_t *s, const char *group)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* A worker: its context, its batch of claimed tasks and the outcomes not written yet. */
+/* A worker: its context and the outcomes it has not written yet. */
 typedef struct worker {
     cohort_service_t *service;
     size_t slot;
@@ -189,12 +234,60 @@ typedef struct worker {
     size_t batch;            /* claim_batch */
     bson_t *docs;            /* [batch] claimed documents */
     cohort_task_run_t *runs; /* [batch] outcomes waiting for the bulk write */
-    bson_oid_t *held;        /* [batch] */
+    bson_oid_t *held;        /* [batch] their ids, for check-ins */
     cohort_task_outcome_t *outcomes;
     size_t n_runs;
     int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
     worker_filter_t filter;
 } worker_t;
+
+/* After a bulk write that matched fewer outcomes than it carried: whether this run's outcome
+ * is the task's last recorded run (counted) or was refused (logged as a lost claim). */
+static void count_or_report_lost(worker_t *w, const cohort_task_run_t *run)
+{
+    cohort_service_t *s = w->service;
+    bson_t doc;
+    bool found = false, mine = false;
+    bson_error_t error;
+    if (cohort_store_read_task(s->store, w->ctx.client, s->config->name, run->task.id, &doc,
+                               &found, &error) && found) {
+        bson_iter_t it, entry;
+        uint32_t len = 0;
+        const uint8_t *data = NULL;
+        if (bson_iter_init_find(&it, &doc, "history") && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_array(&it, &len, &data);
+            bson_t history;
+            if (bson_init_static(&history, data, len) && bson_iter_init(&entry, &history)) {
+                const char *node = NULL;
+                int64_t attempt = -1;
+                while (bson_iter_next(&entry)) { /* the last entry is the latest run */
+                    bson_iter_t field;
+                    node = NULL;
+                    attempt = -1;
+                    if (BSON_ITER_HOLDS_DOCUMENT(&entry) && bson_iter_recurse(&entry, &field))
+                        while (bson_iter_next(&field)) {
+                            if (strcmp(bson_iter_key(&field), "node") == 0 &&
+                                BSON_ITER_HOLDS_UTF8(&field))
+                                node = bson_iter_utf8(&field, NULL);
+                            else if (strcmp(bson_iter_key(&field), "attempt") == 0 &&
+                                     BSON_ITER_HOLDS_NUMBER(&field))
+                                attempt = bson_iter_as_int64(&field);
+                        }
+                }
+                mine = node && strcmp(node, s->node_id) == 0 && attempt == run->task.attempt;
+            }
+        }
+    }
+    bson_destroy(&doc);
+    if (mine) {
+        cohort_task_count(s, run->result.finish);
+        return;
+    }
+    atomic_fetch_add(&s->stats.lost_claims, 1);
+    cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                "task %s attempt %d: outcome not recorded, this node no longer holds its claim",
+                run->task.id, run->task.attempt);
+}
 
 /* Writes the outcomes waiting in the worker: one bulk write; if the database is away, one
  * by one with the retries of cohort_task_record(). */
@@ -211,16 +304,14 @@ static void flush_outcomes(worker_t *w)
     bson_error_t error;
     if (cohort_store_finish_tasks(s->store, w->ctx.client, s->config->name, s->node_id,
                                   w->outcomes, w->n_runs, &applied, &error)) {
-        /* The reply counts matches, not which: a lost claim is rare (its node was expired),
-         * so the outcomes are counted in order and the shortfall as lost claims. */
-        for (size_t i = 0; i < applied && i < w->n_runs; i++)
-            cohort_task_count(s, w->runs[i].result.finish);
-        if (applied < w->n_runs) {
-            atomic_fetch_add(&s->stats.lost_claims, w->n_runs - applied);
-            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
-                        "%zu of %zu outcome(s) not recorded: this node no longer held their "
-                        "claims",
-                        w->n_runs - applied, w->n_runs);
+        if (applied == w->n_runs) {
+            for (size_t i = 0; i < w->n_runs; i++)
+                cohort_task_count(s, w->runs[i].result.finish);
+        } else {
+            /* The reply counts matches, not which: a lost claim is rare (this node was
+             * frozen or cut off and its claims were reset), so find out task by task. */
+            for (size_t i = 0; i < w->n_runs; i++)
+                count_or_report_lost(w, &w->runs[i]);
         }
     } else {
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
@@ -339,32 +430,19 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         w->first_run_ms = cohort_clock_monotonic_ms();
 }
 
-/* The tasks of the batch not started yet, and those whose outcome waits for the bulk write,
- * for check-ins (so a long task in a batch cannot make the others stall). */
-static void hold(worker_t *w, size_t from, size_t n)
+/* The tasks whose outcome waits for the bulk write, for check-ins (so a long task run
+ * meanwhile cannot make them stall). */
+static void hold(worker_t *w)
 {
     cohort_service_t *s = w->service;
     size_t k = 0;
     for (size_t i = 0; i < w->n_runs; i++)
         if (w->runs[i].task.id_value.value_type == BSON_TYPE_OID)
             bson_oid_copy(&w->runs[i].task.id_value.value.v_oid, &w->held[k++]);
-    for (size_t i = from; i < n; i++) {
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, &w->docs[i], "_id") && BSON_ITER_HOLDS_OID(&it))
-            bson_oid_copy(bson_iter_oid(&it), &w->held[k++]);
-    }
     pthread_mutex_lock(&s->lock);
     s->slots[w->slot].held = w->held;
     s->slots[w->slot].n_held = k;
     pthread_mutex_unlock(&s->lock);
-}
-
-static bool stopping(cohort_service_t *s)
-{
-    pthread_mutex_lock(&s->lock);
-    bool stop = s->stopping;
-    pthread_mutex_unlock(&s->lock);
-    return stop;
 }
 
 /* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
@@ -397,78 +475,110 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
     return ok;
 }
 
+/* Gives back, untouched, the ready tasks no worker will start (shutdown). */
+static void give_back_ready(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    for (;;) {
+        bson_t *doc = NULL;
+        pthread_mutex_lock(&s->lock);
+        bool any = s->ready_n > 0;
+        if (any) {
+            doc = s->ready[s->ready_head];
+            s->ready_head = (s->ready_head + 1) % s->ready_cap;
+            s->ready_n--;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!any)
+            return;
+        bson_iter_t id, at;
+        bson_error_t error;
+        if (bson_iter_init_find(&id, doc, "_id") && bson_iter_init_find(&at, doc, "attempts") &&
+            BSON_ITER_HOLDS_NUMBER(&at) &&
+            cohort_store_unclaim(s->store, w->ctx.client, s->config->name, bson_iter_value(&id),
+                                 s->node_id, (int32_t)bson_iter_as_int64(&at), coalesce_key(doc),
+                                 &error))
+            atomic_fetch_sub(&s->stats.claimed, 1); /* undone */
+        bson_destroy(doc);
+    }
+}
+
+/* Claims up to claim_batch tasks (as far as the budget and the ready queue allow): the first
+ * into w->docs[0] for this worker, the rest into the ready queue. False if none. */
+static bool claim_some(worker_t *w, int64_t *last_error_log)
+{
+    cohort_service_t *s = w->service;
+    size_t extra = w->batch > 1 ? take_more(s, w->batch - 1) : 0;
+    size_t want = 1 + extra;
+    refresh_filter(s, &w->filter);
+    size_t n = 0;
+    bson_error_t error;
+    bool ok = claim(w, want, &n, &error);
+    if (want > n)
+        give_back(s, want - n); /* nothing was claimed for these */
+    push_ready(s, w->docs + (n > 1 ? 1 : 0), n > 1 ? n - 1 : 0, extra);
+    if (!ok || n == 0) {
+        pthread_mutex_lock(&s->lock);
+        s->drained = true; /* poll again next tick */
+        s->probing = false;
+        s->running--;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        if (!ok && error.domain == MONGOC_ERROR_SERVER)
+            atomic_store(&s->type_check_wanted, true); /* a malformed task, perhaps */
+        int64_t now = cohort_clock_monotonic_ms();
+        if (!ok && now - *last_error_log > 5000) {
+            *last_error_log = now;
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+                        "cannot claim tasks: %s", error.message);
+        }
+        return false;
+    }
+    atomic_fetch_add(&s->stats.claimed, n);
+    pthread_mutex_lock(&s->lock);
+    if (!s->work_seen) {
+        s->work_seen = true; /* the probe found work: let the others claim too */
+        s->probing = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
 static void worker_loop(worker_t *w)
 {
     cohort_service_t *s = w->service;
     int64_t last_error_log = 0;
-    while (take_claim(s, w->slot)) {
-        size_t want = 1 + (w->batch > 1 ? take_more(s, w->batch - 1) : 0);
-        refresh_filter(s, &w->filter);
-        size_t n = 0;
-        bson_error_t error;
-        bool ok = claim(w, want, &n, &error);
-        if (want > n)
-            give_back(s, want - n); /* nothing was claimed for these */
-        if (!ok || n == 0) {
-            pthread_mutex_lock(&s->lock);
-            s->drained = true; /* poll again next tick */
-            s->probing = false;
-            s->running--;
-            pthread_cond_broadcast(&s->wake);
-            pthread_mutex_unlock(&s->lock);
-            if (!ok && error.domain == MONGOC_ERROR_SERVER)
-                atomic_store(&s->type_check_wanted, true); /* a malformed task, perhaps */
-            int64_t now = cohort_clock_monotonic_ms();
-            if (!ok && now - last_error_log > 5000) {
-                last_error_log = now;
-                cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
-                            "cannot claim tasks: %s", error.message);
-            }
-            continue;
+    for (;;) {
+        /* Outcomes wait for the bulk write only while more work is at hand right away. */
+        if (w->n_runs > 0 && ready_empty(s))
+            flush_outcomes(w);
+        bson_t *doc = NULL;
+        take_t take = take_work(s, w->slot, &doc);
+        if (take == TAKE_STOP)
+            break;
+        if (take == TAKE_CLAIM) {
+            if (!claim_some(w, &last_error_log))
+                continue;
+            doc = &w->docs[0];
         }
-        atomic_fetch_add(&s->stats.claimed, n);
-        pthread_mutex_lock(&s->lock);
-        if (!s->work_seen) {
-            s->work_seen = true; /* the probe found work: let the others claim too */
-            s->probing = false;
-            pthread_cond_broadcast(&s->wake);
-        }
-        pthread_mutex_unlock(&s->lock);
-
-        for (size_t i = 0; i < n; i++) {
-            if (i > 0 && stopping(s)) {
-                /* Shutting down: the tasks not started go back untouched. */
-                for (size_t j = i; j < n; j++) {
-                    bson_iter_t id, at;
-                    if (bson_iter_init_find(&id, &w->docs[j], "_id") &&
-                        bson_iter_init_find(&at, &w->docs[j], "attempts") &&
-                        BSON_ITER_HOLDS_NUMBER(&at))
-                        if (cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
-                                                 bson_iter_value(&id), s->node_id,
-                                                 (int32_t)bson_iter_as_int64(&at),
-                                                 coalesce_key(&w->docs[j]), &error))
-                            atomic_fetch_sub(&s->stats.claimed, 1); /* undone */
-                }
-                break;
-            }
-            if (w->n_runs > 0 &&
-                cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS)
-                flush_outcomes(w); /* before a task that may be long */
-            hold(w, i + 1, n);
-            run_claimed(w, &w->docs[i]);
-            if (w->n_runs == w->batch)
-                flush_outcomes(w);
-        }
-        flush_outcomes(w);
-        hold(w, n, n);
-        for (size_t i = 0; i < n; i++)
-            bson_destroy(&w->docs[i]);
+        if (w->n_runs > 0 &&
+            cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS)
+            flush_outcomes(w); /* before a task that may be long */
+        hold(w);
+        run_claimed(w, doc);
+        if (w->n_runs == w->batch)
+            flush_outcomes(w);
+        bson_destroy(doc);
 
         pthread_mutex_lock(&s->lock);
         s->running--;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
     }
+    flush_outcomes(w);
+    hold(w);
+    give_back_ready(w);
 }
 
 typedef struct worker_arg {
@@ -545,7 +655,10 @@ bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
 {
     s->threads = calloc(COHORT_MAX_WORKERS, sizeof *s->threads);
     s->slots = calloc(COHORT_MAX_WORKERS, sizeof *s->slots);
-    if (!s->threads || !s->slots) {
+    /* Room for two batch claims' extras at once; a claim asks only for the room left. */
+    s->ready_cap = 2 * (size_t)s->config->claim_batch;
+    s->ready = calloc(s->ready_cap, sizeof *s->ready);
+    if (!s->threads || !s->slots || !s->ready) {
         snprintf(err, errlen, "out of memory");
         return false;
     }
@@ -845,6 +958,20 @@ static void check_in(cohort_service_t *s, mongoc_client_t *client)
         for (size_t j = 0; j < slot->n_held; j++)
             bson_oid_copy(&slot->held[j], &ids[n++]);
         slot->checked_in_ms = now;
+    }
+    /* The ready queue's tasks, at every check-in round (they wait a short while only). */
+    if (s->ready_n > 0 && now - s->ready_checked_in_ms >= every) {
+        s->ready_checked_in_ms = now;
+        bson_oid_t *grown = realloc(ids, (n + s->ready_n + 1) * sizeof *grown);
+        if (grown) {
+            ids = grown;
+            for (size_t i = 0; i < s->ready_n; i++) {
+                bson_iter_t it;
+                const bson_t *doc = s->ready[(s->ready_head + i) % s->ready_cap];
+                if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
+                    bson_oid_copy(bson_iter_oid(&it), &ids[n++]);
+            }
+        }
     }
     pthread_mutex_unlock(&s->lock);
     for (size_t from = 0; from < n; from += CHECKIN_CHUNK) {
@@ -1172,6 +1299,9 @@ void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)
     s->isolate = NULL;
     free(s->threads);
     free(s->slots);
+    for (size_t i = 0; s->ready && i < s->ready_n; i++) /* not given back: released at exit */
+        bson_destroy(s->ready[(s->ready_head + i) % s->ready_cap]);
+    free(s->ready);
     free_strings(s->stopped_kinds, s->n_stopped_kinds);
     free_strings(s->busy_groups, s->n_busy_groups);
     if (client)

@@ -56,7 +56,7 @@ typedef struct cohort_slot {
     /* The watchdog ended this run (timed_out): its outcome is dropped when the handler
      * returns, and until then the slot is wedged (a thread cannot be killed). */
     bool timed_out;
-    bson_oid_t *held; /* tasks the worker's batch claim took and has not started yet */
+    bson_oid_t *held; /* tasks whose outcome waits for the worker's bulk write */
     size_t n_held;
 } cohort_slot_t;
 
@@ -101,6 +101,13 @@ typedef struct cohort_service {
     uint64_t filter_version;
     char switches_summary[512]; /* main thread: the switches last logged */
     _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
+    /* Tasks a batch claim took beyond the claiming worker's own (guarded by the lock): any
+     * idle worker runs them next, so a long task never makes them wait. A ring of
+     * claim_batch documents; check-ins cover them. */
+    bson_t **ready;
+    size_t ready_head, ready_n, ready_cap;
+    size_t ready_reserved; /* room promised to batch claims in flight */
+    int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
     _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
 
     pthread_mutex_t lock;

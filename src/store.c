@@ -927,16 +927,12 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     return ok;
 }
 
-bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, const char *node_id, int64_t now_ms,
-                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                              size_t *n, bson_error_t *error)
+/* One round of a batch claim; *candidates receives how many tasks the find returned. */
+static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
+                             const char *service, const char *node_id, int64_t now_ms,
+                             const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                             size_t *n, uint32_t *candidates, bson_error_t *error)
 {
-    *n = 0;
-    if (max > COHORT_CLAIM_BATCH_MAX)
-        max = COHORT_CLAIM_BATCH_MAX;
-    if (max == 0)
-        return true;
     mongoc_collection_t *tasks = queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
@@ -998,17 +994,59 @@ bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
                 bson_copy_to(doc, &claimed[(*n)++]);
             ok = !mongoc_cursor_error(cursor, error);
             mongoc_cursor_destroy(cursor);
+            if (!ok) {
+                /* The claims landed but could not be read: give them back by token rather
+                 * than leave them to the stall timeout (best effort: the database may be
+                 * away, and then they are reset as stalled). */
+                for (size_t i = 0; i < *n; i++)
+                    bson_destroy(&claimed[i]);
+                *n = 0;
+                bson_t *back = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"),
+                                        "claimed_by", BCON_NULL, "}", "$inc", "{", "attempts",
+                                        BCON_INT32(-1), "}", "$unset", "{", "claim_token",
+                                        BCON_UTF8(""), "}");
+                bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by",
+                                        BCON_UTF8(node_id), "status", BCON_UTF8("claimed"));
+                bson_error_t ignored;
+                mongoc_collection_update_many(tasks, held, back, NULL, NULL, &ignored);
+                bson_destroy(held);
+                bson_destroy(back);
+            }
             bson_destroy(no_history);
             bson_destroy(&read);
             bson_destroy(mine);
         }
     }
+    *candidates = found;
     bson_destroy(&ids);
     bson_destroy(projection);
     bson_destroy(&opts);
     bson_destroy(sort);
     bson_destroy(&query);
     mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* Claimers at the same time see the same first candidates: a round that found some but won
+ * none lost them to another claimer, not to an empty queue, so it looks again (at most
+ * CLAIM_ROUNDS times) rather than report "nothing to claim" and park the workers. */
+#define CLAIM_ROUNDS 4
+
+bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t now_ms,
+                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                              size_t *n, bson_error_t *error)
+{
+    *n = 0;
+    if (max > COHORT_CLAIM_BATCH_MAX)
+        max = COHORT_CLAIM_BATCH_MAX;
+    if (max == 0)
+        return true;
+    bool ok = true;
+    uint32_t candidates = 1;
+    for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
+        ok = claim_tasks_once(store, client, service, node_id, now_ms, filter, max, claimed, n,
+                              &candidates, error);
     return ok;
 }
 

@@ -5,7 +5,8 @@
 #
 #   bash tests/bench/run.sh [--tasks N] [--repeat R] [--workers W] [--nodes K]
 #                           [--primary-task-count P] [--interval-ms I] [--capped-tasks M]
-#                           [--idle-seconds S] [--no-warmup]
+#                           [--idle-seconds S] [--claim-batches LIST] [--only-batches]
+#                           [--no-warmup]
 #
 #   --tasks N               tasks per run (default 2000; the local server scans the whole
 #                           queue for every claim, so a run costs O(N^2): keep N small)
@@ -24,12 +25,18 @@
 #                           100; 0 skips it)
 #   --idle-seconds S        finally run the K-node cluster S seconds on an empty queue to
 #                           measure its per-tick commands (default 10; 0 skips it)
-#   --no-warmup             skip the warm-up round (the four configurations once, not
-#                           recorded: the local server is a JVM whose first runs are slow)
+#   --claim-batches LIST    comma-separated claim_batch values (default 1,8,32; "none" skips
+#                           them): for each k, Cohort with 1 node and with K nodes runs again
+#                           with `claim_batch = k` in the service section, in the same rounds
+#   --only-batches          rounds run the raw loops and the claim_batch configurations only
+#                           (not Cohort at the product's default claim_batch)
+#   --no-warmup             skip the warm-up round (every configuration once, not recorded:
+#                           the local server is a JVM whose first runs are slow)
 #
 # Each round runs, in an order rotated from round to round so that no configuration always
 # goes first: the raw loop with 1 thread, the raw loop with K*W threads (as many as the
-# cluster's workers), Cohort with 1 node and Cohort with K nodes. Every run has a fresh
+# cluster's workers), Cohort with 1 node and Cohort with K nodes (claim_batch not set: the
+# product default), and Cohort with 1 and K nodes at each claim_batch of LIST. Every run has a fresh
 # database, dropped afterwards. A Cohort run enqueues N tasks with `cohortctl enqueue noop
 # --count N` BEFORE starting the nodes (enqueueing is not timed), starts the nodes, lets
 # `probe wait` poll until all N have succeeded, sends SIGTERM and reads each node's final
@@ -53,6 +60,8 @@ INTERVAL_MS=100
 WARMUP=1
 IDLE_SECONDS=10
 CAPPED_TASKS=100
+CLAIM_BATCHES=1,8,32
+ONLY_BATCHES=0
 TICK_MS=1000
 TAKEOVER_MS=10000
 
@@ -74,6 +83,8 @@ while [ $# -gt 0 ]; do
         --interval-ms) [ $# -ge 2 ] || usage; number "$1" "$2"; INTERVAL_MS="$2"; shift 2 ;;
         --capped-tasks) [ $# -ge 2 ] || usage; [[ "$2" =~ ^[0-9]+$ ]] || die "--capped-tasks '$2' must be a whole number"; CAPPED_TASKS="$2"; shift 2 ;;
         --idle-seconds) [ $# -ge 2 ] || usage; [[ "$2" =~ ^[0-9]+$ ]] || die "--idle-seconds '$2' must be a whole number"; IDLE_SECONDS="$2"; shift 2 ;;
+        --claim-batches) [ $# -ge 2 ] || usage; CLAIM_BATCHES="$2"; shift 2 ;;
+        --only-batches) ONLY_BATCHES=1; shift ;;
         --no-warmup) WARMUP=0; shift ;;
         -h | --help) usage 0 ;;
         *) usage ;;
@@ -81,6 +92,15 @@ while [ $# -gt 0 ]; do
 done
 THREADS=$((NODES * WORKERS))
 [ "$NODES" -ge 2 ] || die "--nodes must be at least 2 (the 1-node cluster is always measured too)"
+BATCHES=()
+if [ "$CLAIM_BATCHES" != none ]; then
+    IFS=, read -r -a BATCHES <<<"$CLAIM_BATCHES"
+    for k in "${BATCHES[@]}"; do
+        [[ "$k" =~ ^[1-9][0-9]*$ ]] && [ "$k" -le 256 ] \
+            || die "--claim-batches: '$k' is not a claim_batch (1 to 256)"
+    done
+fi
+[ "$ONLY_BATCHES" -eq 0 ] || [ "${#BATCHES[@]}" -gt 0 ] || die "--only-batches needs --claim-batches"
 
 # --- build -----------------------------------------------------------------------------
 
@@ -187,7 +207,8 @@ run_raw() {
         "$(value cpu_ms "$line")" "$server" >>"$RESULTS"
 }
 
-# write_config FILE DATABASE NODE_ID PRIMARY_TASK_COUNT
+# write_config FILE DATABASE NODE_ID PRIMARY_TASK_COUNT [CLAIM_BATCH]
+# (no CLAIM_BATCH: the key is not written, so the node uses the product default)
 write_config() {
     cat >"$1" <<EOF
 ; Written by tests/bench/run.sh for one benchmark run. The server is MONGODB_URI's.
@@ -205,14 +226,17 @@ workers              = $WORKERS
 primary_task_count   = $4
 secondary_task_count = 0
 EOF
+    if [ -n "${5:-}" ]; then
+        printf 'claim_batch          = %s\n' "$5" >>"$1"
+    fi
 }
 
-# run_cohort ROUND CONFIG NODES [PRIMARY_TASK_COUNT TASKS]
+# run_cohort ROUND CONFIG NODES [PRIMARY_TASK_COUNT [TASKS [CLAIM_BATCH]]] (empty: default)
 # Rounds "warmup" and "capped" are not recorded in RESULTS; every run leaves its numbers in
 # RUN_LINE (the probe's line), RUN_COMMANDS_PER_TASK and RUN_CLAIMED.
 run_cohort() {
     local round="$1" config="$2" nodes="$3" i
-    local db="bench_cohort_$$_${round}_${nodes}"
+    local db="bench_cohort_$$_${round}_${config//-/_}"
     local dir="$OUT/$round-$config"
     local ptc="$PRIMARY_TASK_COUNT"
     [ "$nodes" -eq 1 ] && ptc="$SINGLE_NODE_PRIMARY_TASK_COUNT"
@@ -220,7 +244,7 @@ run_cohort() {
     local tasks="${5:-$TASKS}"
     mkdir -p "$dir"
     for ((i = 1; i <= nodes; i++)); do
-        write_config "$dir/node$i.ini" "$db" "bench-$i" "$ptc"
+        write_config "$dir/node$i.ini" "$db" "bench-$i" "$ptc" "${6:-}"
     done
     local server client=0 pid
     server="$(cpu_ms "$SERVER_PID")" # like the raw loop's, it includes inserting the tasks
@@ -268,17 +292,30 @@ run_cohort() {
         "$(IFS=/; echo "${claimed[*]}")" "$client" "$server" >>"$RESULTS"
 }
 
-CONFIGS=("raw-1" "raw-$THREADS" "cohort-1" "cohort-$NODES")
+# Configurations: cohort-N runs N nodes at the product's claim_batch, cohort-N-bK at
+# claim_batch = K.
+CONFIGS=("raw-1" "raw-$THREADS")
+[ "$ONLY_BATCHES" -eq 1 ] || CONFIGS+=("cohort-1" "cohort-$NODES")
+for k in "${BATCHES[@]}"; do
+    CONFIGS+=("cohort-1-b$k" "cohort-$NODES-b$k")
+done
 run_config() {
+    local nodes batch=""
     case "$2" in
         raw-1) run_raw "$1" "$2" 1 ;;
         "raw-$THREADS") run_raw "$1" "$2" "$THREADS" ;;
-        cohort-1) run_cohort "$1" "$2" 1 ;;
-        "cohort-$NODES") run_cohort "$1" "$2" "$NODES" ;;
+        cohort-*)
+            nodes="${2#cohort-}"
+            if [[ "$nodes" == *-b* ]]; then
+                batch="${nodes#*-b}"
+                nodes="${nodes%-b*}"
+            fi
+            run_cohort "$1" "$2" "$nodes" "" "" "$batch"
+            ;;
     esac
 }
 
-log "$TASKS tasks per run, $REPEAT rounds, raw loop with 1 and $THREADS threads, Cohort with 1 and $NODES nodes of $WORKERS workers; results in $OUT"
+log "$TASKS tasks per run, $REPEAT rounds, raw loop with 1 and $THREADS threads, Cohort with 1 and $NODES nodes of $WORKERS workers, claim_batch: default${BATCHES[*]:+ and ${BATCHES[*]}}; results in $OUT"
 if [ "$WARMUP" -eq 1 ]; then
     log "warm-up round (not recorded): the server's JIT compiles its hot paths"
     for config in "${CONFIGS[@]}"; do
@@ -286,8 +323,8 @@ if [ "$WARMUP" -eq 1 ]; then
     done
 fi
 for ((round = 1; round <= REPEAT; round++)); do
-    for ((k = 0; k < 4; k++)); do
-        run_config "$round" "${CONFIGS[$(((round - 1 + k) % 4))]}"
+    for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
+        run_config "$round" "${CONFIGS[$(((round - 1 + k) % ${#CONFIGS[@]}))]}"
     done
 done
 
@@ -298,8 +335,9 @@ SERVER="the local mongo-java-server (in-memory) started by this script"
 [ -n "$LOCALDB_STATE" ] || SERVER="MONGODB_URI from the environment"
 CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
 {
-    printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d`\n' \
-        "$(date -u +%Y-%m-%dT%H:%MZ)" "$TASKS" "$REPEAT" "$WORKERS" "$NODES" "$PRIMARY_TASK_COUNT" "$INTERVAL_MS"
+    printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d --claim-batches %s%s`\n' \
+        "$(date -u +%Y-%m-%dT%H:%MZ)" "$TASKS" "$REPEAT" "$WORKERS" "$NODES" "$PRIMARY_TASK_COUNT" "$INTERVAL_MS" "$CLAIM_BATCHES" \
+        "$([ "$ONLY_BATCHES" -eq 0 ] || echo ' --only-batches')"
     printf 'Cohort at %s; %s cores (%s); database: %s.\n\n' "$COMMIT" "$(nproc)" "${CPU:-unknown CPU}" "$SERVER"
 } | tee "$OUT/summary.md"
 
@@ -356,6 +394,7 @@ END {
     n_configs = split(raw1 " " rawk " " c1 " " ck, order, " ")
     for (i = 1; i <= n_configs; i++) {
         c = order[i]
+        if (!((c " rate") in lists)) continue # not run (--only-batches)
         vs1 = ratio(c " vs raw-1"); vsk = ratio(c " vs raw-k"); vsb = ratio(c " vs best")
         steady = (c " steady") in lists ? sprintf("%.3f", median(lists[c " steady"])) : "n/a"
         printf "| %s | %.0f | %.0f-%.0f | %.0f | %.3f | %s | %s | %s | %s |\n", name[c],
@@ -370,6 +409,7 @@ END {
     printf "| configuration | client CPU ms / 1000 tasks | server CPU ms / 1000 tasks |\n|---|---|---|\n"
     for (i = 1; i <= n_configs; i++) {
         c = order[i]
+        if (!((c " rate") in lists)) continue
         printf "| %s | %.0f | %s |\n", name[c], median(lists[c " client cpu"]),
             (c " server cpu") in lists ? sprintf("%.0f", median(lists[c " server cpu"])) : "n/a"
     }
@@ -377,6 +417,67 @@ END {
     if ((ck " poll") in lists)
         printf "Polling progress cost a median of %d commands per %d-node run (%d per raw run with %d threads); they are in no column.\n", median(lists[ck " poll"]), nodes, median(lists[rawk " poll"]), threads
 }' "$RESULTS" | tee -a "$OUT/summary.md"
+
+# The claim_batch table: the cohort-N-bK runs of the same rounds, each against the
+# claim_batch = 1 run with as many nodes in its round, and against the faster raw loop.
+if [ "${#BATCHES[@]}" -gt 0 ]; then
+    awk -F'\t' -v threads="$THREADS" -v nodes="$NODES" -v workers="$WORKERS" \
+        -v tasks="$TASKS" -v rounds="$REPEAT" -v batches="${BATCHES[*]}" \
+        -v server_cpu="${SERVER_PID:+1}" '
+function median(list,    a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    if (n == 0) return "n/a"
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function extreme(list, want_max,    a, n, i, v) {
+    n = split(list, a, " ")
+    v = a[1]
+    for (i = 2; i <= n; i++)
+        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
+    return v
+}
+function ratio(key) {
+    if (!(key in lists)) return "-"
+    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
+                   100 * extreme(lists[key], 1))
+}
+function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+NR > 1 {
+    add($2 " rate", $3); add($2 " active", $4); add($2 " cpt", $5)
+    if ($6 != "n/a") add($2 " steady", $6)
+    rate[$1, $2] = $3
+    add($2 " client cpu", $9 * 1000 / tasks)
+    if (server_cpu) add($2 " server cpu", $10 * 1000 / tasks)
+}
+END {
+    nb = split(batches, ks, " ")
+    sizes[1] = 1; sizes[2] = nodes
+    printf "\nclaim_batch: Cohort with 1 and %d nodes of %d workers at each claim_batch, in the same %d rounds.\n\n", nodes, workers, rounds
+    printf "| nodes | claim_batch | tasks/s | min-max | tasks/s, first claim to last finish | commands/task overall | commands/task, steady state | vs claim_batch = %d, same nodes | vs the faster raw loop | client CPU ms / 1000 tasks | server CPU ms / 1000 tasks |\n", ks[1]
+    printf "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    for (s = 1; s <= 2; s++) {
+        for (b = 1; b <= nb; b++) {
+            c = "cohort-" sizes[s] "-b" ks[b]
+            base = "cohort-" sizes[s] "-b" ks[1]
+            for (r = 1; r <= rounds; r++) {
+                add(c " vs base", rate[r, c] / rate[r, base])
+                best = rate[r, "raw-1"] > rate[r, "raw-" threads] ? rate[r, "raw-1"] : rate[r, "raw-" threads]
+                if (best > 0) add(c " vs best", rate[r, c] / best)
+            }
+            steady = (c " steady") in lists ? sprintf("%.3f", median(lists[c " steady"])) : "n/a"
+            printf "| %d | %d | %.0f | %.0f-%.0f | %.0f | %.3f | %s | %s | %s | %.0f | %s |\n", sizes[s], ks[b],
+                median(lists[c " rate"]), extreme(lists[c " rate"], 0), extreme(lists[c " rate"], 1),
+                median(lists[c " active"]), median(lists[c " cpt"]), steady,
+                b == 1 ? "-" : ratio(c " vs base"), ratio(c " vs best"), median(lists[c " client cpu"]),
+                (c " server cpu") in lists ? sprintf("%.0f", median(lists[c " server cpu"])) : "n/a"
+        }
+    }
+    printf "\nMedians over the rounds; ratios are medians (min-max) of per-round ratios.\n"
+}' "$RESULTS" | tee -a "$OUT/summary.md"
+fi
+
 # --- a lone node out of the box ----------------------------------------------------------
 
 if [ "$CAPPED_TASKS" -gt 0 ]; then

@@ -23,7 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "store.h"
 #include "support.h"
+#include "taskopts.h"
 
 extern char **environ;
 
@@ -295,6 +297,8 @@ void cluster_destroy(cluster_t *c)
         if (registry[i] == c)
             registry[i] = NULL;
     kill_all_nodes(c);
+    if (c->store)
+        cohort_store_destroy(c->store);
     if (c->client) {
         mongoc_database_t *db = mongoc_client_get_database(c->client, c->db);
         mongoc_database_drop(db, NULL);
@@ -336,6 +340,34 @@ void cluster_cleanup_all(void)
 
 /* ---- nodes ----------------------------------------------------------------------------- */
 
+/* COHORT_TEST_CLAIM_BATCH (see cluster.h): the claim_batch line every service section gets
+ * unless its settings set one; NULL if the variable is unset or empty. */
+static const char *claim_batch_override(void)
+{
+    const char *value = getenv("COHORT_TEST_CLAIM_BATCH");
+    if (!value || !*value)
+        return NULL;
+    char *end = NULL;
+    long n = strtol(value, &end, 10);
+    cr_assert(*end == '\0' && n >= 1 && n <= 256,
+              "COHORT_TEST_CLAIM_BATCH='%s' is not a number from 1 to 256", value);
+    return value;
+}
+
+/* Whether the settings text has a line setting `key`. */
+static bool settings_set(const char *settings, const char *key)
+{
+    size_t keylen = strlen(key);
+    for (const char *line = settings; line && *line;) {
+        line += strspn(line, " \t");
+        if (strncmp(line, key, keylen) == 0 && line[keylen] && strchr(" \t=", line[keylen]))
+            return true;
+        const char *end = strchr(line, '\n');
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 static char *node_config(const cluster_t *c, const cluster_node_t *n)
 {
     char *text = NULL;
@@ -369,6 +401,9 @@ static char *node_config(const cluster_t *c, const cluster_node_t *n)
             at = mark ? mark + strlen("@DIR@") : at + chunk;
         }
         fputc('\n', f);
+        const char *batch = claim_batch_override();
+        if (batch && !settings_set(settings, "claim_batch"))
+            fprintf(f, "claim_batch = %s\n", batch);
     }
     fclose(f);
     return text;
@@ -1168,4 +1203,114 @@ int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out)
     }
     free(text);
     return rc;
+}
+
+/* ---- helpers added for the scheduling tests ---------------------------------------------- */
+
+static cohort_store_t *cluster_store(cluster_t *c)
+{
+    if (!c->store) {
+        bson_error_t error;
+        c->store = cohort_store_new(c->uri, c->db, "cluster-test", &error);
+        cr_assert_not_null(c->store, "cannot create a store: %s", error.message);
+    }
+    return c->store;
+}
+
+int64_t cluster_server_ms(cluster_t *c)
+{
+    cohort_store_t *store = cluster_store(c);
+    mongoc_client_t *client = cohort_store_pop(store);
+    int64_t now = 0;
+    bson_error_t error;
+    bool ok = cohort_store_server_time(store, client, &now, &error);
+    cohort_store_push(store, client);
+    cr_assert(ok, "cannot read the server's time: %s", error.message);
+    return now;
+}
+
+void cluster_enqueue(cluster_t *c, const char *service, const char *data_json,
+                     const char *options_json, char id[25])
+{
+    bson_error_t error;
+    bson_t *data = data_json ? bson_new_from_json((const uint8_t *)data_json, -1, &error) : NULL;
+    cr_assert(!data_json || data, "bad task data %s: %s", data_json, error.message);
+    bson_t *opts = options_json ? bson_new_from_json((const uint8_t *)options_json, -1, &error)
+                                : NULL;
+    cr_assert(!options_json || opts, "bad task options %s: %s", options_json, error.message);
+    cohort_task_options_t parsed;
+    char why[256];
+    cr_assert(cohort_task_options_parse(opts, false, &parsed, why, sizeof why),
+              "task options %s refused: %s", options_json, why);
+
+    cohort_new_task_t task = {.data = data, .tracked = false, .created_by = "cluster-test"};
+    task.now_ms = cluster_server_ms(c);
+    cohort_task_options_apply(&parsed, NULL, &task);
+    cohort_store_t *store = cluster_store(c);
+    mongoc_client_t *client = cohort_store_pop(store);
+    bson_oid_t oid;
+    bool ok = cohort_store_insert_task(store, client, service, &task, &oid, NULL, NULL, &error);
+    cohort_store_push(store, client);
+    cr_assert(ok, "cannot create a task of %s: %s", service, error.message);
+    if (id)
+        bson_oid_to_string(&oid, id);
+    if (opts)
+        bson_destroy(opts);
+    if (data)
+        bson_destroy(data);
+}
+
+size_t cluster_sleeper_runs(const char *path, cluster_run_t **runs)
+{
+    *runs = NULL;
+    char *text = test_try_read_file(path);
+    if (!text)
+        return 0;
+    size_t n = 0, cap = 0;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            *runs = realloc(*runs, cap * sizeof **runs);
+            cr_assert_not_null(*runs, "out of memory");
+        }
+        cluster_run_t *r = &(*runs)[n];
+        long long start = 0, stop = 0;
+        int fields = sscanf(line, "%24s %128s %d %127s %lld %lld %71s", r->id, r->node, &r->attempt,
+                            r->group, &start, &stop, r->kind);
+        cr_assert(fields == 7 && is_oid_hex(r->id) && stop >= start,
+                  "malformed line in the journal %s: '%s'", path, line);
+        r->start_ms = start;
+        r->end_ms = stop;
+        n++;
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    free(text);
+    return n;
+}
+
+bool cluster_read_task(cluster_t *c, const char *service, const char *id, bson_t *doc)
+{
+    bson_init(doc);
+    cr_assert(is_oid_hex(id), "'%s' is not a task id", id);
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    mongoc_collection_t *tasks = queue_of(c, service);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, NULL, NULL);
+    const bson_t *found;
+    bool ok = mongoc_cursor_next(cursor, &found);
+    if (ok)
+        bson_concat(doc, found);
+    bson_error_t error;
+    bool failed = mongoc_cursor_error(cursor, &error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(filter);
+    mongoc_collection_destroy(tasks);
+    cr_assert_not(failed, "cannot read task %s of %s: %s", id, service, error.message);
+    return ok;
 }

@@ -82,6 +82,7 @@ struct cluster {
     char *db_state;          /* private_db: localdb.sh state directory, H2 file and port */
     char *db_h2;
     int db_port;
+    struct cohort_store *store; /* cluster_enqueue()'s, made on first use */
 };
 
 /* A new cluster with no nodes yet. Fails the test on any problem. Freed by
@@ -298,5 +299,43 @@ void cluster_node_config_set(cluster_node_t *n, const char *key, const char *val
  * *out (initialised by this call; destroy it). Returns the exit status; -2 if it exited 0 but
  * its output is not JSON (*out is then empty). */
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out);
+
+/* ---- helpers added for the scheduling tests (groups, switches, timeouts) ---------------- */
+
+/* COHORT_TEST_CLAIM_BATCH=N in the test's environment gives every service section the harness
+ * writes "claim_batch = N", unless the test's own settings set claim_batch (so the core
+ * cluster tests can be rerun with batch claims; see tests/CMakeLists.txt). */
+
+/* Creates one task of `service` through the product's own path (the task options parser that
+ * cohortctl enqueue and cohort_task_create() use, then cohort_store_insert_task()), stamped
+ * with the server's time. `options_json` (may be NULL) are task options such as
+ * {"group": "a", "priority": 5, "kind": "k", "task_timeout_ms": 500}; the nodes' service
+ * defaults are not applied (the test does not read their config). `data_json` may be NULL.
+ * `id` (may be NULL) receives the task's id. Fails the test on a bad option or a database
+ * error. */
+void cluster_enqueue(cluster_t *c, const char *service, const char *data_json,
+                     const char *options_json, char id[25]);
+
+/* The database server's clock now (ms since the Unix epoch): the clock that nodes'
+ * cohort_now_ms() follows. Fails the test on a database error. */
+int64_t cluster_server_ms(cluster_t *c);
+
+/* One line of a sleeper journal (tests/support/handlers/sleeper.c). */
+typedef struct cluster_run {
+    char id[25];
+    char node[CLUSTER_ID_MAX];
+    int attempt;
+    char group[128]; /* "-": none */
+    char kind[72];   /* "-": none */
+    int64_t start_ms, end_ms; /* cluster clock */
+} cluster_run_t;
+
+/* Reads a sleeper journal (a missing file is an empty journal) into *runs (caller frees);
+ * returns the number of runs. Fails the test on a malformed line. */
+size_t cluster_sleeper_runs(const char *path, cluster_run_t **runs);
+
+/* Copies the task `id` (24 hex digits) of `service` into *doc (initialised by this call;
+ * destroy it). False if there is no such task. Fails the test on a database error. */
+bool cluster_read_task(cluster_t *c, const char *service, const char *id, bson_t *doc);
 
 #endif
