@@ -451,20 +451,22 @@ void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_err
 static void log_summary(node_t *n)
 {
     cohort_store_stats_t db = cohort_store_stats(n->store);
-    uint64_t claimed = 0, succeeded = 0, failed = 0, retried = 0;
+    uint64_t claimed = 0, succeeded = 0, failed = 0, retried = 0, timed_out = 0;
     for (size_t i = 0; i < n->n_services; i++) {
         cohort_service_stats_t *st = &n->services[i]->stats;
         claimed += atomic_load(&st->claimed);
         succeeded += atomic_load(&st->succeeded);
         failed += atomic_load(&st->failed);
         retried += atomic_load(&st->retried);
+        timed_out += atomic_load(&st->timed_out);
     }
     cohort_log_node(COHORT_LOG_INFO,
                     "stopped: claimed=%llu succeeded=%llu failed=%llu retried=%llu "
-                    "db_commands=%llu db_command_errors=%llu",
+                    "db_commands=%llu db_command_errors=%llu timed_out=%llu",
                     (unsigned long long)claimed, (unsigned long long)succeeded,
                     (unsigned long long)failed, (unsigned long long)retried,
-                    (unsigned long long)db.commands, (unsigned long long)db.command_errors);
+                    (unsigned long long)db.commands, (unsigned long long)db.command_errors,
+                    (unsigned long long)timed_out);
 }
 
 /* /readyz: the last ping reached the database and every service is prepared there. */

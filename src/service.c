@@ -226,6 +226,21 @@ static void note_busy_group(cohort_service_t *s, const char *group)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* This node released `group`'s lock: its claims need not skip the group any more. */
+static void forget_busy_group(cohort_service_t *s, const char *group)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_busy_groups; i++) {
+        if (strcmp(s->busy_groups[i], group) != 0)
+            continue;
+        free(s->busy_groups[i]);
+        s->busy_groups[i] = s->busy_groups[--s->n_busy_groups];
+        s->filter_version++;
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* A worker: its context and the outcomes it has not written yet. */
 typedef struct worker {
     cohort_service_t *service;
@@ -419,7 +434,15 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         return;
     }
     cohort_task_log(s, run);
-    if (w->batch == 1 || run->task.group || run->task.attempts_bad) {
+    if (run->task.group) {
+        /* The outcome releases the group's lock: write it now, and let this node's next
+         * claim try the group again rather than wait for the tick's busy-groups refresh. */
+        cohort_task_record(&w->ctx, run);
+        forget_busy_group(s, run->task.group);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    if (w->batch == 1 || run->task.attempts_bad) {
         /* At once: a group's lock goes with its outcome; a hand-written attempts count
          * needs a write of its own. */
         cohort_task_record(&w->ctx, run);
