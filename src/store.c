@@ -194,6 +194,26 @@ static bool find_and_modify(mongoc_collection_t *coll, const bson_t *query, cons
 }
 
 
+/* Runs a find and collects the _id of every document into the array `ids` (*n of them). */
+static bool find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+                     bson_t *ids, uint32_t *n, bson_error_t *error)
+{
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id")) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string((*n)++, &k, key, sizeof key);
+            bson_append_value(ids, k, -1, bson_iter_value(&it));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    return ok;
+}
+
 static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
                            bson_error_t *error)
 {
@@ -944,21 +964,9 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     BSON_APPEND_INT64(&opts, "limit", (int64_t)max);
     bson_t *projection = BCON_NEW("_id", BCON_INT32(1));
     BSON_APPEND_DOCUMENT(&opts, "projection", projection);
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, &query, &opts, NULL);
     bson_t ids = BSON_INITIALIZER;
     uint32_t found = 0;
-    const bson_t *doc;
-    while (mongoc_cursor_next(cursor, &doc)) {
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, doc, "_id")) {
-            char buf[16];
-            const char *k;
-            bson_uint32_to_string(found++, &k, buf, sizeof buf);
-            bson_append_value(&ids, k, -1, bson_iter_value(&it));
-        }
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = find_ids(tasks, &query, &opts, &ids, &found, error);
 
     /* 2. Claim those still pending and due, under a token of this call. */
     char token[25];
@@ -989,7 +997,8 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
             BSON_APPEND_DOCUMENT(&read, "sort", sort);
             bson_t *no_history = BCON_NEW("history", BCON_INT32(0));
             BSON_APPEND_DOCUMENT(&read, "projection", no_history);
-            cursor = mongoc_collection_find_with_opts(tasks, mine, &read, NULL);
+            mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, mine, &read, NULL);
+            const bson_t *doc;
             while (*n < max && mongoc_cursor_next(cursor, &doc))
                 bson_copy_to(doc, &claimed[(*n)++]);
             ok = !mongoc_cursor_error(cursor, error);
@@ -1592,21 +1601,9 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
     bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
                             BCON_INT64(limit));
     mongoc_collection_t *tasks = queue(store, client, service);
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
     bson_t ids = BSON_INITIALIZER;
     uint32_t n = 0;
-    const bson_t *doc;
-    while (mongoc_cursor_next(cursor, &doc)) {
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, doc, "_id")) {
-            char key[16];
-            const char *k;
-            bson_uint32_to_string(n++, &k, key, sizeof key);
-            bson_append_value(&ids, k, -1, bson_iter_value(&it));
-        }
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = find_ids(tasks, filter, opts, &ids, &n, error);
     if (ok && n > 0) {
         /* The status and cutoff again: a task retried meanwhile is not deleted. */
         bson_t del = BSON_INITIALIZER, in;
