@@ -156,7 +156,7 @@ static void build_task(bson_t *doc, uint64_t *state, int64_t seq, int64_t now,
     int64_t p = pick(state, 100);
     int32_t priority = p < 80 ? 0 : p < 95 ? 5 : 10;
     int64_t created = now - pick(state, 7 * DAY_MS);
-    char node[16], name[32];
+    char node[24], name[32];
     snprintf(node, sizeof node, "node-%d", (int)pick(state, 3) + 1);
 
     bson_oid_t id;
