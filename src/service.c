@@ -1278,7 +1278,10 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     }
 
     pthread_mutex_lock(&s->lock);
-    if (cohort_election_has_lease(&s->election))
+    if (!cohort_clock_synced())
+        s->budget = 0; /* no claims before the cluster clock is known: due times, history
+                        * stamps and timeouts are all on it, and the node's own may be off */
+    else if (cohort_election_has_lease(&s->election))
         s->budget = s->eff.primary_task_count;
     else
         s->budget = s->eff.secondary_task_count > 0 ? s->eff.secondary_task_count : -1;
