@@ -4,16 +4,21 @@
  * Options (all optional):
  *   sleep_ms          = N     each task sleeps N ms (default 0)
  *   fail_first_n      = N     a task's first N attempts fail retryably (default 0)
- *   journal           = PATH  after each successful run append "<task id> <node id> <attempt>"
- *                             with one write() on an O_APPEND descriptor, so concurrent
- *                             writers (threads and processes) never interleave lines
+ *   journal           = PATH  after each successful run append "<task id> <node id> <attempt>
+ *                             <started ms> <ended ms>" (the last two: the run's start and end
+ *                             on the cluster clock, cohort_now_ms) with one write() on an
+ *                             O_APPEND descriptor, so concurrent writers (threads and
+ *                             processes) never interleave lines
+ *   crash_on          = FIELD abort() the whole process when a task's data has FIELD = true:
+ *                             a poison task, for the chaos tests (default: none)
  *   generate_per_tick = N     the primary creates N tasks per tick (default 0)
  *   generate_every    = N     ... every N-th tick only (default 1), so tracked batches drain
  *   generate_tracked  = bool  generated tasks are tracked (default false)
  *   completed_log     = PATH  on_tasks_completed appends "<batch id> <succeeded> <failed>
  *                             <tasks iterated> <node id>" (one write, O_APPEND)
  *
- * On SIGHUP every option but the two paths can change (the handler's reload callback).
+ * On SIGHUP every option but the two paths and crash_on can change (the handler's reload
+ * callback).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -34,6 +39,7 @@ typedef struct noop_options {
     long generate_per_tick;
     long generate_every;
     bool generate_tracked;
+    const char *crash_on;      /* only during parsing, like the paths */
     const char *journal;       /* paths: only during parsing */
     const char *completed_log;
 } noop_options_t;
@@ -44,6 +50,7 @@ typedef struct noop {
     long generate_per_tick; /* main thread only, like reload */
     long generate_every;
     bool generate_tracked;
+    char *crash_on; /* fixed at init, like the paths; NULL: none */
     char *journal_path;
     char *completed_path;
     int journal_fd;
@@ -88,6 +95,11 @@ static bool parse_options(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t
             if (!ok)
                 cohort_ctx_set_error(ctx, "line %d: generate_tracked = '%s' must be true or false",
                                      o->line, o->value);
+        } else if (strcmp(o->key, "crash_on") == 0) {
+            ok = o->value[0] != '\0';
+            out->crash_on = o->value;
+            if (!ok)
+                cohort_ctx_set_error(ctx, "line %d: crash_on needs a field name", o->line);
         } else if (strcmp(o->key, "journal") == 0) {
             out->journal = o->value;
         } else if (strcmp(o->key, "completed_log") == 0) {
@@ -96,7 +108,7 @@ static bool parse_options(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t
             cohort_ctx_set_error(ctx,
                                  "line %d: unknown option '%s' for the noop handler (known: "
                                  "sleep_ms, fail_first_n, journal, generate_per_tick, "
-                                 "generate_every, generate_tracked, completed_log)",
+                                 "generate_every, generate_tracked, completed_log, crash_on)",
                                  o->line, o->key);
             ok = false;
         }
@@ -137,6 +149,7 @@ static void noop_destroy(void *state)
         close(n->journal_fd);
     if (n->completed_fd >= 0)
         close(n->completed_fd);
+    free(n->crash_on);
     free(n->journal_path);
     free(n->completed_path);
     free(n);
@@ -155,6 +168,11 @@ static bool noop_init(cohort_ctx_t *ctx, const cohort_option_t *opts, size_t n_o
     }
     n->journal_fd = n->completed_fd = -1;
     apply(n, &o);
+    if (o.crash_on && !(n->crash_on = strdup(o.crash_on))) {
+        cohort_ctx_set_error(ctx, "out of memory");
+        noop_destroy(n);
+        return false;
+    }
     if (!open_log(ctx, "journal", o.journal, &n->journal_fd, &n->journal_path) ||
         !open_log(ctx, "completed_log", o.completed_log, &n->completed_fd, &n->completed_path)) {
         noop_destroy(n);
@@ -169,7 +187,7 @@ static bool same_path(const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* SIGHUP: every option but the two file paths changes live. */
+/* SIGHUP: every option but the two file paths and crash_on changes live. */
 static bool noop_reload(cohort_ctx_t *ctx, void *state, const cohort_option_t *opts,
                         size_t n_opts)
 {
@@ -179,6 +197,10 @@ static bool noop_reload(cohort_ctx_t *ctx, void *state, const cohort_option_t *o
         return false;
     if (!same_path(o.journal, n->journal_path) || !same_path(o.completed_log, n->completed_path)) {
         cohort_ctx_set_error(ctx, "journal and completed_log cannot change without a restart");
+        return false;
+    }
+    if (!same_path(o.crash_on, n->crash_on)) {
+        cohort_ctx_set_error(ctx, "crash_on cannot change without a restart");
         return false;
     }
     apply(n, &o);
@@ -207,9 +229,23 @@ static bool noop_primary_work(cohort_ctx_t *ctx, void *state)
     return ok;
 }
 
+/* True if the task's data has `field` set to true. */
+static bool data_flag(const cohort_task_t *task, const char *field)
+{
+    bson_iter_t it;
+    return field && bson_iter_init_find(&it, cohort_task_data(task), field) &&
+           BSON_ITER_HOLDS_BOOL(&it) && bson_iter_bool(&it);
+}
+
 static cohort_outcome_t noop_process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     noop_t *n = state;
+    int64_t started_ms = cohort_now_ms(ctx);
+    if (data_flag(task, n->crash_on)) {
+        cohort_log(ctx, COHORT_LOG_ERROR, "noop: task %s is poison (crash_on): aborting",
+                   cohort_task_id(task));
+        abort();
+    }
     long sleep_ms = atomic_load(&n->sleep_ms), fail_first_n = atomic_load(&n->fail_first_n);
     if (sleep_ms > 0) {
         struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
@@ -222,9 +258,10 @@ static cohort_outcome_t noop_process(cohort_ctx_t *ctx, void *state, cohort_task
         return COHORT_TASK_RETRY;
     }
     if (n->journal_fd >= 0) {
-        char line[256];
-        int len = snprintf(line, sizeof line, "%s %s %d\n", cohort_task_id(task),
-                           cohort_ctx_node_id(ctx), cohort_task_attempt(task));
+        char line[384];
+        int len = snprintf(line, sizeof line, "%s %s %d %lld %lld\n", cohort_task_id(task),
+                           cohort_ctx_node_id(ctx), cohort_task_attempt(task),
+                           (long long)started_ms, (long long)cohort_now_ms(ctx));
         if (len < 0 || (size_t)len >= sizeof line ||
             write(n->journal_fd, line, (size_t)len) != (ssize_t)len) {
             cohort_task_set_error(task, "noop: journal write failed: %s", strerror(errno));

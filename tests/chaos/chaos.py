@@ -1,0 +1,745 @@
+#!/usr/bin/env python3
+"""chaos.py - the chaos harness's driver (issue 5): runs a private cluster of cohortd nodes
+under random faults, lets it converge, then hands the evidence to check.py.
+
+  python3 tests/chaos/chaos.py [--build build] [--nodes 5] [--duration 120] [--seed 42]
+                               [--workdir DIR] [--keep] [--bound 90]
+
+What it does (see tests/chaos/README.md for the reasoning):
+  1. starts a private local database (deploy/localdb/localdb.sh, H2 file backend, so data
+     survives a database restart) on a free port, or uses MONGODB_URI if set;
+  2. puts a TCP proxy (proxy.py) between each node and the database;
+  3. starts N cohortd nodes running the noop handler: a journal and a completed_log per node,
+     a tracked generator, crash_on = poison;
+  4. for --duration seconds injects random faults from a printed seed (kill -9, SIGSTOP,
+     partition, database restart, clock skew, poison task) and enqueues untracked and tracked
+     tasks with cohortctl;
+  5. heals everything, stops the generator (SIGHUP with generate_per_tick = 0) and waits for
+     convergence (one live primary, nothing pending or claimed, every tracked batch
+     completed) for at most --bound seconds, measuring the time;
+  6. SIGTERMs the nodes, dumps the database into the workdir and runs check.py on it.
+
+Exit status: 0 if the checker found no violation, 1 otherwise, 2 on a setup error. The workdir
+is deleted after a clean run unless --keep; after a failing run it is always kept, and
+`python3 tests/chaos/check.py WORKDIR` re-checks it.
+"""
+import argparse
+import datetime
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+try:
+    import pymongo  # Debian's python3-pymongo
+except ImportError:
+    # A python3 other than the system's (pyenv, a venv) lacks Debian's package: run again
+    # under the system's interpreter, which has it.
+    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and \
+            os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise SystemExit("chaos: pymongo is missing: apt-get install python3-pymongo "
+                     "(or run bash deploy/setup.sh with COHORT_TEST_TOOLS=1)")
+
+import check  # noqa: E402
+from proxy import BLACKHOLE, REFUSE, Proxy, ProxyLoop  # noqa: E402
+
+SERVICE = "noop"
+TICK_MS = 200
+TAKEOVER_MS = 1500
+STALL_MS = 3000
+MAX_ATTEMPTS = 4
+SKEW_MS = 300000
+DEFAULT_BOUND_S = 90
+
+# Fault kinds and their relative weights (poison is scheduled separately, a few per run).
+WEIGHTS = {"kill": 3, "pause": 2, "partition": 3, "slow": 1, "db_restart": 2, "skew": 1}
+
+
+def log(msg):
+    print(f"chaos {time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_binary(build, names):
+    for name in names:
+        path = os.path.join(build, name)
+        if os.path.exists(path):
+            return path
+    raise SystemExit(f"chaos: none of {names} in {build}: build first "
+                     f"(cmake -S . -B build && cmake --build build)")
+
+
+class Database:
+    """The private local database (H2 file), or an external one from MONGODB_URI."""
+
+    def __init__(self, workdir, external_uri):
+        self.state = os.path.join(workdir, "db")
+        self.h2 = os.path.join(workdir, "db.h2")
+        self.external = external_uri
+        self.uri = external_uri
+        self.port = None
+
+    def start(self):
+        if self.external:
+            return
+        port = self.port or free_port()
+        for attempt in range(5):
+            out = subprocess.run(
+                ["bash", os.path.join(ROOT, "deploy/localdb/localdb.sh"), "start", self.state,
+                 "--h2", self.h2, "--port", str(port)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=180)
+            if out.returncode == 0:
+                self.uri = out.stdout.strip()
+                self.port = port
+                return
+            log(f"database start failed (attempt {attempt + 1}): {out.stderr.strip()[-300:]}")
+            time.sleep(1)
+        raise RuntimeError("the local database does not start")
+
+    def stop(self):
+        if self.external:
+            return
+        subprocess.run(["bash", os.path.join(ROOT, "deploy/localdb/localdb.sh"), "stop",
+                        self.state], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60)
+
+    def host_port(self):
+        rest = self.uri.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+        host = rest.split(",")[0].split("@")[-1]
+        h, _, p = host.rpartition(":")
+        return (h or "127.0.0.1"), int(p or 27017)
+
+
+class Node:
+    """One cohortd node: its files, its process, its proxy and what the harness did to it."""
+
+    def __init__(self, run, index):
+        self.run = run
+        self.id = f"n{index}"
+        self.config = os.path.join(run.workdir, f"{self.id}.ini")
+        self.log = os.path.join(run.workdir, f"{self.id}.log")
+        self.journal = os.path.join(run.workdir, f"{self.id}.journal")
+        self.completed = os.path.join(run.workdir, f"{self.id}.completed")
+        self.proc = None
+        self.state = "down"  # up | down | paused | partitioned
+        self.skew_ms = 0
+        self.proxy = None
+        self.expect_exit = False
+        self.log_offset = 0  # where the current process's log starts
+
+    def write_config(self, generate):
+        text = f"""# chaos harness node {self.id} (written by tests/chaos/chaos.py)
+[cluster]
+mongodb_uri = mongodb://127.0.0.1:{self.proxy.port}/
+database = {self.run.database}
+tick_ms = {TICK_MS}
+takeover_ms = {TAKEOVER_MS}
+shutdown_grace_ms = 3000
+node_id = {self.id}
+log_level = info
+
+[service:{SERVICE}]
+handler = {self.run.noop_so}
+workers = 2
+max_attempts = {MAX_ATTEMPTS}
+retry_base_ms = 100
+stall_timeout_ms = {STALL_MS}
+succeeded_retention_ms = 0
+failed_retention_ms = 0
+sleep_ms = 150
+fail_first_n = 1
+journal = {self.journal}
+completed_log = {self.completed}
+generate_per_tick = {self.run.generate_per_tick if generate else 0}
+generate_every = 5
+generate_tracked = true
+crash_on = poison
+"""
+        with open(self.config, "w") as f:
+            f.write(text)
+
+    def start(self):
+        env = dict(os.environ)
+        env.pop("MONGODB_URI", None)  # it would override the proxy's address
+        env.pop("COHORT_TEST_CLOCK_SKEW_MS", None)
+        if self.skew_ms:
+            env["COHORT_TEST_CLOCK_SKEW_MS"] = str(self.skew_ms)
+        with open(self.log, "ab") as f:
+            self.log_offset = f.tell()
+            f.write(f"# chaos: start skew_ms={self.skew_ms} at_ms={int(time.time() * 1000)}\n"
+                    .encode())
+            f.flush()
+            self.proc = subprocess.Popen([self.run.cohortd, "-c", self.config],
+                                         stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                                         env=env, start_new_session=True)
+        self.state = "up"
+        self.expect_exit = False
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait_ready(self, timeout=10.0):
+        """Waits until the process logged its start line, which it writes after installing its
+        signal handlers: a SIGHUP or SIGTERM before that would kill it with the default action
+        (a race of the harness, not a fault under test)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None or " started: " in self.log_since_start():
+                return
+            time.sleep(0.05)
+
+    def log_since_start(self):
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="cohort-chaos-"))
+        os.makedirs(self.workdir, exist_ok=True)
+        if os.listdir(self.workdir):
+            raise SystemExit(f"chaos: --workdir {self.workdir} is not empty")
+        build = os.path.abspath(args.build)
+        self.cohortd = find_binary(build, ["src/cohortd", "cohortd"])
+        self.cohortctl = find_binary(build, ["src/cohortctl", "cohortctl"])
+        self.noop_so = find_binary(build, ["handlers/cohort_noop.so",
+                                           "handlers/noop/cohort_noop.so"])
+        self.database = f"chaos_{args.seed}_{os.getpid()}"
+        self.generate_per_tick = 2
+        self.db = Database(self.workdir, os.environ.get("MONGODB_URI"))
+        self.events = open(os.path.join(self.workdir, "events.jsonl"), "a")
+        self.lock = threading.Lock()
+        self.nodes = []
+        self.ploop = None
+        self.client = None
+        self.timers = []  # (due, what, node or None)
+        self.db_thread = None
+        self.db_down = False
+        self.workers = []  # enqueue threads
+        self.enqueue_seq = 0
+        self.observed = None  # (primary, epoch) last seen
+        self.pending_takeover = None
+
+    # ---- bookkeeping ----------------------------------------------------------------------
+
+    def event(self, kind, **fields):
+        rec = {"t": round(time.time(), 3), "kind": kind, **fields}
+        with self.lock:
+            self.events.write(json.dumps(rec) + "\n")
+            self.events.flush()
+        return rec
+
+    def later(self, seconds, what, node=None, **extra):
+        self.timers.append((time.monotonic() + seconds, what, node, extra))
+
+    # ---- setup ----------------------------------------------------------------------------
+
+    def setup(self):
+        self.db.start()
+        log(f"database {self.db.uri} ({'external' if self.db.external else 'private, H2'}); "
+            f"database name {self.database}; workdir {self.workdir}")
+        self.client = pymongo.MongoClient(self.db.uri, serverSelectionTimeoutMS=1000,
+                                          connectTimeoutMS=1000, socketTimeoutMS=5000)
+        self.ploop = ProxyLoop()
+        host, port = self.db.host_port()
+        meta = {
+            "seed": self.args.seed, "nodes": self.args.nodes, "duration_s": self.args.duration,
+            "bound_s": self.args.bound, "service": SERVICE, "database": self.database,
+            "max_attempts": MAX_ATTEMPTS, "tick_ms": TICK_MS, "takeover_ms": TAKEOVER_MS,
+            "stall_timeout_ms": STALL_MS, "external_db": bool(self.db.external),
+            "node_ids": [f"n{i + 1}" for i in range(self.args.nodes)],
+        }
+        with open(os.path.join(self.workdir, "run.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+        for i in range(self.args.nodes):
+            node = Node(self, i + 1)
+            node.proxy = Proxy(self.ploop, node.id, host, port)
+            node.write_config(generate=True)
+            self.nodes.append(node)
+        for node in self.nodes:
+            node.start()
+            self.event("start", node=node.id, skew_ms=0, pid=node.proc.pid)
+
+    # ---- observation ----------------------------------------------------------------------
+
+    def service_doc(self):
+        try:
+            return self.client[self.database]["services"].find_one({"_id": SERVICE})
+        except Exception:  # the database is away: nothing observed this time
+            return None
+
+    def observe(self):
+        doc = self.service_doc()
+        if not doc:
+            return None
+        seen = (doc.get("primary"), doc.get("epoch", 0))
+        if seen != self.observed:
+            self.observed = seen
+        pt = self.pending_takeover
+        if pt and seen[1] > pt["epoch"] and seen[0] not in (None, pt["victim"]):
+            ms = int((time.monotonic() - pt["t0"]) * 1000)
+            self.event("takeover", fault=pt["fault"], victim=pt["victim"], new=seen[0],
+                       epoch=seen[1], ms=ms)
+            log(f"takeover after {pt['fault']} of {pt['victim']}: {seen[0]} epoch {seen[1]} "
+                f"in {ms} ms")
+            self.pending_takeover = None
+        elif pt and seen[0] == pt["victim"] and seen[1] > pt["epoch"]:
+            self.pending_takeover = None  # the victim took itself back: not a takeover
+        return doc
+
+    def primary(self):
+        return self.observed[0] if self.observed else None
+
+    def watch_takeover(self, node, fault):
+        """Times the takeover a fault on the primary causes (not while the database is away:
+        that time would be the database's, not the election's)."""
+        if self.observed and node.id == self.observed[0] and not self.pending_takeover and \
+                not self.db_down:
+            self.pending_takeover = {"t0": time.monotonic(), "victim": node.id,
+                                     "epoch": self.observed[1], "fault": fault}
+
+    # ---- processes ------------------------------------------------------------------------
+
+    def reap(self):
+        for node in self.nodes:
+            if node.state in ("up", "partitioned") and node.proc and node.proc.poll() is not None:
+                rc = node.proc.returncode
+                text = node.log_since_start()
+                poison = "is poison (crash_on)" in text
+                node.state = "down"
+                if node.proxy.mode != "forward":
+                    node.proxy.restore()
+                if node.expect_exit:
+                    continue
+                self.event("crash", node=node.id, rc=rc, poison=poison)
+                log(f"{node.id} exited with status {rc}"
+                    f"{' (poison task)' if poison else ' UNEXPECTEDLY'}; restarting soon")
+                self.later(self.rng.uniform(0.5, 2.0), "restart", node)
+
+    def restart(self, node, skew_ms=None):
+        if skew_ms is not None:
+            node.skew_ms = skew_ms
+        if node.proxy.mode != "forward":
+            node.proxy.restore()
+        node.start()
+        self.event("start", node=node.id, skew_ms=node.skew_ms, pid=node.proc.pid)
+
+    def kill(self, node, sig=signal.SIGKILL):
+        if sig != signal.SIGKILL:
+            node.wait_ready()
+        node.expect_exit = True
+        if node.state == "paused":
+            node.signal(signal.SIGCONT)
+        node.signal(sig)
+        try:
+            node.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            node.signal(signal.SIGKILL)
+            node.proc.wait(10)
+            self.event("stop_timeout", node=node.id)
+        node.state = "down"
+
+    # ---- faults ---------------------------------------------------------------------------
+
+    def up_nodes(self):
+        return [n for n in self.nodes if n.state == "up" and n.proc.poll() is None]
+
+    def pick_node(self):
+        """A running node, the primary half of the time."""
+        ups = self.up_nodes()
+        if not ups:
+            return None
+        prim = [n for n in ups if n.id == self.primary()]
+        if prim and self.rng.random() < 0.5:
+            return prim[0]
+        return self.rng.choice(ups)
+
+    def inject(self):
+        disrupted = sum(1 for n in self.nodes if n.state != "up")
+        weights = self.args.faults
+        kinds = [k for k in weights if weights[k] > 0 and
+                 not (k == "db_restart" and self.db_down)]
+        if not kinds:
+            return
+        kind = self.rng.choices(kinds, [weights[k] for k in kinds])[0]
+        if kind != "db_restart" and disrupted >= max(1, (len(self.nodes) - 1) // 2):
+            return  # keep a majority running, so the run makes progress
+        if kind == "db_restart":
+            self.db_restart()
+            return
+        node = self.pick_node()
+        if not node:
+            return
+        if kind == "kill":
+            self.watch_takeover(node, "kill")
+            self.kill(node)
+            down = self.rng.uniform(1.0, 5.0)
+            self.event("fault", fault="kill", node=node.id, down_s=round(down, 2),
+                       was_primary=node.id == self.primary())
+            log(f"kill -9 {node.id} for {down:.1f}s")
+            self.later(down, "restart", node)
+        elif kind == "pause":
+            self.watch_takeover(node, "pause")
+            length = self.rng.uniform(1.5, 4.0) * TAKEOVER_MS / 1000
+            node.signal(signal.SIGSTOP)
+            node.state = "paused"
+            self.event("fault", fault="pause", node=node.id, length_s=round(length, 2),
+                       was_primary=node.id == self.primary())
+            log(f"SIGSTOP {node.id} for {length:.1f}s")
+            self.later(length, "resume", node)
+        elif kind == "partition":
+            self.watch_takeover(node, "partition")
+            mode = self.rng.choice([REFUSE, BLACKHOLE])
+            length = self.rng.uniform(2.0, 8.0)
+            node.proxy.cut(mode)
+            node.state = "partitioned"
+            self.event("fault", fault="partition", node=node.id, mode=mode,
+                       length_s=round(length, 2), was_primary=node.id == self.primary())
+            log(f"partition {node.id} ({mode}) for {length:.1f}s")
+            self.later(length, "heal", node)
+        elif kind == "slow":
+            delay = self.rng.uniform(0.1, 0.4)
+            length = self.rng.uniform(3.0, 8.0)
+            node.proxy.slow(delay)
+            self.event("fault", fault="slow", node=node.id, delay_s=round(delay, 3),
+                       length_s=round(length, 2), was_primary=node.id == self.primary())
+            log(f"slow {node.id}'s link by {delay * 1000:.0f} ms per chunk for {length:.1f}s")
+            self.later(length, "unslow", node)
+        elif kind == "skew":
+            self.watch_takeover(node, "skew")
+            skew = 0 if node.skew_ms else self.rng.choice([SKEW_MS, -SKEW_MS])
+            # Half the time the node starts on a slow link, so that its first clock samples
+            # are rejected (round trip over takeover_ms/8) while its wall clock is off.
+            slow_start = self.rng.random() < 0.5
+            was_primary = node.id == self.primary()
+            self.kill(node, signal.SIGTERM)
+            self.event("fault", fault="skew", node=node.id, skew_ms=skew,
+                       slow_start=slow_start, was_primary=was_primary)
+            log(f"restart {node.id} with clock skew {skew} ms"
+                f"{' on a slow link for 3s' if slow_start else ''}")
+            if slow_start:
+                node.proxy.slow(0.25)
+                self.later(3.0, "unslow", node)
+            self.restart(node, skew)
+
+    def db_restart(self):
+        down = self.rng.uniform(1.0, 4.0)
+        self.db_down = True
+        self.pending_takeover = None
+        self.event("fault", fault="db_restart", down_s=round(down, 2),
+                   mode="proxies" if self.db.external else "database")
+        log(f"database restart ({'all proxies' if self.db.external else 'stop + start'}), "
+            f"down {down:.1f}s")
+
+        def work():
+            try:
+                if self.db.external:
+                    for n in self.nodes:
+                        if n.state != "partitioned":
+                            n.proxy.cut(REFUSE)
+                    time.sleep(down)
+                    for n in self.nodes:
+                        if n.state != "partitioned":
+                            n.proxy.restore()
+                else:
+                    self.db.stop()
+                    time.sleep(down)
+                    self.db.start()
+                self.event("db_up")
+            except Exception as e:  # reported, and the run fails
+                self.event("setup_error", error=f"database restart: {e}")
+            finally:
+                self.db_down = False
+
+        self.db_thread = threading.Thread(target=work, daemon=True)
+        self.db_thread.start()
+
+    def poison(self):
+        self.enqueue(poison=True)
+
+    def enqueue(self, poison=False):
+        self.enqueue_seq += 1
+        tag = f"p{self.enqueue_seq}" if poison else f"e{self.enqueue_seq}"
+        tracked = not poison and self.rng.random() < 0.3
+        count = 1 if poison or self.rng.random() < 0.3 else self.rng.randint(2, 20)
+        data = {"chaos": tag}
+        if poison:
+            data["poison"] = True
+        cmd = [self.cohortctl, "--database", self.database, "enqueue", SERVICE,
+               "--data", json.dumps(data)]
+        if count > 1:
+            cmd += ["--count", str(count)]
+        if tracked:
+            cmd.append("--tracked")
+        env = dict(os.environ, MONGODB_URI=self.db.uri)
+
+        def work():
+            try:
+                out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, timeout=30)
+                rc, stdout, stderr = out.returncode, out.stdout.strip(), out.stderr.strip()
+            except subprocess.TimeoutExpired:
+                rc, stdout, stderr = -1, "", "timeout"
+            self.event("enqueue", tag=tag, count=count, tracked=tracked, poison=poison,
+                       rc=rc, out=stdout, err=stderr[-300:])
+            if poison:
+                log(f"poison task {tag} enqueued: rc={rc} {stdout} {stderr[-200:]}")
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        self.workers.append(t)
+
+    def run_timers(self):
+        now = time.monotonic()
+        due = [t for t in self.timers if t[0] <= now]
+        self.timers = [t for t in self.timers if t[0] > now]
+        for _, what, node, _extra in due:
+            if what == "restart" and node.state == "down":
+                self.restart(node)
+            elif what == "resume" and node.state == "paused":
+                node.signal(signal.SIGCONT)
+                node.state = "up"
+            elif what == "heal" and node.state == "partitioned":
+                node.proxy.restore()
+                node.state = "up"
+            elif what == "unslow":
+                node.proxy.slow(0)
+
+    # ---- phases ---------------------------------------------------------------------------
+
+    def chaos(self):
+        end = time.monotonic() + self.args.duration
+        next_fault = time.monotonic() + self.rng.uniform(3, 6)
+        next_enqueue = time.monotonic() + self.rng.uniform(1, 3)
+        n_poison = max(1, self.args.duration // 300)
+        poison_at = sorted(time.monotonic() + self.rng.uniform(0.1, 0.6) * self.args.duration
+                           for _ in range(n_poison))
+        last_observe = 0
+        while time.monotonic() < end:
+            self.reap()
+            self.run_timers()
+            now = time.monotonic()
+            if now - last_observe >= 0.25 and not self.db_down:
+                self.observe()
+                last_observe = now
+            if now >= next_fault:
+                self.inject()
+                next_fault = now + self.rng.uniform(2, 6)
+            if now >= next_enqueue:
+                self.enqueue()
+                next_enqueue = now + self.rng.uniform(1.5, 5)
+            if poison_at and now >= poison_at[0]:
+                poison_at.pop(0)
+                self.poison()
+            time.sleep(0.05)
+
+    def heal_all(self):
+        if self.db_thread:
+            self.db_thread.join(240)
+        for t in self.workers:
+            t.join(60)
+        for node in self.nodes:
+            if node.state == "paused":
+                node.signal(signal.SIGCONT)
+                node.state = "up"
+            elif node.state == "partitioned":
+                node.proxy.restore()
+                node.state = "up"
+            node.proxy.slow(0)
+        self.reap()
+        for node in self.nodes:
+            if node.state == "down":
+                self.restart(node)
+        self.timers = []
+
+    def stop_generator(self):
+        """No new tasks from now on, so the queue can drain: generate_per_tick = 0 (SIGHUP)."""
+        for node in self.nodes:
+            node.write_config(generate=False)
+        for node in self.nodes:
+            node.wait_ready()
+            node.signal(signal.SIGHUP)
+
+    def converged(self):
+        doc = self.observe()
+        if not doc:
+            return False, "database not answering"
+        primary = doc.get("primary")
+        owner = next((n for n in self.nodes if n.id == primary), None)
+        if not owner or owner.state != "up" or owner.proc.poll() is not None:
+            return False, f"primary {primary!r} not a running node"
+        if any(n.state != "up" for n in self.nodes):
+            return False, "a node is down"
+        q = self.client[self.database][f"queue_{SERVICE}"]
+        busy = q.count_documents({"status": {"$in": ["pending", "claimed"]}})
+        if busy:
+            return False, f"{busy} task(s) pending or claimed"
+        seq = doc.get("batch_seq", 1)
+        if doc.get("draining"):
+            return False, f"batch {doc['draining']} draining"
+        open_tasks = q.count_documents({"tracked": True, "batch": {"$gte": seq}})
+        if open_tasks:
+            return False, f"{open_tasks} tracked task(s) in the open batch {seq}"
+        if doc.get("batches_completed", 0) != seq - 1:
+            return False, (f"batches_completed {doc.get('batches_completed')} != "
+                           f"batch_seq - 1 = {seq - 1}")
+        return True, f"primary {primary} epoch {doc.get('epoch')}"
+
+    def converge(self):
+        t0 = time.monotonic()
+        deadline = t0 + self.args.bound
+        why = ""
+        streak = 0
+        while time.monotonic() < deadline:
+            self.reap()
+            self.run_timers()
+            try:
+                ok, why = self.converged()
+            except Exception as e:
+                ok, why = False, f"database error: {e}"
+            if ok:
+                streak += 1
+                if streak == 3:  # stable over ~1 s (three polls) with a renewing primary
+                    seconds = time.monotonic() - t0
+                    self.event("converged", seconds=round(seconds, 2), bound_s=self.args.bound,
+                               detail=why)
+                    log(f"converged in {seconds:.1f}s (bound {self.args.bound}s): {why}")
+                    return True
+            else:
+                streak = 0
+            time.sleep(0.4)
+        self.event("not_converged", bound_s=self.args.bound, detail=why)
+        log(f"NOT converged within {self.args.bound}s: {why}")
+        return False
+
+    def shutdown(self):
+        for node in self.nodes:
+            if node.proc and node.proc.poll() is None:
+                if node.state == "paused":
+                    node.signal(signal.SIGCONT)
+                self.kill(node, signal.SIGTERM)
+                self.event("stop", node=node.id, rc=node.proc.returncode)
+
+    def dump(self):
+        db = self.client[self.database]
+        out = {
+            "services": [check.plain(d) for d in db["services"].find({})],
+            "tasks": [check.plain(d) for d in db[f"queue_{SERVICE}"].find({})],
+            "nodes": [check.plain(d) for d in db["nodes"].find({})],
+        }
+        with open(os.path.join(self.workdir, "dump.json"), "w") as f:
+            json.dump(out, f)
+
+    def cleanup(self):
+        for node in self.nodes:
+            if node.proc and node.proc.poll() is None:
+                node.signal(signal.SIGCONT)
+                node.signal(signal.SIGKILL)
+                node.proc.wait(10)
+        if self.db_thread:
+            self.db_thread.join(240)
+        if self.client is not None and self.db.external and not self.args.keep:
+            try:
+                self.client.drop_database(self.database)
+            except Exception:
+                pass
+        for node in self.nodes:
+            if node.proxy:
+                node.proxy.close()
+        if self.ploop:
+            self.ploop.close()
+        self.db.stop()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"),
+                   help="the build directory (default: build/)")
+    p.add_argument("--nodes", type=int, default=5)
+    p.add_argument("--duration", type=int, default=120, help="seconds of faults")
+    p.add_argument("--seed", type=int, default=None, help="default: random, printed")
+    p.add_argument("--bound", type=int, default=DEFAULT_BOUND_S,
+                   help=f"convergence bound in seconds (default {DEFAULT_BOUND_S})")
+    p.add_argument("--workdir", help="default: a new directory under $TMPDIR")
+    p.add_argument("--keep", action="store_true", help="keep the workdir after a clean run")
+    p.add_argument("--faults", default="",
+                   help="fault weights, e.g. skew=5,kill=1 (unnamed kinds keep their default; "
+                        "0 disables one); defaults: " +
+                        ",".join(f"{k}={v}" for k, v in WEIGHTS.items()))
+    args = p.parse_args(argv)
+    weights = dict(WEIGHTS)
+    for item in filter(None, args.faults.split(",")):
+        kind, _, weight = item.partition("=")
+        if kind not in WEIGHTS or not weight.isdigit():
+            p.error(f"--faults: '{item}' is not KIND=N with KIND one of {', '.join(WEIGHTS)}")
+        weights[kind] = int(weight)
+    args.faults = weights
+    if args.seed is None:
+        args.seed = random.SystemRandom().randint(1, 2**31 - 1)
+    if args.nodes < 2:
+        p.error("--nodes must be at least 2")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    log(f"seed {args.seed}: {args.nodes} nodes, {args.duration}s of faults, convergence bound "
+        f"{args.bound}s (replay: python3 tests/chaos/chaos.py --seed {args.seed} "
+        f"--nodes {args.nodes} --duration {args.duration})")
+    run = Run(args)
+    ok_setup = True
+    try:
+        run.setup()
+        run.chaos()
+        log("faults stop; healing every node and the database")
+        run.heal_all()
+        run.event("faults_stopped")
+        run.stop_generator()
+        run.converge()
+        run.shutdown()
+        run.dump()
+    except Exception as e:
+        ok_setup = False
+        run.event("setup_error", error=repr(e))
+        log(f"harness error: {e!r}")
+    finally:
+        run.cleanup()
+        run.events.close()
+    violations = check.check(run.workdir, out=sys.stdout) if ok_setup else ["harness error"]
+    log(f"started {started}; seed {args.seed}; workdir {run.workdir}")
+    if violations or args.keep:
+        log(f"kept {run.workdir} (re-check: python3 tests/chaos/check.py {run.workdir})")
+    else:
+        shutil.rmtree(run.workdir, ignore_errors=True)
+    if not ok_setup:
+        return 2
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

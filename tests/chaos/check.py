@@ -1,0 +1,513 @@
+#!/usr/bin/env python3
+"""check.py - the chaos harness's checker: reads what a run left in its workdir and asserts the
+invariants of issue 5 (the guarantees in ../shared/BRIEF.md). Exit status 1 on any violation.
+
+  python3 tests/chaos/check.py WORKDIR
+
+The workdir (written by chaos.py) holds:
+  run.json        the run's parameters (seed, nodes, service, max_attempts, bound, ...)
+  events.jsonl    what the driver did: faults, restarts, crashes, enqueues, takeovers,
+                  convergence
+  dump.json       the database after the run: services, tasks (queue_<service>), nodes;
+                  ObjectIds as hex strings, dates as milliseconds since the epoch
+  nX.log          each node's stderr (all its processes; "# chaos:" lines mark restarts)
+  nX.journal      noop journal: "<task id> <node> <attempt> <started ms> <ended ms>"
+  nX.completed    noop completed_log: "<batch> <succeeded> <failed> <iterated> <node>"
+
+Only checks that hold under at-least-once execution are made (README.md says why each is
+sound). Times from different clocks (the server's, a node's cluster clock) are compared with
+a tolerance of TOL_MS.
+"""
+import calendar
+import datetime
+import json
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+
+TOL_MS = 300  # cluster-clock error: rtt/2 + 1 per node sample (rtt <= takeover_ms/8)
+
+LOG_LINE = re.compile(
+    r"^(?P<ts>\S+) (?P<level>[A-Z]+)\s+node=(?P<node>\S+)"
+    r"(?: service=(?P<service>\S+))?(?: role=(?P<role>\S+))?(?: epoch=(?P<epoch>\d+))? \| "
+    r"(?P<msg>.*)$")
+BECAME = re.compile(r"^became primary \(epoch (\d+)")
+COMPLETED = re.compile(r"^batch (\d+) completed:")
+
+
+def plain(value):
+    """A BSON value as JSON-friendly data: ObjectId -> hex, datetime -> ms since the epoch."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        return calendar.timegm(value.utctimetuple()) * 1000 + value.microsecond // 1000
+    if type(value).__name__ == "ObjectId":
+        return str(value)
+    if type(value).__name__ == "Int64":
+        return int(value)
+    return value
+
+
+class Evidence:
+    """Everything a run left behind, parsed."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        with open(os.path.join(workdir, "run.json")) as f:
+            self.run = json.load(f)
+        self.events = []
+        path = os.path.join(workdir, "events.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                self.events = [json.loads(line) for line in f if line.strip()]
+        dump_path = os.path.join(workdir, "dump.json")
+        self.dump = None
+        if os.path.exists(dump_path):
+            with open(dump_path) as f:
+                self.dump = json.load(f)
+        self.logs = {}       # node -> [parsed line dict]
+        self.journal = []    # (task, node, attempt, started, ended, file, line no)
+        self.journal_bad = []
+        self.completed = []  # (batch, succeeded, failed, iterated, node)
+        self.completed_bad = []
+        for node in self.run["node_ids"]:
+            self.logs[node] = self._read_log(os.path.join(workdir, f"{node}.log"))
+            self._read_journal(os.path.join(workdir, f"{node}.journal"))
+            self._read_completed(os.path.join(workdir, f"{node}.completed"))
+
+    @staticmethod
+    def _lines(path):
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+
+    def _read_log(self, path):
+        out = []
+        for line in self._lines(path):
+            m = LOG_LINE.match(line)
+            if m:
+                d = m.groupdict()
+                d["epoch"] = int(d["epoch"] or 0)
+                out.append(d)
+        return out
+
+    def _read_journal(self, path):
+        for no, line in enumerate(self._lines(path), 1):
+            f = line.split()
+            try:
+                if len(f) != 5 or len(f[0]) != 24:
+                    raise ValueError
+                self.journal.append((f[0], f[1], int(f[2]), int(f[3]), int(f[4]),
+                                     os.path.basename(path), no))
+            except ValueError:
+                self.journal_bad.append(f"{os.path.basename(path)}:{no}: {line[:120]}")
+
+    def _read_completed(self, path):
+        for no, line in enumerate(self._lines(path), 1):
+            f = line.split()
+            try:
+                if len(f) != 5:
+                    raise ValueError
+                self.completed.append((int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4]))
+            except ValueError:
+                self.completed_bad.append(f"{os.path.basename(path)}:{no}: {line[:120]}")
+
+
+class Checker:
+    def __init__(self, ev):
+        self.ev = ev
+        self.violations = []
+        self.stats = {}
+        service = ev.run["service"]
+        dump = ev.dump or {"services": [], "tasks": [], "nodes": []}
+        self.service_doc = next((s for s in dump["services"] if s.get("_id") == service), None)
+        self.tasks = dump["tasks"]
+        self.by_id = {t["_id"]: t for t in self.tasks}
+        self.primary_of = {}  # epoch -> node, from the logs
+        self.skews = defaultdict(set)  # node -> clock skews it ran with (ms, nonzero)
+        for e in ev.events:
+            if e["kind"] == "start" and e.get("skew_ms"):
+                self.skews[e["node"]].add(e["skew_ms"])
+
+    def skew_explains(self, node, error_ms):
+        """True if `error_ms` (a time of `node`'s off by that much) is about its clock skew:
+        the node used its own wall clock instead of the cluster clock."""
+        return any(abs(abs(error_ms) - abs(skew)) < 10000 for skew in self.skews.get(node, ()))
+
+    def clock_or(self, invariant, node, error_ms, message):
+        if self.skew_explains(node, error_ms):
+            self.fail("4 clock", f"{message}; the error is {node}'s clock skew: it stamped a "
+                                 f"time from its own wall clock, not the cluster clock")
+        else:
+            self.fail(invariant, message)
+
+    def fail(self, invariant, message):
+        self.violations.append(f"[{invariant}] {message}")
+
+    # ---- 1. one primary per epoch; epochs only increase ------------------------------------
+
+    def check_epochs(self):
+        acted = defaultdict(set)
+        became = []
+        for node, lines in self.ev.logs.items():
+            last = 0
+            for d in lines:
+                if d["role"] == "primary" and d["epoch"] > 0:
+                    acted[d["epoch"]].add(node)
+                m = BECAME.match(d["msg"])
+                if m:
+                    epoch = int(m.group(1))
+                    became.append((epoch, node))
+                    if epoch <= last:
+                        self.fail("1 epochs", f"{node} became primary of epoch {epoch} after "
+                                              f"epoch {last}: epochs must only increase")
+                    last = epoch
+        for epoch, nodes in sorted(acted.items()):
+            if len(nodes) > 1:
+                self.fail("1 epochs", f"epoch {epoch}: {len(nodes)} nodes acted as primary "
+                                      f"({', '.join(sorted(nodes))})")
+            self.primary_of[epoch] = sorted(nodes)[0]
+        for epoch, n in Counter(e for e, _ in became).items():
+            if n > 1:
+                self.fail("1 epochs", f"epoch {epoch} was begun {n} times")
+        final = (self.service_doc or {}).get("epoch", 0)
+        top = max(acted) if acted else 0
+        if top > final:
+            self.fail("1 epochs", f"logs show epoch {top}, the database only {final}")
+        # Tasks created by primary_work carry the epoch they were created under.
+        created = defaultdict(list)
+        for t in self.tasks:
+            epoch = t.get("epoch")
+            if not epoch:
+                continue
+            created[epoch].append(t.get("created_at") or 0)
+            if epoch > final:
+                self.fail("1 epochs", f"task {t['_id']} has epoch {epoch} > final epoch {final}")
+            owner = self.primary_of.get(epoch)
+            if owner and t.get("created_by") != owner:
+                self.fail("1 epochs", f"task {t['_id']} created by {t.get('created_by')} under "
+                                      f"epoch {epoch}, whose primary was {owner}")
+            elif not owner:
+                self.primary_of[epoch] = t.get("created_by")
+        # Fencing in time: whatever a primary of epoch E created precedes what any primary of a
+        # later epoch created (a deposed primary creates nothing once its lease ran out).
+        latest_before, latest_epoch = None, None
+        for epoch in sorted(created):
+            first = min(created[epoch])
+            if latest_before is not None and first + TOL_MS < latest_before:
+                self.fail("1 fencing", f"a task of epoch {latest_epoch} was created at "
+                                       f"{latest_before}, {latest_before - first} ms after the "
+                                       f"first task of epoch {epoch} (two primaries acting at "
+                                       f"once)")
+            last = max(created[epoch])
+            if latest_before is None or last > latest_before:
+                latest_before, latest_epoch = last, epoch
+        self.stats["primacy changes"] = len(became)
+        self.stats["final epoch"] = final
+
+    # ---- 2. no task lost or stuck; runs journaled; no overlapping runs ---------------------
+
+    def check_tasks(self):
+        if self.ev.dump is None:
+            self.fail("2 tasks", "no dump.json: the database was never read")
+            return
+        status = Counter(t.get("status") for t in self.tasks)
+        for t in self.tasks:
+            if t.get("status") not in ("succeeded", "failed"):
+                self.fail("2 tasks", f"task {t['_id']} ({t.get('data')}) is {t.get('status')} "
+                                     f"after the run quiesced (attempts {t.get('attempts')}, "
+                                     f"claimed_by {t.get('claimed_by')})")
+        # Every enqueue cohortctl confirmed is in the database, exactly as many as asked for.
+        by_tag = Counter((t.get("data") or {}).get("chaos") for t in self.tasks)
+        for e in self.ev.events:
+            if e["kind"] != "enqueue":
+                continue
+            have = by_tag.get(e["tag"], 0)
+            if have > e["count"]:
+                self.fail("2 tasks", f"enqueue {e['tag']}: {have} tasks, {e['count']} enqueued")
+            elif e["rc"] == 0 and have != e["count"]:
+                self.fail("2 tasks", f"enqueue {e['tag']}: cohortctl confirmed {e['count']} "
+                                     f"task(s), the database has {have} (lost)")
+        # Journal: every id a task; each (task, attempt) at most once (one claim per attempt).
+        for bad in self.ev.journal_bad:
+            self.fail("2 journal", f"malformed journal line {bad}")
+        seen = {}
+        per_task = defaultdict(list)
+        for j in self.ev.journal:
+            tid, node, attempt = j[0], j[1], j[2]
+            per_task[tid].append(j)
+            if tid not in self.by_id:
+                self.fail("2 tasks", f"task {tid} ran on {node} ({j[5]}:{j[6]}) but is not in "
+                                     f"the database (lost)")
+            if (tid, attempt) in seen:
+                self.fail("2 claims", f"task {tid} attempt {attempt} ran twice ({seen[tid, attempt]} "
+                                      f"and {node}): two nodes held one claim")
+            seen[tid, attempt] = node
+        retries = duplicates = 0
+        for t in self.tasks:
+            retries += self._check_history(t, per_task.get(t["_id"], []))
+            if t.get("status") == "succeeded":
+                duplicates += max(0, len(per_task.get(t["_id"], [])) - 1)
+        self.stats["tasks"] = len(self.tasks)
+        self.stats["succeeded"] = status.get("succeeded", 0)
+        self.stats["failed"] = status.get("failed", 0)
+        self.stats["tracked"] = sum(1 for t in self.tasks if t.get("tracked"))
+        self.stats["from cohortctl"] = sum(1 for t in self.tasks
+                                           if t.get("created_by") == "cohortctl")
+        self.stats["retries recorded"] = retries
+        self.stats["attempts beyond the first"] = sum(max(0, (t.get("attempts") or 0) - 1)
+                                                      for t in self.tasks)
+        self.stats["journal lines"] = len(self.ev.journal)
+        self.stats["re-runs (at-least-once)"] = duplicates
+
+    def _check_history(self, t, runs):
+        """The task's recorded runs; returns how many were retries."""
+        tid = t["_id"]
+        hist = t.get("history") or []
+        retries = sum(1 for h in hist if h.get("outcome") == "retry")
+        for h in hist:
+            start, end = h.get("started_at"), h.get("ended_at")
+            if start is not None and end is not None and end + TOL_MS < start:
+                self.clock_or("2 history", h.get("node"), start - end,
+                              f"task {tid}: attempt {h.get('attempt')} on {h.get('node')} ended "
+                              f"{start - end} ms before it was claimed")
+            elif start is not None and end is not None and end - start > 60000 and \
+                    self.skew_explains(h.get("node"), end - start):
+                self.fail("4 clock", f"task {tid}: attempt {h.get('attempt')} on {h.get('node')} "
+                                     f"ended {end - start} ms after its claim, about that node's "
+                                     f"clock skew: it stamped its own wall clock's time")
+        if t.get("status") == "pending" and hist and t.get("run_at") is not None:
+            last = hist[-1]
+            ahead = t["run_at"] - (last.get("ended_at") or 0)
+            late = t["run_at"] - (last.get("started_at") or 0)
+            if last.get("outcome") == "retry" and ahead < 60000 and late > 60000 and \
+                    self.skew_explains(last.get("node"), late):
+                self.fail("4 clock", f"task {tid}: {last.get('node')} scheduled its retry at "
+                                     f"run_at = claim + {late} ms (its clock skew), so the task "
+                                     f"is not due for minutes")
+        for a, b in zip(hist, hist[1:]):
+            if a.get("outcome") != "retry":
+                self.fail("2 history", f"task {tid}: outcome {a.get('outcome')} of attempt "
+                                       f"{a.get('attempt')} followed by attempt {b.get('attempt')}")
+            if not (a.get("attempt", 0) < b.get("attempt", 0)):
+                self.fail("2 history", f"task {tid}: attempts {a.get('attempt')} then "
+                                       f"{b.get('attempt')} in its history")
+            end, start = a.get("ended_at"), b.get("started_at")
+            if end is not None and start is not None and start + TOL_MS < end:
+                self.clock_or("2 overlap", a.get("node"), end - start,
+                              f"task {tid}: attempt {b.get('attempt')} on {b.get('node')} "
+                              f"started {end - start} ms before attempt {a.get('attempt')} on "
+                              f"{a.get('node')} ended (both recorded)")
+        if t.get("status") != "succeeded":
+            return retries
+        last = hist[-1] if hist else {}
+        node, attempt = last.get("node"), last.get("attempt")
+        if last.get("outcome") != "succeeded":
+            self.fail("2 history", f"task {tid} succeeded but its last recorded run is "
+                                   f"{last.get('outcome')}")
+            return retries
+        if t.get("attempts") != attempt or t.get("claimed_by") != node:
+            self.fail("2 history", f"task {tid}: success recorded for attempt {attempt} on {node}, "
+                                   f"task says attempts {t.get('attempts')} claimed_by "
+                                   f"{t.get('claimed_by')}")
+        mine = [j for j in runs if j[2] == attempt]
+        if len(mine) != 1 or mine[0][1] != node:
+            where = ", ".join(f"{j[1]}" for j in mine) or "none"
+            self.fail("2 journal", f"task {tid}: its recorded success (attempt {attempt} on "
+                                   f"{node}) has {len(mine)} journal line(s) (from: {where})")
+        else:
+            _, _, _, started, ended, _, _ = mine[0]
+            claimed = last.get("started_at", started)
+            if started + TOL_MS < claimed or \
+                    ended > last.get("ended_at", ended) + TOL_MS or ended + TOL_MS < started:
+                self.clock_or("2 journal", node, claimed - started,
+                              f"task {tid}: journaled run [{started}, {ended}] is not inside its "
+                              f"recorded run [{claimed}, {last.get('ended_at')}]")
+        return retries
+
+    # ---- 3. one completion per tracked batch -----------------------------------------------
+
+    def check_batches(self):
+        doc = self.service_doc
+        if not doc:
+            self.fail("3 batches", "no services document")
+            return
+        seq = doc.get("batch_seq", 1)
+        done = doc.get("batches_completed", 0)
+        if doc.get("draining"):
+            self.fail("3 batches", f"batch {doc['draining']} still draining after the run")
+        if done != seq - 1:
+            self.fail("3 batches", f"batches_completed = {done}, but {seq - 1} batches were "
+                                   f"closed (batch_seq {seq})")
+        for bad in self.ev.completed_bad:
+            self.fail("3 batches", f"malformed completed_log line {bad}")
+        lines = defaultdict(list)
+        for c in self.ev.completed:
+            lines[c[0]].append(c)
+            if c[3] != c[1]:
+                self.fail("3 batches", f"batch {c[0]} callback on {c[4]}: iterated {c[3]} "
+                                       f"tasks, {c[1]} succeeded")
+            if c[0] >= seq:
+                self.fail("3 batches", f"callback for batch {c[0]}, never closed (batch_seq {seq})")
+        counts = defaultdict(Counter)
+        for t in self.tasks:
+            if not t.get("tracked"):
+                continue
+            b = t.get("batch")
+            counts[b][t.get("status")] += 1
+            if b is None or b >= seq:
+                self.fail("3 batches", f"tracked task {t['_id']} in batch {b}, not completed "
+                                       f"(batch_seq {seq})")
+        for b in range(1, seq):
+            if not lines[b]:
+                self.fail("3 batches", f"batch {b} completed without a callback line")
+                continue
+            want = (counts[b]["succeeded"], counts[b]["failed"])
+            if not any((c[1], c[2]) == want for c in lines[b]):
+                got = ", ".join(f"{c[1]}/{c[2]} on {c[4]}" for c in lines[b])
+                self.fail("3 batches", f"batch {b}: callbacks saw {got} succeeded/failed, the "
+                                       f"database has {want[0]}/{want[1]}")
+        recorded = Counter()
+        for lines_of_node in self.ev.logs.values():
+            for d in lines_of_node:
+                m = COMPLETED.match(d["msg"])
+                if m:
+                    recorded[int(m.group(1))] += 1
+        for b, n in recorded.items():
+            if n > 1:
+                self.fail("3 batches", f"batch {b}: completion recorded {n} times")
+        last = doc.get("last_batch") or {}
+        if seq > 1 and last.get("seq") != seq - 1:
+            self.fail("3 batches", f"last_batch.seq = {last.get('seq')}, expected {seq - 1}")
+        owner = self.primary_of.get(last.get("epoch"))
+        if last and owner and last.get("completed_by") != owner:
+            self.fail("3 batches", f"last batch completed by {last.get('completed_by')} under "
+                                   f"epoch {last.get('epoch')}, whose primary was {owner}")
+        self.stats["batches completed"] = done
+        self.stats["callback runs"] = len(self.ev.completed)
+
+    # ---- 4. the poison task fails after max_attempts; crashes only from poison --------------
+
+    def check_poison(self):
+        max_attempts = self.ev.run["max_attempts"]
+        poison_tags = {e["tag"] for e in self.ev.events if e["kind"] == "enqueue" and e["poison"]}
+        journaled = {j[0] for j in self.ev.journal}
+        n_poison = 0
+        for t in self.tasks:
+            data = t.get("data") or {}
+            if data.get("chaos") not in poison_tags:
+                continue
+            n_poison += 1
+            tid = t["_id"]
+            # attempts > max_attempts + 1 if the node failing it at claim was itself killed.
+            if t.get("status") != "failed" or (t.get("attempts") or 0) <= max_attempts or \
+                    "exceeds max_attempts" not in (t.get("last_error") or ""):
+                self.fail("4 poison", f"poison task {tid}: status {t.get('status')}, attempts "
+                                      f"{t.get('attempts')}, last_error {t.get('last_error')!r}; "
+                                      f"expected failed after {max_attempts} attempts")
+            if tid in journaled:
+                self.fail("4 poison", f"poison task {tid} has a journaled successful run")
+        exhausted = 0
+        for t in self.tasks:
+            if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
+                continue
+            if "exceeds max_attempts" in (t.get("last_error") or ""):
+                exhausted += 1  # its runs were all cut short by faults: allowed, reported
+            else:
+                self.fail("4 poison", f"task {t['_id']} failed: {t.get('last_error')!r}")
+        crashes = [e for e in self.ev.events if e["kind"] == "crash"]
+        for e in crashes:
+            if not e.get("poison"):
+                self.fail("6 crash", f"{e['node']} exited with status {e['rc']} and no poison "
+                                     f"task explains it")
+        self.stats["poison tasks"] = n_poison
+        self.stats["poison crashes"] = sum(1 for e in crashes if e.get("poison"))
+        self.stats["failed (attempts used up by faults)"] = exhausted
+
+    # ---- 5. convergence; the harness itself -------------------------------------------------
+
+    def check_run(self):
+        conv = [e for e in self.ev.events if e["kind"] == "converged"]
+        if not conv:
+            why = next((e["detail"] for e in self.ev.events if e["kind"] == "not_converged"),
+                       "no convergence recorded")
+            self.fail("5 convergence", f"not converged within {self.ev.run['bound_s']} s: {why}")
+        else:
+            self.stats["convergence"] = f"{conv[-1]['seconds']} s (bound {conv[-1]['bound_s']} s)"
+        for e in self.ev.events:
+            if e["kind"] == "setup_error":
+                self.fail("harness", e["error"])
+            elif e["kind"] == "stop_timeout":
+                self.fail("6 shutdown", f"{e['node']} did not exit within 15 s of a signal")
+            elif e["kind"] == "stop" and e.get("rc") != 0:
+                self.fail("6 shutdown", f"{e['node']} exited with status {e.get('rc')} on SIGTERM")
+        faults = Counter(e["fault"] for e in self.ev.events if e["kind"] == "fault")
+        faults["poison"] = sum(1 for e in self.ev.events if e["kind"] == "enqueue" and e["poison"])
+        self.stats["faults"] = dict(sorted(faults.items()))
+        takeovers = [e["ms"] for e in self.ev.events if e["kind"] == "takeover"]
+        self.stats["takeovers measured"] = len(takeovers)
+        self.stats["max takeover"] = f"{max(takeovers)} ms" if takeovers else "-"
+        self.stats["enqueues (cohortctl)"] = sum(1 for e in self.ev.events
+                                                 if e["kind"] == "enqueue")
+        lost = sum(1 for lines in self.ev.logs.values() for d in lines
+                   if "outcome not recorded" in d["msg"])
+        self.stats["lost claims (logged)"] = lost
+
+    def run(self):
+        self.check_epochs()
+        self.check_tasks()
+        self.check_batches()
+        self.check_poison()
+        self.check_run()
+        return self.violations
+
+
+def summary(ev, stats, violations):
+    rows = [("seed", ev.run["seed"]), ("nodes", ev.run["nodes"]),
+            ("fault duration", f"{ev.run['duration_s']} s")]
+    for kind, n in stats.get("faults", {}).items():
+        rows.append((f"faults: {kind}", n))
+    for key in ("poison crashes", "tasks", "succeeded", "failed", "poison tasks",
+                "failed (attempts used up by faults)", "tracked", "from cohortctl",
+                "enqueues (cohortctl)", "journal lines", "re-runs (at-least-once)",
+                "retries recorded", "attempts beyond the first", "lost claims (logged)",
+                "batches completed", "callback runs", "primacy changes", "final epoch",
+                "takeovers measured", "max takeover", "convergence"):
+        if key in stats:
+            rows.append((key, stats[key]))
+    rows.append(("violations", len(violations)))
+    width = max(len(k) for k, _ in rows)
+    lines = ["+" + "-" * (width + 2) + "+" + "-" * 26 + "+"]
+    for k, v in rows:
+        lines.append(f"| {k:<{width}} | {str(v):<24} |")
+    lines.append(lines[0])
+    return "\n".join(lines)
+
+
+def check(workdir, out=sys.stdout):
+    """Checks a workdir; prints the summary and the violations; returns the violations."""
+    ev = Evidence(workdir)
+    checker = Checker(ev)
+    violations = checker.run()
+    print(summary(ev, checker.stats, violations), file=out)
+    for v in violations[:200]:
+        print(f"VIOLATION {v}", file=out)
+    if len(violations) > 200:
+        print(f"... and {len(violations) - 200} more", file=out)
+    out.flush()
+    return violations
+
+
+def main(argv):
+    if len(argv) != 2 or not os.path.isdir(argv[1]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 1 if check(argv[1]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
