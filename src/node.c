@@ -528,6 +528,9 @@ int cohort_node_run(const cohort_config_t *config)
     cohort_log_set_level(config->log_level);
     cohort_log_set_json(config->log_json);
     signal(SIGPIPE, SIG_IGN);
+    /* A reload asked for while the node is still starting would kill it (SIGHUP's default
+     * action) before the loop's handler is installed: the file was just read anyway. */
+    signal(SIGHUP, SIG_IGN);
 
     bson_error_t error;
     n.store = cohort_store_new(config->mongodb_uri, config->database, "cohortd", &error);
