@@ -1667,8 +1667,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    mongoc_init();
+    setenv("MONGOC_DISABLE_SHM", "1", 0); /* see cohortd.c */
     cohort_log_route_mongoc();
+    mongoc_init();
     ctl_t ctl = {0};
     int rc = 2;
     if (path) {

@@ -92,6 +92,12 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* libmongoc's shared-memory counters are not used (commands are counted through APM),
+     * and when /dev/shm is short it prints a warning at init, before any log handler, which
+     * would break a JSON log stream. */
+    setenv("MONGOC_DISABLE_SHM", "1", 0);
+    cohort_log_route_mongoc();
+
     if (worker || worker_service || worker_node) {
         if (!worker || !worker_service || !worker_node || check) {
             fprintf(stderr, "cohortd: --worker needs -c FILE, --service NAME and --node-id ID "
@@ -99,14 +105,12 @@ int main(int argc, char **argv)
             return 2;
         }
         mongoc_init();
-        cohort_log_route_mongoc();
         int rc = cohort_isolate_child_main(path, worker_service, worker_node);
         mongoc_cleanup();
         return rc;
     }
 
     mongoc_init();
-    cohort_log_route_mongoc();
     cohort_config_errors_t errors = {0};
     cohort_config_t *config = cohort_config_load(path, &errors);
     if (config && check)
