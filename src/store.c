@@ -1242,13 +1242,18 @@ static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
     bson_append_document_end(update, &push);
 }
 
-bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
-                                    const char *service, const bson_value_t *id,
-                                    const char *node_id, int32_t attempt,
-                                    const cohort_task_result_t *result, bool *applied,
-                                    bson_error_t *error)
+/* One conditional outcome write; `attempts` is the claim's count as stored, `attempt` the
+ * number the history records. */
+static bool finish_one(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       const bson_value_t *id, const char *node_id, const bson_value_t *attempts,
+                       int32_t attempt, const cohort_task_result_t *result, bool *applied,
+                       bson_error_t *error)
 {
-    bson_t *filter = held_claim(id, node_id, attempt);
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_VALUE(filter, "attempts", attempts);
     bson_t update = BSON_INITIALIZER;
     finish_update(&update, node_id, attempt, result);
     mongoc_collection_t *tasks = queue(store, client, service);
@@ -1262,28 +1267,24 @@ bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *clie
     return ok;
 }
 
+bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const bson_value_t *id,
+                                    const char *node_id, int32_t attempt,
+                                    const cohort_task_result_t *result, bool *applied,
+                                    bson_error_t *error)
+{
+    bson_value_t attempts = {.value_type = BSON_TYPE_INT32, .value.v_int32 = attempt};
+    return finish_one(store, client, service, id, node_id, &attempts, attempt, result, applied,
+                      error);
+}
+
 bool cohort_store_finish_task_raw(cohort_store_t *store, mongoc_client_t *client,
                                   const char *service, const bson_value_t *id,
                                   const char *node_id, const bson_value_t *attempts,
                                   const cohort_task_result_t *result, bool *applied,
                                   bson_error_t *error)
 {
-    bson_t *filter = bson_new();
-    BSON_APPEND_VALUE(filter, "_id", id);
-    BSON_APPEND_UTF8(filter, "status", "claimed");
-    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
-    BSON_APPEND_VALUE(filter, "attempts", attempts);
-    bson_t update = BSON_INITIALIZER;
-    finish_update(&update, node_id, 0, result);
-    mongoc_collection_t *tasks = queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
-    *applied = ok && int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
-    bson_destroy(&update);
-    bson_destroy(filter);
-    return ok;
+    return finish_one(store, client, service, id, node_id, attempts, 0, result, applied, error);
 }
 
 bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
