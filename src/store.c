@@ -1091,31 +1091,38 @@ bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, con
     return ok;
 }
 
+/* The update that gives a claim back: pending, the attempt not counted, no lock or token;
+ * with `coalesce_key`, the task holds that key for coalescing again. */
+static bson_t *unclaim_update(const char *coalesce_key)
+{
+    bson_t *update = bson_new(), set;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "status", "pending");
+    BSON_APPEND_NULL(&set, "claimed_by");
+    if (coalesce_key)
+        BSON_APPEND_UTF8(&set, "coalesce_pending", coalesce_key);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$inc", "{", "attempts", BCON_INT32(-1), "}", "$unset", "{",
+                            "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
+    return update;
+}
+
 bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
                           const bson_value_t *id, const char *node_id, int32_t attempt,
                           const char *coalesce_key, bson_error_t *error)
 {
     bson_t *filter = held_claim(id, node_id, attempt);
     mongoc_collection_t *tasks = queue(store, client, service);
-    bool ok = false;
-    for (int round = coalesce_key ? 0 : 1; round < 2 && !ok; round++) {
-        bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                                  BCON_NULL, "}", "$inc", "{", "attempts", BCON_INT32(-1), "}",
-                                  "$unset", "{", "group_lock", BCON_UTF8(""), "claim_token",
-                                  BCON_UTF8(""), "}");
-        if (round == 0) { /* first with its coalesce key back */
-            bson_t *with_key = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"),
-                                        "claimed_by", BCON_NULL, "coalesce_pending",
-                                        BCON_UTF8(coalesce_key), "}", "$inc", "{", "attempts",
-                                        BCON_INT32(-1), "}", "$unset", "{", "group_lock",
-                                        BCON_UTF8(""), "claim_token", BCON_UTF8(""), "}");
-            bson_destroy(update);
-            update = with_key;
-        }
+    bson_t *update = unclaim_update(coalesce_key);
+    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    if (!ok && coalesce_key && is_duplicate_key(error)) {
+        /* A newer pending task holds the key by now: give it back without. */
+        update = unclaim_update(NULL);
         ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
         bson_destroy(update);
-        if (!ok && !is_duplicate_key(error))
-            break; /* a newer pending task holds the key: give it back without */
     }
     mongoc_collection_destroy(tasks);
     bson_destroy(filter);

@@ -36,12 +36,7 @@ static cohort_service_t *service;
 
 static void setup(void)
 {
-    db = test_db_name("badin");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    test_sync_clock(store, client, 200);
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
+    test_service_db_open("badin", SERVICE, &db, &store, &client);
 }
 
 static void teardown(void)
@@ -49,12 +44,7 @@ static void teardown(void)
     if (service)
         cohort_service_destroy(service, client);
     service = NULL;
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_service_db_close(&db, &store, &client);
     free(config.handler_path);
 }
 

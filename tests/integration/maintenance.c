@@ -41,25 +41,15 @@ static cohort_service_t *service;
 
 static void setup(void)
 {
-    db = test_db_name("maint");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    test_sync_clock(store, client, 200);
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
+    test_service_db_open("maint", SERVICE, &db, &store, &client);
 }
 
 static void teardown(void)
 {
     if (service)
         cohort_service_destroy(service, client);
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
+    test_service_db_close(&db, &store, &client);
     free(config.handler_path);
-    free(db);
 }
 
 TestSuite(maintenance, .init = setup, .fini = teardown, .timeout = 30);

@@ -45,12 +45,7 @@ static cohort_service_t *services[2];
 
 static void setup(void)
 {
-    db = test_db_name("sched");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    test_sync_clock(store, client, 200);
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
+    test_service_db_open("sched", SERVICE, &db, &store, &client);
 }
 
 static void teardown(void)
@@ -62,12 +57,7 @@ static void teardown(void)
         free(configs[i].handler_path);
         configs[i].handler_path = NULL;
     }
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_service_db_close(&db, &store, &client);
 }
 
 TestSuite(scheduling, .init = setup, .fini = teardown, .timeout = 60);

@@ -298,6 +298,31 @@ cohort_store_t *test_store_new(const char *db)
     return store;
 }
 
+void test_service_db_open(const char *prefix, const char *service, char **db,
+                          cohort_store_t **store, mongoc_client_t **client)
+{
+    *db = test_db_name(prefix);
+    *store = test_store_new(*db);
+    *client = cohort_store_pop(*store);
+    test_sync_clock(*store, *client, 200);
+    bson_error_t error;
+    cr_assert(cohort_store_ensure_service(*store, *client, service, &error), "%s",
+              error.message);
+}
+
+void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client)
+{
+    if (*store) {
+        cohort_store_push(*store, *client);
+        cohort_store_destroy(*store);
+        test_drop_db(*db);
+    }
+    *store = NULL;
+    *client = NULL;
+    free(*db);
+    *db = NULL;
+}
+
 void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms)
 {
     cohort_node_info_t info = {.node_id = "test-clock",

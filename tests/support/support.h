@@ -88,6 +88,16 @@ char *test_write_file(const char *dir, const char *name, const char *text);
 /* A store on MONGODB_URI and database `db` (caller destroys). Fails the test on a bad URI. */
 cohort_store_t *test_store_new(const char *db);
 
+/* The fixture of the in-process integration tests: a fresh database named after `prefix`
+ * (test_db_name()), a store on it with a client popped for the test, the cluster clock
+ * synced, and `service`'s config document and indexes created. Fails the test on error. */
+void test_service_db_open(const char *prefix, const char *service, char **db,
+                          cohort_store_t **store, mongoc_client_t **client);
+
+/* Undoes test_service_db_open() (safe after a failed or partial open): gives the client
+ * back, destroys the store, drops the database and frees its name. */
+void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client);
+
 /* Syncs the cluster clock from the server the way a node does (a node ping under the id
  * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
  * if no sample is accepted within 10 s. */
