@@ -7,7 +7,7 @@
  *
  * fill: prepares the service as a node does (cohort_store_ensure_service: the config
  * document and every queue index), then inserts N tasks into queue_<NAME> with unordered
- * bulk writes of 10,000. Each task has the fields build_task() in src/store.c writes, plus
+ * bulk writes of 10,000. Each task has the fields build_task() in src/store/store.c writes, plus
  * what its status implies (claimed_by, claimed_at, heartbeat_at, finished_at, history,
  * last_error, group_lock), in a fixed pseudo-random mix (the same for every run):
  *   status   pending 25%, claimed 1%, succeeded 68%, failed 5%, timed_out 1%
@@ -17,7 +17,7 @@
  * Prints one line: "filled tasks=N seconds=S pending=.. claimed=.. ..." (the mix it wrote).
  *
  * time: R rounds (default 5); each round times, in this order, the store calls a count
- * uses (cohort_store_* from src/store.h, through the product's code):
+ * uses (cohort_store_* from src/store/store.h, through the product's code):
  *   status     cohort_store_count_statuses over the 5 statuses (5 count commands)
  *   status_agg cohort_store_count_tasks (one aggregation grouping by status)
  *   kind       cohort_store_count_by(kind) (one aggregation grouping by kind and status)
@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store.h"
+#include "store/store.h"
 
 #define FILL_CHUNK 10000
 #define DAY_MS (24 * 3600 * 1000LL)

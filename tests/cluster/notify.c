@@ -1,5 +1,5 @@
 /*
- * notify.c - readiness for a systemd Type=notify unit (src/notify.c): a node started with
+ * notify.c - readiness for a systemd Type=notify unit (src/node/notify.c): a node started with
  * NOTIFY_SOCKET sends READY=1 exactly once, and only after it has registered in the database
  * and prepared its services; it sends STOPPING=1 when SIGTERM arrives and still exits 0. A
  * node that cannot reach its database never says READY=1 (so systemd keeps the unit

@@ -31,7 +31,7 @@
 
 #include "../support/cluster.h"
 #include "../support/support.h"
-#include "store.h"
+#include "store/store.h"
 
 #define SERVICE "roll"
 #define SLACK_MS 200

@@ -26,11 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "context.h"
-#include "log.h"
-#include "service.h"
-#include "task.h"
+#include "core/config.h"
+#include "node/context.h"
+#include "core/log.h"
+#include "node/service.h"
+#include "node/task.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -18,10 +18,10 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "election.h"
-#include "service.h"
-#include "store.h"
+#include "core/clock.h"
+#include "node/election.h"
+#include "node/service.h"
+#include "store/store.h"
 
 #define SERVICE "badin"
 #define NODE "node-badin"

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "store.h"
+#include "core/clock.h"
+#include "store/store.h"
 
 #define TASKS 2000
 #define THREADS 8

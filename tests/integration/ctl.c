@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "store.h"
+#include "core/clock.h"
+#include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 #define UNREACHABLE "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "store.h"
+#include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 

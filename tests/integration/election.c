@@ -1,5 +1,5 @@
 /*
- * election.c - primacy between two nodes of one service (src/election.h), driven tick by
+ * election.c - primacy between two nodes of one service (src/node/election.h), driven tick by
  * tick from the test thread against the local database: one primary per epoch, renewal
  * keeps it, a silent primary is replaced only after takeover_ms with a new epoch, its lease
  * runs out before that (so it never acts beside the new primary), a deposed primary notices
@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "election.h"
-#include "store.h"
+#include "core/clock.h"
+#include "node/election.h"
+#include "store/store.h"
 
 #define SERVICE "elect"
 #define TAKEOVER_MS 400

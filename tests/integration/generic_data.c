@@ -20,12 +20,12 @@
 
 #include "../support/handlers/probe.h"
 #include "../support/support.h"
-#include "clock.h"
-#include "context.h"
-#include "election.h"
-#include "service.h"
-#include "store.h"
-#include "task.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/election.h"
+#include "node/service.h"
+#include "store/store.h"
+#include "node/task.h"
 
 #define SERVICE "gdata"
 #define QUEUE "queue_" SERVICE

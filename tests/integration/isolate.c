@@ -1,5 +1,5 @@
 /*
- * isolate.c - the worker process pool of `isolation = process` (src/isolate.c), driven in
+ * isolate.c - the worker process pool of `isolation = process` (src/node/isolate.c), driven in
  * process: a service on the crasher test handler, a pool whose children are the built
  * cohortd (COHORT_WORKER_EXE), and claimed task documents made by hand and passed through
  * cohort_task_run(). No database is involved: the crasher never calls one.
@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "context.h"
-#include "isolate.h"
-#include "task.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/isolate.h"
+#include "node/task.h"
 
 TestSuite(isolate, .timeout = 60);
 

@@ -21,11 +21,11 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "context.h"
-#include "election.h"
-#include "service.h"
-#include "store.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/election.h"
+#include "node/service.h"
+#include "store/store.h"
 
 #define SERVICE "maint"
 #define QUEUE "queue_" SERVICE

@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "clock.h"
-#include "context.h"
-#include "service.h"
-#include "store.h"
-#include "task.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/service.h"
+#include "store/store.h"
+#include "node/task.h"
 
 #define SERVICE "outcomes"
 #define NODE "node-outcomes"

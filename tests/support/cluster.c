@@ -23,9 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "support.h"
-#include "taskopts.h"
+#include "core/taskopts.h"
 
 extern char **environ;
 

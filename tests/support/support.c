@@ -162,7 +162,7 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include "clock.h"
+#include "core/clock.h"
 
 extern char **environ;
 

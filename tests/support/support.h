@@ -52,8 +52,8 @@ void test_sleep_ms(int64_t ms);
 
 /* ---- added for the unit and integration tests ------------------------------------------ */
 
-#include "service.h"
-#include "store.h"
+#include "node/service.h"
+#include "store/store.h"
 
 /* A service section as the tests' in-process services use it: `name` on the handler at
  * `handler_path` (copied; free config.handler_path), 1000 primary claims per tick, one

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../support/support.h"
-#include "config.h"
+#include "core/config.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
 

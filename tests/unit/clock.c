@@ -1,5 +1,5 @@
 /*
- * clock.c - the cluster clock (src/clock.h): cluster time is the node's monotonic clock plus
+ * clock.c - the cluster clock (src/core/clock.h): cluster time is the node's monotonic clock plus
  * an offset measured at the midpoint of a round trip to the server; samples with too long a
  * round trip are rejected; the uncertainty is half the round trip (+1 ms); a node whose wall
  * clock is off (COHORT_TEST_CLOCK_SKEW_MS) still computes the server's time.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "clock.h"
+#include "core/clock.h"
 
 #define SERVER_MS 1800000000000LL /* 2027-01-15: any fixed server time */
 

@@ -1,5 +1,5 @@
 /*
- * config.c - the configuration loader (src/config.h) and `cohortd --check-config`.
+ * config.c - the configuration loader (src/core/config.h) and `cohortd --check-config`.
  *
  * A good file loads with every key and the defaults of omitted ones; a bad file is refused
  * with every problem listed, each with its line number and the key at fault, so an operator
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "../support/support.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "support.h"
 
 #ifndef PR_SET_MDWE

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plugin.h"
+#include "node/plugin.h"
 #include "support.h"
 
 static bool exists(const char *dir, const char *relative)

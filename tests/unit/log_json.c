@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "support.h"
 
 /* Splits the captured output into lines (without their newlines); returns how many. */

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "metrics.h"
+#include "core/clock.h"
+#include "node/metrics.h"
 #include "prometheus.h"
-#include "service.h"
-#include "store.h"
+#include "node/service.h"
+#include "store/store.h"
 
 typedef struct fixture {
     cohort_service_t *services[2];

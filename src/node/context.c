@@ -5,15 +5,15 @@
  * before the write and stamps the task with the epoch it acted under, so a node that lost
  * primacy (paused, partitioned) creates nothing once its lease has run out.
  */
-#include "context.h"
+#include "node/context.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "log.h"
-#include "taskopts.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/taskopts.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)

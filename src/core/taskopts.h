@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "store.h"
+#include "core/config.h"
+#include "store/store.h"
 
 typedef struct cohort_task_options {
     bool tracked;

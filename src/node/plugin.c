@@ -4,7 +4,7 @@
  * Objects are opened RTLD_NOW so a handler that calls a cohort_* function this node does
  * not export fails here, at start-up, not in the middle of a task.
  */
-#include "plugin.h"
+#include "node/plugin.h"
 
 #include <dlfcn.h>
 #include <stddef.h>

@@ -6,17 +6,17 @@
  * and the node just counts a lost claim. A write that fails because the database is away is
  * retried with backoff until it lands, the claim is gone, or the node is told to stop.
  */
-#include "task.h"
+#include "node/task.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "context.h"
-#include "isolate.h"
-#include "log.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/isolate.h"
+#include "core/log.h"
 
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt)
 {

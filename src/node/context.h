@@ -12,7 +12,7 @@
 #include <mongoc/mongoc.h>
 
 #include "cohort/handler.h"
-#include "service.h"
+#include "node/service.h"
 
 struct cohort_ctx {
     cohort_service_t *service;

@@ -5,7 +5,7 @@
  * are plain atomics; formatting happens on the caller's stack. JSON lines (log_format =
  * json) are built in a heap buffer, each string escaped by libbson, and written the same way.
  */
-#include "log.h"
+#include "core/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "core/clock.h"
 
 #include <mongoc/mongoc.h>
 

@@ -6,9 +6,9 @@
  * depends on ownership (renewing primacy, finishing a task) carries the owner in its filter,
  * so a node that lost primacy or a claim writes nothing.
  */
-#include "store.h"
+#include "store/store.h"
 
-#include "config.h"
+#include "core/config.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

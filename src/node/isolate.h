@@ -18,8 +18,8 @@
 
 #include <stddef.h>
 
-#include "service.h"
-#include "task.h"
+#include "node/service.h"
+#include "node/task.h"
 
 typedef struct cohort_isolate cohort_isolate_t;
 

@@ -18,11 +18,11 @@
 #include <stdint.h>
 
 #include "cohort/handler.h"
-#include "config.h"
-#include "election.h"
-#include "metrics.h"
-#include "plugin.h"
-#include "store.h"
+#include "core/config.h"
+#include "node/election.h"
+#include "node/metrics.h"
+#include "node/plugin.h"
+#include "store/store.h"
 
 #define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
 #define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per run, at most */

@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "config.h"
-#include "log.h"
-#include "store.h"
-#include "taskopts.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "store/store.h"
+#include "core/taskopts.h"
 
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"

@@ -13,8 +13,8 @@
 #include <mongoc/mongoc.h>
 #include <stdint.h>
 
-#include "context.h"
-#include "service.h"
+#include "node/context.h"
+#include "node/service.h"
 
 /* Delay before the retry that follows failed attempt `attempt` (1-based): retry n (n = 0 for
  * the first retry) waits base_ms * 2^n. Saturates instead of overflowing; never more than

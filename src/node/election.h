@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "store/store.h"
 
 typedef struct cohort_election {
     const char *service; /* borrowed */

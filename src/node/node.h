@@ -6,7 +6,7 @@
 #ifndef COHORT_NODE_H
 #define COHORT_NODE_H
 
-#include "config.h"
+#include "core/config.h"
 
 /* Runs a node until SIGTERM/SIGINT. Returns the process exit code (0 on a clean stop). */
 int cohort_node_run(const cohort_config_t *config);

@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "config.h"
-#include "isolate.h"
-#include "log.h"
-#include "node.h"
+#include "core/config.h"
+#include "node/isolate.h"
+#include "core/log.h"
+#include "node/node.h"
 
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"

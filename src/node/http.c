@@ -5,7 +5,7 @@
  * service), so one loop serves them between ticks. Header and body sizes and idle
  * connections are bounded, so a misbehaving client costs little.
  */
-#include "http.h"
+#include "node/http.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "node/metrics.h"
 
 #define HTTP_TIMEOUT_S 10
 #define HTTP_MAX_HEADERS 8192

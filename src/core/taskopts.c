@@ -1,7 +1,7 @@
 /*
  * taskopts.c - parses and applies task creation options (see taskopts.h).
  */
-#include "taskopts.h"
+#include "core/taskopts.h"
 
 #include <stdarg.h>
 #include <stdio.h>

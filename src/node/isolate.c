@@ -26,7 +26,7 @@
  * A child ignores SIGTERM, SIGINT and SIGHUP: a signal sent to the whole process group
  * (Ctrl-C, a service manager) must not kill tasks the node's shutdown grace lets finish.
  */
-#include "isolate.h"
+#include "node/isolate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,11 +45,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "config.h"
-#include "context.h"
-#include "log.h"
-#include "store.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "node/context.h"
+#include "core/log.h"
+#include "store/store.h"
 
 #define MESSAGE_MAX (48 * 1024 * 1024) /* a 16 MB task document, with room to spare */
 #define START_TIMEOUT_MS 30000         /* exec, config, handler init(): until ready */

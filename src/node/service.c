@@ -4,7 +4,7 @@
  * Workers share one mutex and condition per service. The lock guards only the budget and
  * flags, never a database call, so claiming and processing run in parallel.
  */
-#include "service.h"
+#include "node/service.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,11 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "context.h"
-#include "isolate.h"
-#include "log.h"
-#include "task.h"
+#include "core/clock.h"
+#include "node/context.h"
+#include "node/isolate.h"
+#include "core/log.h"
+#include "node/task.h"
 
 const char *cohort_service_role(const cohort_service_t *service)
 {

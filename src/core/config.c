@@ -7,7 +7,7 @@
  * parsing (types, ranges, unknown keys), then across keys (takeover_ms > tick_ms, a handler
  * per service) once everything is known.
  */
-#include "config.h"
+#include "core/config.h"
 
 #include <ctype.h>
 #include <errno.h>

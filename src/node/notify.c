@@ -3,7 +3,7 @@
  * and the formatting of STATUS depend on libsystemd; without it they compile to nothing.
  * Called from the node's main thread only.
  */
-#include "notify.h"
+#include "node/notify.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
-#include "log.h"
+#include "core/log.h"
 
 /* Sends one message (keeping NOTIFY_SOCKET for the next one); logs the first failure. */
 static void send_state(const char *state)

@@ -7,14 +7,14 @@
  * task status. Service names are [A-Za-z0-9_-] and need no escaping; the version label is
  * escaped all the same.
  */
-#include "metrics.h"
+#include "node/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "election.h"
-#include "service.h"
-#include "store.h"
+#include "node/election.h"
+#include "node/service.h"
+#include "store/store.h"
 
 static const int64_t bounds_us[COHORT_HISTOGRAM_BUCKETS - 1] = COHORT_HISTOGRAM_BOUNDS_US;
 

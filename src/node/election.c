@@ -6,14 +6,14 @@
  * filter is the seed's three conditions (primary null, primary me, last_active older than
  * takeover_ms) and which always starts a new epoch.
  */
-#include "election.h"
+#include "node/election.h"
 
-#include "config.h"
+#include "core/config.h"
 
 #include <string.h>
 
-#include "clock.h"
-#include "log.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 void cohort_election_init(cohort_election_t *e, const char *service, const char *node_id,
                           int64_t takeover_ms)

@@ -4,7 +4,7 @@
  * The offset is written by the main thread once per tick and read by worker threads, so it
  * lives in atomics; a torn pair (offset of one sample, uncertainty of another) is harmless.
  */
-#include "clock.h"
+#include "core/clock.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

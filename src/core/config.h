@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "cohort/handler.h"
-#include "log.h"
+#include "core/log.h"
 
 #define COHORT_SERVICE_NAME_MAX 64
 #define COHORT_NODE_ID_MAX 128

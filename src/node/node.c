@@ -9,7 +9,7 @@
  * Shutdown: stop ticking, stop claiming, step down from every primacy (so another node
  * takes over within a tick), wait for running tasks up to shutdown_grace_ms, then exit.
  */
-#include "node.h"
+#include "node/node.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -18,12 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "http.h"
-#include "log.h"
-#include "notify.h"
-#include "service.h"
-#include "store.h"
+#include "core/clock.h"
+#include "node/http.h"
+#include "core/log.h"
+#include "node/notify.h"
+#include "node/service.h"
+#include "store/store.h"
 
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"
