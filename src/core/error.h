@@ -1,0 +1,61 @@
+/*
+ * error.h - Cohort's one error type, for the daemon and the CLI alike.
+ *
+ * An error is libbson's bson_error_t: a domain, a code and a message a person can act on.
+ * Errors that come from libmongoc keep the driver's domain and code, so callers can tell a
+ * network failure from a duplicate key; errors Cohort raises itself use the domains below
+ * (numbered far above the driver's). Functions that can fail return bool (or NULL) and fill
+ * a `cohort_error_t *error` the caller owns; `error` may be NULL when the caller does not
+ * want the reason. Library code never exits the process: it reports and returns.
+ */
+#ifndef COHORT_ERROR_H
+#define COHORT_ERROR_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+
+typedef bson_error_t cohort_error_t;
+
+/* Domains of the errors Cohort raises (libmongoc's own stay as the driver set them). */
+enum {
+    COHORT_DOMAIN_CONFIG = 1000, /* the config file, a setting's value, a task option */
+    COHORT_DOMAIN_USAGE = 1001,  /* a command line or an API call the caller got wrong */
+    COHORT_DOMAIN_STORE = 1002,  /* a database answer Cohort cannot use */
+    COHORT_DOMAIN_HANDLER = 1003, /* loading or calling a handler */
+    COHORT_DOMAIN_SYSTEM = 1004, /* the operating system: files, processes, sockets, memory */
+};
+
+/* Codes, shared by every domain. */
+enum {
+    COHORT_CODE_INVALID = 1,   /* bad input, named in the message */
+    COHORT_CODE_NOT_FOUND = 2, /* the thing named does not exist */
+    COHORT_CODE_EXISTS = 3,    /* it exists already */
+    COHORT_CODE_CONFLICT = 4,  /* the state moved on (a lost claim, a lost lease) */
+    COHORT_CODE_NO_MEMORY = 5, /* an allocation failed */
+    COHORT_CODE_IO = 6,        /* a read, write, fork or exec failed (errno in the message) */
+    COHORT_CODE_UNAVAILABLE = 7, /* the database did not answer */
+};
+
+/* Fills `error` (if not NULL) with a printf-style message. */
+#define cohort_error_set(error, domain, code, ...)                                                \
+    do {                                                                                          \
+        if (error)                                                                                \
+            bson_set_error((error), (domain), (code), __VA_ARGS__);                               \
+    } while (0)
+
+/* Fills `error` with "out of memory: WHAT" in the system domain; returns false, so an
+ * allocation failure reads `return cohort_error_nomem(error, "the task list");`. */
+static inline bool cohort_error_nomem(cohort_error_t *error, const char *what)
+{
+    cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY, "out of memory: %s", what);
+    return false;
+}
+
+/* Clears `error` to "no error". */
+static inline void cohort_error_clear(cohort_error_t *error)
+{
+    if (error)
+        memset(error, 0, sizeof *error);
+}
+
+#endif
