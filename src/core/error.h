@@ -37,19 +37,17 @@ enum {
 };
 
 /* Fills `error` (if not NULL) with a printf-style message. */
-#define cohort_error_set(error, domain, code, ...)                                                \
-    do {                                                                                          \
-        if (error)                                                                                \
-            bson_set_error((error), (domain), (code), __VA_ARGS__);                               \
-    } while (0)
+void cohort_error_set(cohort_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-/* Fills `error` with "out of memory: WHAT" in the system domain; returns false, so an
+/* Puts "PREFIX: " (printf-style) before the message already in `error`, keeping its domain
+ * and code: "config line 12: " + "takeover_ms must be > tick_ms". */
+void cohort_error_prefix(cohort_error_t *error, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Fills `error` with "out of memory: WHAT" in the system domain and returns false, so an
  * allocation failure reads `return cohort_error_nomem(error, "the task list");`. */
-static inline bool cohort_error_nomem(cohort_error_t *error, const char *what)
-{
-    cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY, "out of memory: %s", what);
-    return false;
-}
+bool cohort_error_nomem(cohort_error_t *error, const char *what);
 
 /* Clears `error` to "no error". */
 static inline void cohort_error_clear(cohort_error_t *error)
