@@ -2,6 +2,7 @@
 # Runs a local 3-node Cohort cluster with the shipped noop handler and shows tasks flowing.
 #
 #   bash deploy/local-cluster.sh [--nodes N] [--duration SECONDS] [--failover] [--leaderboard]
+#   bash deploy/local-cluster.sh --build-only
 #
 # Installs what is missing and builds (deploy/setup.sh), starts the local MongoDB-compatible
 # server on a free port unless MONGODB_URI is set, starts N cohortd nodes (default 3) whose
@@ -10,6 +11,7 @@
 # 10 s and restarts it later, so you can watch another node take over with a higher epoch.
 # --leaderboard runs the leaderboard handler instead (200 boards rolled over every 15 s) and,
 # at the end, checks that every board of every period was rolled over.
+# --build-only installs and builds (everything `cmake --install` needs), then exits.
 # Node logs and configs are in .cohort/cluster/.
 set -euo pipefail
 
@@ -19,18 +21,24 @@ NODES=3
 DURATION=0
 FAILOVER=0
 LEADERBOARD=0
+BUILD_ONLY=0
 while (($#)); do
     case "$1" in
         --nodes) NODES="$2"; shift 2 ;;
         --duration) DURATION="$2"; shift 2 ;;
         --failover) FAILOVER=1; shift ;;
         --leaderboard) LEADERBOARD=1; shift ;;
-        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --build-only) BUILD_ONLY=1; shift ;;
+        -h|--help) sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "local-cluster: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 
-COHORT_TARGETS="cohortd cohortctl cohort_noop cohort_leaderboard" bash "$ROOT/deploy/setup.sh" "$BUILD"
+COHORT_TARGETS=cohort_runtime bash "$ROOT/deploy/setup.sh" "$BUILD"
+if ((BUILD_ONLY)); then
+    echo "local-cluster: built into $BUILD (cmake --install $BUILD installs it)"
+    exit 0
+fi
 
 STATE="$ROOT/.cohort/cluster"
 mkdir -p "$STATE"

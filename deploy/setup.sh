@@ -2,10 +2,12 @@
 # Installs what building and running Cohort needs (Debian packages), then builds it.
 #
 #   deploy/setup.sh [BUILD_DIR] [extra cmake -D options...]
+#   deploy/setup.sh --packages      prints the Debian packages it would ensure, and exits
 #
 # COHORT_TARGETS="a b" builds only those targets (default: everything, tests included).
 # COHORT_TEST_TOOLS=1 also installs what only the test suite uses: clang (libFuzzer),
-# valgrind and python3-pymongo (the chaos harness).
+# valgrind, python3-pymongo (the chaos harness) and prometheus (promtool checks /metrics; the
+# package also starts a Prometheus server on systemd hosts, so only the tests install it).
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -15,10 +17,13 @@ BUILD="${1:-$ROOT/build}"
 shift || true
 
 PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-dev
-          libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven
-          prometheus)  # prometheus: promtool checks /metrics in the tests
+          libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
-    PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo)
+    PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus)
+fi
+if [ "$BUILD" = --packages ]; then
+    printf '%s\n' "${PACKAGES[@]}"
+    exit 0
 fi
 
 missing=()
