@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void cohort_error_set(cohort_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
+void cohort_error_set(bson_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
 {
     if (!error)
         return;
@@ -19,7 +19,7 @@ void cohort_error_set(cohort_error_t *error, uint32_t domain, uint32_t code, con
     va_end(ap);
 }
 
-void cohort_error_prefix(cohort_error_t *error, const char *fmt, ...)
+void cohort_error_prefix(bson_error_t *error, const char *fmt, ...)
 {
     if (!error)
         return;
@@ -37,7 +37,7 @@ void cohort_error_prefix(cohort_error_t *error, const char *fmt, ...)
     error->message[size - 1] = '\0';
 }
 
-bool cohort_error_nomem(cohort_error_t *error, const char *what)
+bool cohort_error_nomem(bson_error_t *error, const char *what)
 {
     cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY, "out of memory: %s",
                      what);

@@ -2,10 +2,12 @@
  * error.h - Cohort's one error type, for the daemon and the CLI alike.
  *
  * An error is libbson's bson_error_t: a domain, a code and a message a person can act on.
+ * (The name cohort_error_t belongs to the handler ABI's smaller error, include/cohort/handler.h;
+ * inside the node and the CLI every error is a bson_error_t.)
  * Errors that come from libmongoc keep the driver's domain and code, so callers can tell a
  * network failure from a duplicate key; errors Cohort raises itself use the domains below
  * (numbered far above the driver's). Functions that can fail return bool (or NULL) and fill
- * a `cohort_error_t *error` the caller owns; `error` may be NULL when the caller does not
+ * a `bson_error_t *error` the caller owns; `error` may be NULL when the caller does not
  * want the reason. Library code never exits the process: it reports and returns.
  */
 #ifndef COHORT_ERROR_H
@@ -13,8 +15,6 @@
 
 #include <bson/bson.h>
 #include <stdbool.h>
-
-typedef bson_error_t cohort_error_t;
 
 /* Domains of the errors Cohort raises (libmongoc's own stay as the driver set them). */
 enum {
@@ -37,20 +37,20 @@ enum {
 };
 
 /* Fills `error` (if not NULL) with a printf-style message. */
-void cohort_error_set(cohort_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
+void cohort_error_set(bson_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Puts "PREFIX: " (printf-style) before the message already in `error`, keeping its domain
  * and code: "config line 12: " + "takeover_ms must be > tick_ms". */
-void cohort_error_prefix(cohort_error_t *error, const char *fmt, ...)
+void cohort_error_prefix(bson_error_t *error, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Fills `error` with "out of memory: WHAT" in the system domain and returns false, so an
  * allocation failure reads `return cohort_error_nomem(error, "the task list");`. */
-bool cohort_error_nomem(cohort_error_t *error, const char *what);
+bool cohort_error_nomem(bson_error_t *error, const char *what);
 
 /* Clears `error` to "no error". */
-static inline void cohort_error_clear(cohort_error_t *error)
+static inline void cohort_error_clear(bson_error_t *error)
 {
     if (error)
         memset(error, 0, sizeof *error);
