@@ -90,10 +90,18 @@ static const struct command {
     const char *name;
     int (*run)(ctl_t *ctl, int argc, char **argv);
 } commands[] = {
-    {"status", cmd_status},     {"enqueue", cmd_enqueue}, {"data", cmd_data},
-    {"nodes", cmd_nodes},       {"settings", cmd_settings}, {"pause", cmd_switch},
-    {"resume", cmd_switch},     {"block", cmd_switch},    {"unblock", cmd_switch},
-    {"counts", cmd_counts},     {"tasks", cmd_tasks},     {"task", cmd_task},
+    {"status", cmd_status},     /* ctl_status.c */
+    {"enqueue", cmd_enqueue},   /* ctl_enqueue.c */
+    {"pause", cmd_switch},      /* ctl_switches.c */
+    {"resume", cmd_switch},
+    {"block", cmd_switch},
+    {"unblock", cmd_switch},
+    {"counts", cmd_counts},     /* ctl_tasks.c */
+    {"tasks", cmd_tasks},
+    {"task", cmd_task},
+    {"data", cmd_data},         /* ctl_data.c */
+    {"settings", cmd_settings}, /* ctl_settings.c */
+    {"nodes", cmd_nodes},       /* ctl_nodes.c */
 };
 
 int main(int argc, char **argv)

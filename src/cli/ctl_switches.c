@@ -96,9 +96,16 @@ static int switch_usage(const char *command, bool on, bool is_block, const char 
     return CTL_USAGE;
 }
 
-/* pause|resume SERVICE [--kind K] [--reason TEXT], block|unblock likewise: pause and block
- * set their switch ("pause" or "block"), resume and unblock clear it (no --reason). */
-int cmd_switch(ctl_t *ctl, int argc, char **argv)
+/* What one pause|resume|block|unblock command asks. */
+typedef struct switch_args {
+    const char *command; /* as typed */
+    const char *which;   /* "pause" or "block" */
+    bool on;             /* set (pause, block) or clear (resume, unblock) */
+    const char *service, *kind, *reason; /* kind, reason: NULL if not given */
+} switch_args_t;
+
+/* Reads and checks the command line; CTL_DONE, or CTL_USAGE with the message printed. */
+static int parse_switch_args(int argc, char **argv, switch_args_t *a)
 {
     /* Clearing a switch takes no reason: --reason is then an unknown option. */
     static const struct option setting[] = {{"kind", required_argument, NULL, 'k'},
@@ -106,96 +113,118 @@ int cmd_switch(ctl_t *ctl, int argc, char **argv)
                                             {NULL, 0, NULL, 0}};
     static const struct option clearing[] = {{"kind", required_argument, NULL, 'k'},
                                              {NULL, 0, NULL, 0}};
-    const char *command = argv[0];
-    bool on = strcmp(command, "pause") == 0 || strcmp(command, "block") == 0;
+    const char *command = a->command = argv[0];
+    bool on = a->on = strcmp(command, "pause") == 0 || strcmp(command, "block") == 0;
     bool is_block = strcmp(command, "block") == 0 || strcmp(command, "unblock") == 0;
-    const char *which = is_block ? "block" : "pause";
-    const char *service = NULL, *kind = NULL, *reason = NULL;
+    a->which = is_block ? "block" : "pause";
     int opt;
     ctl_reset_getopt();
     while ((opt = getopt_long(argc, argv, ":", on ? setting : clearing, NULL)) != -1) {
-        if (opt == 'k' && !kind)
-            kind = optarg;
-        else if (opt == 'r' && !reason)
-            reason = optarg;
+        if (opt == 'k' && !a->kind)
+            a->kind = optarg;
+        else if (opt == 'r' && !a->reason)
+            a->reason = optarg;
         else
             return switch_usage(command, on, is_block,
-                                opt == 'k' ? "--kind" : opt == 'r' ? "--reason" : ctl_bad_arg(argv));
+                                opt == 'k'   ? "--kind"
+                                : opt == 'r' ? "--reason"
+                                             : ctl_bad_arg(argv));
     }
-    if (optind < argc)
-        service = argv[optind];
     if (optind + 1 < argc)
         return switch_usage(command, on, is_block, argv[optind + 1]);
-    if (!service) {
+    a->service = optind < argc ? argv[optind] : NULL;
+    if (!a->service) {
         fprintf(stderr, "cohortctl %s: which SERVICE?\n", command);
         return CTL_USAGE;
     }
-    if (!cohort_config_valid_service_name(service)) {
-        fprintf(stderr, "cohortctl %s: '%s' is not a valid service name\n", command, service);
+    if (!cohort_config_valid_service_name(a->service)) {
+        fprintf(stderr, "cohortctl %s: '%s' is not a valid service name\n", command,
+                a->service);
         return CTL_USAGE;
     }
-    if (kind && !cohort_config_valid_kind(kind)) {
+    if (a->kind && !cohort_config_valid_kind(a->kind)) {
         fprintf(stderr, "cohortctl %s: --kind '%s' must be 1-64 of [A-Za-z0-9_-]\n", command,
-                kind);
+                a->kind);
         return CTL_USAGE;
     }
-    if (is_block && on && (!reason || !reason[strspn(reason, " \t")])) {
+    if (is_block && on && (!a->reason || !a->reason[strspn(a->reason, " \t")])) {
         fprintf(stderr, "cohortctl block: --reason TEXT is required (say why, for whoever "
                         "unblocks it)\n");
         return CTL_USAGE;
     }
-    if (reason && strlen(reason) > 1000) {
+    if (a->reason && strlen(a->reason) > 1000) {
         fprintf(stderr, "cohortctl %s: --reason is longer than 1000 bytes\n", command);
         return CTL_USAGE;
     }
-    if (!ctl_reach_database(ctl, NULL))
-        return CTL_FAILED;
+    return CTL_DONE;
+}
+
+/* Reads the service's switches: whether it exists, whether this switch is set, which
+ * others are. False (message printed) if the database failed. */
+static bool find_switches(ctl_t *ctl, const switch_args_t *a, bool *found,
+                          switch_search_t *search)
+{
     bson_error_t error;
     bson_t doc;
-    bool found = false;
-    if (!cohort_store_read_service(ctl->store, ctl->client, service, &doc, &found, &error)) {
-        fprintf(stderr, "cohortctl %s: cannot reach the database: %s\n", command,
+    if (!cohort_store_read_service(ctl->store, ctl->client, a->service, &doc, found, &error)) {
+        fprintf(stderr, "cohortctl %s: cannot reach the database: %s\n", a->command,
                 error.message);
         bson_destroy(&doc);
-        return CTL_FAILED;
+        return false;
     }
-    switch_search_t search = {.which = which, .kind = kind ? kind : "*"};
-    if (found)
-        ctl_each_switch(&doc, search_switch, &search);
+    if (*found)
+        ctl_each_switch(&doc, search_switch, search);
     bson_destroy(&doc);
+    return true;
+}
+
+/* pause|resume SERVICE [--kind K] [--reason TEXT], block|unblock likewise: pause and block
+ * set their switch, resume and unblock clear it. */
+int cmd_switch(ctl_t *ctl, int argc, char **argv)
+{
+    switch_args_t a = {0};
+    int rc = parse_switch_args(argc, argv, &a);
+    if (rc != CTL_DONE)
+        return rc;
+    if (!ctl_reach_database(ctl, NULL))
+        return CTL_FAILED;
+    bool found = false, is_block = strcmp(a.which, "block") == 0;
+    switch_search_t search = {.which = a.which, .kind = a.kind ? a.kind : "*"};
+    if (!find_switches(ctl, &a, &found, &search))
+        return CTL_FAILED;
     char what[96];
-    if (kind)
-        snprintf(what, sizeof what, "kind %s", kind);
+    if (a.kind)
+        snprintf(what, sizeof what, "kind %s", a.kind);
     else
         snprintf(what, sizeof what, "(all kinds)");
-    int rc = CTL_DONE;
     char by[300];
     switch_author(by, sizeof by);
+    bson_error_t error;
     if (!found) {
         fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
-                        "check the name)\n", command, service);
+                        "check the name)\n", a.command, a.service);
         rc = CTL_FAILED;
-    } else if (!on && !search.found) {
-        printf("%s %s was not %s: nothing to do\n", service, what,
+    } else if (!a.on && !search.found) {
+        printf("%s %s was not %s: nothing to do\n", a.service, what,
                is_block ? "blocked" : "paused");
-    } else if (!cohort_store_set_switch(ctl->store, ctl->client, service, which, kind ? kind : "*",
-                                        on, reason, by, &found, &error)) {
-        fprintf(stderr, "cohortctl %s: %s\n", command, error.message);
+    } else if (!cohort_store_set_switch(ctl->store, ctl->client, a.service, a.which,
+                                        a.kind ? a.kind : "*", a.on, a.reason, by, &found,
+                                        &error)) {
+        fprintf(stderr, "cohortctl %s: %s\n", a.command, error.message);
         rc = CTL_FAILED;
     } else if (!found) {
-        fprintf(stderr, "cohortctl %s: service '%s' does not exist\n", command, service);
+        fprintf(stderr, "cohortctl %s: service '%s' does not exist\n", a.command, a.service);
         rc = CTL_FAILED;
-    } else if (on) {
+    } else if (a.on) {
         printf("%s %s %s%s%s%s; nodes stop claiming those tasks by their next tick, running "
                "tasks finish\n",
-               is_block ? "blocked" : "paused", service, what, reason ? " (reason: " : "",
-               reason ? reason : "", reason ? ")" : "");
+               is_block ? "blocked" : "paused", a.service, what, a.reason ? " (reason: " : "",
+               a.reason ? a.reason : "", a.reason ? ")" : "");
     } else {
         printf("%s %s %s: its tasks are claimable again by the nodes' next tick\n",
-               is_block ? "unblocked" : "resumed", service, what);
+               is_block ? "unblocked" : "resumed", a.service, what);
     }
-    if (rc == 0 && search.others[0])
+    if (rc == CTL_DONE && search.others[0])
         printf("still set: %s\n", search.others);
     return rc;
 }
-
