@@ -61,6 +61,42 @@ static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_
     return true;
 }
 
+/* settings set KEY VALUE (`set`) or unset KEY (value -1): checks the settings as they will
+ * be, then writes. The message says what happened; returns the exit status. */
+static int change_setting(ctl_t *ctl, const char *service, const char *verb, const char *key,
+                          bool set, int64_t value, const cohort_settings_t *eff)
+{
+    cohort_settings_t next = *eff;
+    const cohort_service_config_t *sc =
+        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    if (set) {
+        *cohort_settings_field(&next, key) = value;
+    } else if (sc) {
+        /* Unset: the file's value comes back. */
+        cohort_settings_t file;
+        cohort_settings_from_config(ctl->config, sc, &file);
+        *cohort_settings_field(&next, key) = *cohort_settings_field(&file, key);
+    }
+    char why[512];
+    bson_error_t error;
+    bool found = false;
+    if (!cohort_settings_check(&next, why, sizeof why)) {
+        fprintf(stderr, "cohortctl settings %s: refused: %s\n", verb, why);
+        return CTL_USAGE;
+    }
+    if (!cohort_store_set_setting(ctl->store, ctl->client, service, key, value, &found,
+                                  &error)) {
+        fprintf(stderr, "cohortctl settings %s: %s\n", verb, error.message);
+        return CTL_FAILED;
+    }
+    if (set)
+        printf("%s.%s = %lld (every node applies it by its next tick)\n", service, key,
+               (long long)value);
+    else
+        printf("%s.%s unset (back to each node's config file)\n", service, key);
+    return CTL_DONE;
+}
+
 /* cohortctl settings get SERVICE | set SERVICE KEY VALUE | unset SERVICE KEY */
 int cmd_settings(ctl_t *ctl, int argc, char **argv)
 {
@@ -134,29 +170,7 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
                    set ? "(set in the database)" : ctl->config ? "(config file)" : "(default)");
         }
     } else {
-        cohort_settings_t next = eff;
-        if (want == 4)
-            *cohort_settings_field(&next, argv[2]) = value;
-        else if (ctl->config && cohort_config_find_service(ctl->config, service)) {
-            cohort_settings_t file;
-            cohort_settings_from_config(ctl->config,
-                                        cohort_config_find_service(ctl->config, service), &file);
-            *cohort_settings_field(&next, argv[2]) = *cohort_settings_field(&file, argv[2]);
-        }
-        bson_error_t error;
-        if (!cohort_settings_check(&next, why, sizeof why)) {
-            fprintf(stderr, "cohortctl settings %s: refused: %s\n", verb, why);
-            rc = CTL_USAGE;
-        } else if (!cohort_store_set_setting(ctl->store, ctl->client, service, argv[2], value,
-                                             &found, &error)) {
-            fprintf(stderr, "cohortctl settings %s: %s\n", verb, error.message);
-            rc = CTL_FAILED;
-        } else if (want == 4) {
-            printf("%s.%s = %lld (every node applies it by its next tick)\n", service, argv[2],
-                   (long long)value);
-        } else {
-            printf("%s.%s unset (back to each node's config file)\n", service, argv[2]);
-        }
+        rc = change_setting(ctl, service, verb, argv[2], want == 4, value, &eff);
     }
     bson_destroy(&in_db);
     return rc;
