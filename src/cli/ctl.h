@@ -70,6 +70,13 @@ void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child);
 /* Prints a document as relaxed extended JSON and a newline. */
 void ctl_print_json(const bson_t *doc);
 
+/* Ends a command that listed rows as it read them (a table printed as it went, a JSON
+ * document `out` built alongside): on success prints `out` if `json`; on failure prints
+ * "FAILED: error's message" (nothing if `failed` is NULL: already said). Destroys `out`;
+ * returns the exit status. */
+int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
+                       const bson_error_t *error);
+
 /* ---- switches (ctl_switches.c), which `status` shows ---------------------------------- */
 
 /* One switch of a service's config document: `which` ("pause"/"block") for `kind`. */

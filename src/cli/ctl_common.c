@@ -120,3 +120,14 @@ void ctl_print_json(const bson_t *doc)
     printf("%s\n", text);
     bson_free(text);
 }
+
+int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
+                       const bson_error_t *error)
+{
+    if (!ok && failed)
+        fprintf(stderr, "%s: %s\n", failed, error->message);
+    else if (ok && json)
+        ctl_print_json(out);
+    bson_destroy(out);
+    return ok ? CTL_DONE : CTL_FAILED;
+}

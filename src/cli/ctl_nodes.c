@@ -113,10 +113,5 @@ int cmd_nodes(ctl_t *ctl, int argc, char **argv)
     bool ok = cohort_store_each_node(ctl->store, ctl->client, list.now - 86400000, list_node,
                                      &list, &error);
     bson_append_array_end(&out, &nodes);
-    if (!ok)
-        fprintf(stderr, "cohortctl nodes: %s\n", error.message);
-    else if (list.json)
-        ctl_print_json(&out);
-    bson_destroy(&out);
-    return ok ? CTL_DONE : CTL_FAILED;
+    return ctl_finish_listing(&out, list.json, ok, "cohortctl nodes", &error);
 }

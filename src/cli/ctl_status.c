@@ -186,10 +186,6 @@ int cmd_status(ctl_t *ctl, int argc, char **argv)
         ok = cohort_store_each_service(ctl->store, ctl->client, status_one, &run, &error);
     }
     bson_append_array_end(&out, &services);
-    if (!ok && !run.reported)
-        fprintf(stderr, "cohortctl: cannot list services: %s\n", error.message);
-    else if (json)
-        ctl_print_json(&out);
-    bson_destroy(&out);
-    return ok ? CTL_DONE : CTL_FAILED;
+    return ctl_finish_listing(&out, json, ok,
+                              run.reported ? NULL : "cohortctl: cannot list services", &error);
 }

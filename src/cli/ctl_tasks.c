@@ -160,12 +160,7 @@ static int counts_by_field(ctl_t *ctl, const char *service, const char *by, bool
                                     &error);
     flush_count_row(&table);
     bson_append_array_end(&out, &rows);
-    if (!ok)
-        fprintf(stderr, "cohortctl counts: cannot count: %s\n", error.message);
-    else if (json)
-        ctl_print_json(&out);
-    bson_destroy(&out);
-    return ok ? CTL_DONE : CTL_FAILED;
+    return ctl_finish_listing(&out, json, ok, "cohortctl counts: cannot count", &error);
 }
 
 /* counts SERVICE [--by status|kind|group] [--json] */
@@ -302,12 +297,7 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
     bool ok = cohort_store_each_task(ctl->store, ctl->client, service, status, limit, list_task,
                                      &list, &error);
     bson_append_array_end(&out, &tasks);
-    if (!ok)
-        fprintf(stderr, "cohortctl tasks: cannot list tasks: %s\n", error.message);
-    else if (json)
-        ctl_print_json(&out);
-    bson_destroy(&out);
-    return ok ? CTL_DONE : CTL_FAILED;
+    return ctl_finish_listing(&out, json, ok, "cohortctl tasks: cannot list tasks", &error);
 }
 
 /* task SERVICE ID: the whole task document as relaxed JSON. */
