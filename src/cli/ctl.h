@@ -4,8 +4,8 @@
  *
  * ctl_main.c reads the global options (-c FILE, --database) and calls one cmd_* with the
  * command's own argv (argv[0] is the command's name). Each command parses its flags with
- * getopt_long (ctl_getopt), checks them before it touches the database, then opens the
- * store. Exit status: CTL_DONE, CTL_FAILED (database, missing service or task) or
+ * getopt_long (after ctl_reset_getopt), checks them before it touches the database, then
+ * opens the store. Exit status: CTL_DONE, CTL_FAILED (database, missing service or task) or
  * CTL_USAGE. Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
  * Every MongoDB access goes through the store (store/store.h, store/listing.h).
  *
