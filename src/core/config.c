@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/address.h"
+
 #define DEFAULT_URI "mongodb://127.0.0.1:27017"
 /* 1: a batch claim prefetches, which docs/BENCHMARKS.md shows pays off for short tasks only
  * (a batch holds its tasks while the first ones run, and a few tasks stop spreading over
@@ -346,13 +348,11 @@ static void cluster_key(parser_t *p, int line, const char *key, const char *valu
     } else if (strcmp(key, "http_listen") == 0) {
         free(c->http_listen);
         c->http_listen = NULL;
+        cohort_address_t address;
+        bson_error_t error;
         if (*value) {
-            const char *colon = strrchr(value, ':');
-            char *end = NULL;
-            long port = colon ? strtol(colon + 1, &end, 10) : -1;
-            if (!colon || colon == value || !end || *end || port < 1 || port > 65535)
-                problem(p, line, "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)",
-                        value);
+            if (!cohort_address_parse(value, &address, &error))
+                problem(p, line, "http_listen = %s", error.message);
             else
                 c->http_listen = strdup(value);
         }

@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/timefmt.h"
 
 #include <mongoc/mongoc.h>
 
@@ -78,12 +78,7 @@ const char *cohort_log_level_name(cohort_log_level_t level)
 /* "2026-11-21T13:45:01.123Z" from the node's clock. */
 static void format_time(char *out, size_t len)
 {
-    int64_t now_ms = cohort_clock_realtime_ms();
-    time_t secs = (time_t)(now_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, len - n, ".%03dZ", (int)(now_ms % 1000));
+    cohort_time_format(cohort_clock_realtime_ms(), out, len);
 }
 
 /* `text` as the inside of a JSON string (caller frees with bson_free). Bytes that are not
@@ -144,7 +139,7 @@ static void json_field(FILE *out, const char *key, const char *value)
 static void write_json_line(cohort_log_level_t level, const char *service, const char *role,
                             int64_t epoch, const char *message)
 {
-    char stamp[32];
+    char stamp[COHORT_TIME_TEXT_MAX];
     format_time(stamp, sizeof stamp);
     char *line = NULL;
     size_t len = 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/address.h"
 #include "node/metrics.h"
 
 #define HTTP_TIMEOUT_S 10
@@ -115,37 +116,13 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
 }
 
-/* Splits "HOST:PORT" (HOST may be "[v6 address]") into host and port. */
-static bool split_listen(const char *listen, char *host, size_t hostlen, unsigned short *port)
-{
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen)
-        return false;
-    char *end = NULL;
-    long value = strtol(colon + 1, &end, 10);
-    if (!end || *end || end == colon + 1 || value < 1 || value > 65535)
-        return false;
-    const char *from = listen;
-    size_t len = (size_t)(colon - listen);
-    if (len >= 2 && from[0] == '[' && from[len - 1] == ']') {
-        from++;
-        len -= 2;
-    }
-    if (len == 0 || len >= hostlen)
-        return false;
-    memcpy(host, from, len);
-    host[len] = '\0';
-    *port = (unsigned short)value;
-    return true;
-}
-
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
                                  const cohort_http_callbacks_t *callbacks, char *err, size_t errlen)
 {
-    char host[256];
-    unsigned short port;
-    if (!split_listen(listen, host, sizeof host, &port)) {
-        snprintf(err, errlen, "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", listen);
+    cohort_address_t address;
+    bson_error_t error;
+    if (!cohort_address_parse(listen, &address, &error)) {
+        snprintf(err, errlen, "http_listen = %s", error.message);
         return NULL;
     }
     cohort_http_t *h = calloc(1, sizeof *h);
@@ -165,7 +142,7 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     evhttp_set_max_body_size(h->http, HTTP_MAX_BODY);
     evhttp_set_gencb(h->http, on_request, h);
     errno = 0;
-    if (!evhttp_bind_socket_with_handle(h->http, host, port)) {
+    if (!evhttp_bind_socket_with_handle(h->http, address.host, address.port)) {
         int saved = errno;
         snprintf(err, errlen, "http_listen = '%s': cannot listen on it: %s", listen,
                  saved ? strerror(saved) : "address not available");

@@ -1,0 +1,109 @@
+/*
+ * ctl.h - what cohortctl's command files share: the context, the database helpers, the
+ * argument parsing conventions and the commands themselves.
+ *
+ * ctl_main.c reads the global options (-c FILE, --database) and calls one cmd_* with the
+ * command's own argv (argv[0] is the command's name). Each command parses its flags with
+ * getopt_long (after ctl_reset_getopt), checks them before it touches the database, then
+ * opens the store. Exit status: CTL_DONE, CTL_FAILED (database, missing service or task) or
+ * CTL_USAGE. Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
+ * Every MongoDB access goes through the store (store/store.h, store/listing.h).
+ *
+ * Errors travel as bson_error_t: core/error.h's cohort_error_t, which cannot be named here
+ * because config.h brings in cohort/handler.h, whose ABI has a cohort_error_t of its own.
+ */
+#ifndef COHORT_CTL_H
+#define COHORT_CTL_H
+
+#include <bson/bson.h>
+#include <getopt.h>
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "store/store.h"
+
+enum { CTL_DONE = 0, CTL_FAILED = 1, CTL_USAGE = 2 };
+
+typedef struct ctl {
+    cohort_config_t *config; /* NULL without -c; owned by main */
+    const char *uri;
+    const char *database;
+    cohort_store_t *store;   /* NULL until ctl_open_store(); released by main */
+    mongoc_client_t *client; /* popped from `store` for the whole run */
+} ctl_t;
+
+/* Opens the store (connecting lazily). False, with the message printed, on a bad URI. */
+bool ctl_open_store(ctl_t *ctl);
+
+/* ctl_open_store() and a first round trip, so that an unreachable database is reported as
+ * such; *server_ms (may be NULL) receives the server's time. */
+bool ctl_reach_database(ctl_t *ctl, int64_t *server_ms);
+
+/* True if the service has its config document; otherwise says so (as `command`). */
+bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command);
+
+/* Before a command's getopt_long() loop: parsing starts again at argv[1] and getopt prints
+ * nothing (the command words its own message). Commands give short options starting with
+ * ':' so that a missing value returns ':' (optopt: the option's val) rather than '?'. */
+void ctl_reset_getopt(void);
+
+/* After getopt_long() returned '?' or ':': the argument it stopped at ("--frob"). */
+const char *ctl_bad_arg(char **argv);
+
+/* Strict integer: the whole of `text`, no overflow. */
+bool ctl_parse_int(const char *text, int64_t *out);
+
+/* Fields of a document, or the fallback when absent or of another type. */
+bool ctl_doc_string(const bson_t *doc, const char *key, const char **out);
+int64_t ctl_doc_int(const bson_t *doc, const char *key, int64_t fallback);
+int64_t ctl_doc_date(const bson_t *doc, const char *key); /* 0 if absent */
+
+/* Appends `text` as a string, or null when it is NULL. */
+void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text);
+
+/* Appends the next element's key of an array being built ("0", "1", ...) as a document,
+ * counting in *n. */
+void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child);
+
+/* Prints a document as relaxed extended JSON and a newline. */
+void ctl_print_json(const bson_t *doc);
+
+/* Ends a command that listed rows as it read them (a table printed as it went, a JSON
+ * document `out` built alongside): on success prints `out` if `json`; on failure prints
+ * "FAILED: error's message" (nothing if `failed` is NULL: already said). Destroys `out`;
+ * returns the exit status. */
+int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
+                       const bson_error_t *error);
+
+/* ---- switches (ctl_switches.c), which `status` shows ---------------------------------- */
+
+/* One switch of a service's config document: `which` ("pause"/"block") for `kind`. */
+typedef struct ctl_switch {
+    const char *which, *kind;
+    const char *reason, *by; /* NULL if unset */
+    int64_t at_ms;           /* 0 if unset */
+} ctl_switch_t;
+
+/* Calls `fn` (may be NULL) for every switch set in the config document `doc`; returns how
+ * many there are. */
+size_t ctl_each_switch(const bson_t *doc, void (*fn)(const ctl_switch_t *sw, void *user),
+                       void *user);
+
+/* "paused (all kinds)" / "blocked kind render: disk full" */
+void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len);
+
+/* ---- the commands: argv[0] is the command's name ---------------------------------------- */
+
+int cmd_status(ctl_t *ctl, int argc, char **argv);
+int cmd_enqueue(ctl_t *ctl, int argc, char **argv);
+int cmd_switch(ctl_t *ctl, int argc, char **argv); /* pause, resume, block, unblock */
+int cmd_counts(ctl_t *ctl, int argc, char **argv);
+int cmd_tasks(ctl_t *ctl, int argc, char **argv);
+int cmd_task(ctl_t *ctl, int argc, char **argv);
+int cmd_data(ctl_t *ctl, int argc, char **argv);
+int cmd_settings(ctl_t *ctl, int argc, char **argv);
+int cmd_nodes(ctl_t *ctl, int argc, char **argv);
+
+#endif

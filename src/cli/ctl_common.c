@@ -1,0 +1,133 @@
+/*
+ * ctl_common.c - helpers every cohortctl command uses: opening the store, reading fields of
+ * documents, building and printing JSON, resetting getopt (see ctl.h).
+ */
+#include "cli/ctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+bool ctl_open_store(ctl_t *ctl)
+{
+    bson_error_t error;
+    ctl->store = cohort_store_new(ctl->uri, ctl->database, "cohortctl", &error);
+    if (!ctl->store) {
+        fprintf(stderr, "cohortctl: invalid MongoDB URI: %s\n", error.message);
+        return false;
+    }
+    ctl->client = cohort_store_pop(ctl->store);
+    return true;
+}
+
+bool ctl_reach_database(ctl_t *ctl, int64_t *server_ms)
+{
+    if (!ctl_open_store(ctl))
+        return false;
+    int64_t now;
+    bson_error_t error;
+    if (!cohort_store_server_time(ctl->store, ctl->client, server_ms ? server_ms : &now,
+                                  &error)) {
+        fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
+        return false;
+    }
+    return true;
+}
+
+bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command)
+{
+    bson_t doc;
+    bool found = false;
+    bson_error_t error;
+    bool ok = cohort_store_read_service(ctl->store, ctl->client, service, &doc, &found, &error);
+    bson_destroy(&doc);
+    if (!ok)
+        fprintf(stderr, "cohortctl %s: cannot read service '%s': %s\n", command, service,
+                error.message);
+    else if (!found)
+        fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
+                        "check the name, or start a node that hosts it first)\n",
+                command, service);
+    return ok && found;
+}
+
+void ctl_reset_getopt(void)
+{
+    optind = 0; /* glibc: 0 also re-reads the option string's flags */
+    opterr = 0;
+}
+
+const char *ctl_bad_arg(char **argv)
+{
+    return argv[optind - 1];
+}
+
+bool ctl_parse_int(const char *text, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool ctl_doc_string(const bson_t *doc, const char *key, const char **out)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, key) || !BSON_ITER_HOLDS_UTF8(&it))
+        return false;
+    *out = bson_iter_utf8(&it, NULL);
+    return true;
+}
+
+int64_t ctl_doc_int(const bson_t *doc, const char *key, int64_t fallback)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, key) || !BSON_ITER_HOLDS_NUMBER(&it))
+        return fallback;
+    return bson_iter_as_int64(&it);
+}
+
+int64_t ctl_doc_date(const bson_t *doc, const char *key)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, key) || !BSON_ITER_HOLDS_DATE_TIME(&it))
+        return 0;
+    return bson_iter_date_time(&it);
+}
+
+void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text)
+{
+    if (text)
+        BSON_APPEND_UTF8(doc, key, text);
+    else
+        BSON_APPEND_NULL(doc, key);
+}
+
+void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child)
+{
+    char buf[16];
+    const char *key;
+    size_t len = bson_uint32_to_string((*n)++, &key, buf, sizeof buf);
+    bson_append_document_begin(array, key, (int)len, child);
+}
+
+void ctl_print_json(const bson_t *doc)
+{
+    char *text = bson_as_relaxed_extended_json(doc, NULL);
+    printf("%s\n", text);
+    bson_free(text);
+}
+
+int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
+                       const bson_error_t *error)
+{
+    if (!ok && failed)
+        fprintf(stderr, "%s: %s\n", failed, error->message);
+    else if (ok && json)
+        ctl_print_json(out);
+    bson_destroy(out);
+    return ok ? CTL_DONE : CTL_FAILED;
+}

@@ -1,0 +1,304 @@
+/*
+ * ctl_enqueue.c - `cohortctl enqueue SERVICE [--count N] [--data JSON] [--tracked] [flags]`:
+ * inserts tasks as cohort_task_create() would.
+ *
+ * Each scheduling flag sets one task option and is checked alone by the shared parser
+ * (taskopts.h), so a refusal names the flag; then the whole set is checked together, with
+ * the service's defaults from the config file when it has the service. Tasks are due "now"
+ * on the server's clock. Unique and coalesce keys need the queue's indexes, so those tasks
+ * go only into a service a node has run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/ctl.h"
+#include "core/taskopts.h"
+#include "core/timefmt.h"
+
+typedef enum flag_type { FLAG_INT, FLAG_DURATION, FLAG_TIME, FLAG_STRING } flag_type_t;
+
+/* The scheduling flags of `enqueue` and the task option each one sets. */
+static const struct enqueue_flag {
+    const char *flag;
+    const char *option;
+    flag_type_t type;
+} enqueue_flags[] = {
+    {"--priority", "priority", FLAG_INT},
+    {"--delay", "delay_ms", FLAG_DURATION},
+    {"--not-before", "not_before", FLAG_TIME},
+    {"--not-after", "not_after", FLAG_TIME},
+    {"--deadline", "not_after_ms", FLAG_DURATION},
+    {"--timeout", "task_timeout_ms", FLAG_DURATION},
+    {"--kind", "kind", FLAG_STRING},
+    {"--group", "group", FLAG_STRING},
+    {"--coalesce-key", "coalesce_key", FLAG_STRING},
+    {"--unique-key", "unique_key", FLAG_STRING},
+};
+#define N_ENQUEUE_FLAGS (sizeof enqueue_flags / sizeof enqueue_flags[0])
+
+/* Appends the flag's value to `opts` as its task option and checks it alone with the shared
+ * parser, so that a refusal names the flag. False (message printed) if it is bad. */
+static bool add_enqueue_flag(const struct enqueue_flag *f, const char *value, bson_t *opts)
+{
+    int64_t number = 0;
+    bool ok = true;
+    const char *expect = "";
+    switch (f->type) {
+    case FLAG_INT: {
+        ok = ctl_parse_int(value, &number);
+        expect = "an integer";
+        break;
+    }
+    case FLAG_DURATION:
+        ok = cohort_duration_parse(value, &number);
+        expect = "a duration like 250ms, 30s, 5m, 2h, 1d or a number of ms";
+        break;
+    case FLAG_TIME:
+        ok = cohort_time_parse(value, &number);
+        expect = "ms since the epoch or a UTC time like 2026-11-21T10:00:00Z";
+        break;
+    case FLAG_STRING:
+        break;
+    }
+    if (!ok) {
+        fprintf(stderr, "cohortctl enqueue: %s '%s' must be %s\n", f->flag, value, expect);
+        return false;
+    }
+    bson_t one = BSON_INITIALIZER;
+    if (f->type == FLAG_STRING)
+        BSON_APPEND_UTF8(&one, f->option, value);
+    else
+        BSON_APPEND_INT64(&one, f->option, number);
+    cohort_task_options_t parsed;
+    char why[512];
+    ok = cohort_task_options_parse(&one, false, &parsed, why, sizeof why);
+    if (ok)
+        bson_concat(opts, &one);
+    else
+        fprintf(stderr, "cohortctl enqueue: %s '%s': %s\n", f->flag, value, why);
+    bson_destroy(&one);
+    return ok;
+}
+
+/* The parser's message about the options document, with the flags that set the options it
+ * names ("... (--delay sets delay_ms, --not-before sets not_before)"). */
+static void print_options_refusal(const char *why)
+{
+    fprintf(stderr, "cohortctl enqueue: %s", why);
+    const char *sep = " (";
+    for (size_t i = 0; i < N_ENQUEUE_FLAGS; i++) {
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "'%s'", enqueue_flags[i].option);
+        if (strstr(why, quoted)) {
+            fprintf(stderr, "%s%s sets %s", sep, enqueue_flags[i].flag, enqueue_flags[i].option);
+            sep = ", ";
+        }
+    }
+    fprintf(stderr, "%s\n", sep[0] == ',' ? ")" : "");
+}
+
+/* Creates the tasks one at a time (each may coalesce or exist already) and prints the
+ * counts. */
+static bool enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new_task_t *task,
+                               int64_t count)
+{
+    int64_t created = 0, merged = 0, existing = 0;
+    bson_error_t error;
+    bool ok = true;
+    for (int64_t i = 0; ok && i < count; i++) {
+        bool exists = false, coalesced = false;
+        ok = cohort_store_insert_task(ctl->store, ctl->client, service, task, NULL, &exists,
+                                      &coalesced, &error);
+        if (!ok && exists) {
+            existing++;
+            ok = true;
+        } else if (ok) {
+            *(coalesced ? &merged : &created) += 1;
+        }
+    }
+    if (task->coalesce_key)
+        printf("created=%lld coalesced=%lld\n", (long long)created, (long long)merged);
+    else
+        printf("created=%lld existing=%lld\n", (long long)created, (long long)existing);
+    if (!ok)
+        fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+    return ok;
+}
+
+/* Creates one task and prints its id. */
+static bool enqueue_single(ctl_t *ctl, const char *service, const cohort_new_task_t *task)
+{
+    bson_oid_t oid;
+    bool exists = false, coalesced = false;
+    bson_error_t error;
+    if (!cohort_store_insert_task(ctl->store, ctl->client, service, task, &oid, &exists,
+                                  &coalesced, &error)) {
+        if (exists)
+            fprintf(stderr,
+                    "cohortctl enqueue: not created: a task with unique key '%s' exists "
+                    "already\n",
+                    task->unique_key);
+        else
+            fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+        return false;
+    }
+    char id[25];
+    bson_oid_to_string(&oid, id);
+    printf("%s\n", id);
+    if (coalesced)
+        fprintf(stderr,
+                "cohortctl enqueue: coalesced: pending task %s (coalesce key '%s') took the "
+                "new data\n",
+                id, task->coalesce_key);
+    return true;
+}
+
+/* Inserts the tasks with the parsed options: one, its id printed (count 0), or `count`, their
+ * number printed. False (message printed) if the database failed or refused. */
+static bool enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_options_t *options,
+                          const bson_t *data, int64_t count)
+{
+    if (!ctl_open_store(ctl))
+        return false;
+    bson_error_t error;
+    int64_t server_now = 0;
+    /* Tasks are due "now" on the server's clock, not this machine's. */
+    if (!cohort_store_server_time(ctl->store, ctl->client, &server_now, &error)) {
+        fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
+        return false;
+    }
+    /* Keys are unique through the queue's indexes, which a node creates when it first
+     * runs the service: without them a second task with the key would go in. */
+    if ((options->unique_key || options->coalesce_key) &&
+        !ctl_service_exists(ctl, service, "enqueue")) {
+        return false;
+    }
+    cohort_new_task_t task = {.data = data,
+                              .tracked = options->tracked,
+                              .unique_key = options->unique_key,
+                              .created_by = "cohortctl",
+                              .now_ms = server_now};
+    /* The service's defaults (per kind) when the file has the service; else built-in. */
+    const cohort_service_config_t *section =
+        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    cohort_task_options_apply(options, section, &task);
+    cohort_batch_state_t batches = {.open = 1};
+    if (task.tracked &&
+        !cohort_store_batch_state(ctl->store, ctl->client, service, &batches, &error)) {
+        fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+        return false;
+    }
+    task.batch = batches.open;
+    if (count == 0)
+        return enqueue_single(ctl, service, &task);
+    if (task.coalesce_key || task.unique_key)
+        return enqueue_one_by_one(ctl, service, &task, count);
+    int64_t inserted = 0;
+    bool ok = cohort_store_insert_tasks(ctl->store, ctl->client, service, &task, count,
+                                        &inserted, &error);
+    printf("%lld\n", (long long)inserted);
+    if (!ok)
+        fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+    return ok;
+}
+
+/* The long options of `enqueue`: the scheduling flags (val: FLAG_VAL + their index), then
+ * --count, --data and --tracked. */
+enum { OPT_COUNT = 'n', OPT_DATA = 'D', OPT_TRACKED = 't', FLAG_VAL = 256 };
+static void enqueue_options(struct option *options)
+{
+    size_t i = 0;
+    for (; i < N_ENQUEUE_FLAGS; i++)
+        options[i] = (struct option){enqueue_flags[i].flag + 2, required_argument, NULL,
+                                     FLAG_VAL + (int)i};
+    options[i++] = (struct option){"count", required_argument, NULL, OPT_COUNT};
+    options[i++] = (struct option){"data", required_argument, NULL, OPT_DATA};
+    options[i++] = (struct option){"tracked", no_argument, NULL, OPT_TRACKED};
+    options[i] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* enqueue SERVICE [--count N] [--data JSON] [--tracked] [scheduling flags] */
+int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
+{
+    struct option longopts[N_ENQUEUE_FLAGS + 4];
+    enqueue_options(longopts);
+    const char *service = NULL, *data_json = NULL;
+    int64_t count = 1;
+    bool count_given = false, given[N_ENQUEUE_FLAGS] = {false};
+    bson_t opts = BSON_INITIALIZER;
+    int rc = CTL_USAGE;
+    int opt;
+    ctl_reset_getopt();
+    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        if (opt >= FLAG_VAL && opt < FLAG_VAL + (int)N_ENQUEUE_FLAGS) {
+            size_t f = (size_t)(opt - FLAG_VAL);
+            if (given[f]) {
+                fprintf(stderr, "cohortctl enqueue: %s given twice\n", enqueue_flags[f].flag);
+                goto out;
+            }
+            given[f] = true;
+            if (!add_enqueue_flag(&enqueue_flags[f], optarg, &opts))
+                goto out;
+        } else if (opt == OPT_COUNT) {
+            if (!ctl_parse_int(optarg, &count) || count < 1 || count > 100000000) {
+                fprintf(stderr, "cohortctl enqueue: --count '%s' must be 1..100000000\n",
+                        optarg);
+                goto out;
+            }
+            count_given = true;
+        } else if (opt == OPT_DATA) {
+            data_json = optarg;
+        } else if (opt == OPT_TRACKED) {
+            BSON_APPEND_BOOL(&opts, "tracked", true);
+        } else if (opt == ':' && optopt >= FLAG_VAL) {
+            fprintf(stderr, "cohortctl enqueue: %s needs a value\n", ctl_bad_arg(argv));
+            goto out;
+        } else {
+            fprintf(stderr, "cohortctl enqueue: unexpected argument '%s'\n", ctl_bad_arg(argv));
+            goto out;
+        }
+    }
+    if (optind < argc)
+        service = argv[optind];
+    if (optind + 1 < argc) {
+        fprintf(stderr, "cohortctl enqueue: unexpected argument '%s'\n", argv[optind + 1]);
+        goto out;
+    }
+    if (!service) {
+        fprintf(stderr, "cohortctl enqueue: which SERVICE?\n");
+        goto out;
+    }
+    if (!cohort_config_valid_service_name(service)) {
+        fprintf(stderr, "cohortctl enqueue: '%s' is not a valid service name\n", service);
+        goto out;
+    }
+    /* The same parser as cohort_task_create()'s: what it refuses, cohortctl refuses. */
+    cohort_task_options_t options;
+    char why[512];
+    if (!cohort_task_options_parse(&opts, false, &options, why, sizeof why)) {
+        print_options_refusal(why);
+        goto out;
+    }
+    bson_t *data = NULL;
+    if (data_json) {
+        if (data_json[strspn(data_json, " \t\r\n")] != '{') {
+            fprintf(stderr, "cohortctl enqueue: --data must be a JSON object, like '{\"k\": 1}'\n");
+            goto out;
+        }
+        bson_error_t error;
+        data = bson_new_from_json((const uint8_t *)data_json, -1, &error);
+        if (!data) {
+            fprintf(stderr, "cohortctl enqueue: --data is not a JSON object: %s\n",
+                    error.message);
+            goto out;
+        }
+    }
+    rc = enqueue_tasks(ctl, service, &options, data, count_given ? count : 0) ? CTL_DONE
+                                                                            : CTL_FAILED;
+    bson_destroy(data);
+out:
+    bson_destroy(&opts);
+    return rc;
+}
+

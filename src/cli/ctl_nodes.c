@@ -1,0 +1,117 @@
+/*
+ * ctl_nodes.c - `cohortctl nodes [--json]`: the nodes seen in the last day, live or
+ * expired, with their last ping and the services they host.
+ *
+ * A node is live while its last ping is younger than the takeover time: the longest lease
+ * a primary declared (primaries expire nodes by their service's), else the config file's,
+ * else the built-in 10 s. Times are the server's, so this machine's clock does not matter.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/ctl.h"
+#include "store/listing.h"
+
+typedef struct node_list {
+    int64_t now, lease;
+    bson_t *nodes; /* the JSON array being built */
+    uint32_t n;
+    bool json;
+} node_list_t;
+
+/* "a,b,c" from the node's services array. */
+static void join_services(const bson_t *doc, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    bson_iter_t it, arr;
+    if (!bson_iter_init_find(&it, doc, "services") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &arr))
+        return;
+    while (bson_iter_next(&arr))
+        if (BSON_ITER_HOLDS_UTF8(&arr))
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "",
+                     bson_iter_utf8(&arr, NULL));
+}
+
+/* Copies `key` of `doc` into `out` as it is, if present. */
+static void copy_field(const bson_t *doc, const char *key, bson_t *out)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key))
+        bson_append_value(out, key, -1, bson_iter_value(&it));
+}
+
+static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    node_list_t *list = user;
+    const char *id = "", *host = "", *version = "";
+    ctl_doc_string(doc, "_id", &id);
+    ctl_doc_string(doc, "host", &host);
+    ctl_doc_string(doc, "version", &version);
+    int64_t pid = ctl_doc_int(doc, "pid", 0);
+    int64_t ago = list->now - ctl_doc_date(doc, "seen_at");
+    bson_iter_t it;
+    bool expired = bson_iter_init_find(&it, doc, "expired") && BSON_ITER_HOLDS_BOOL(&it) &&
+                   bson_iter_bool(&it);
+    const char *state = expired || ago > list->lease ? "expired" : "live";
+
+    bson_t one;
+    ctl_array_begin_document(list->nodes, &list->n, &one);
+    BSON_APPEND_UTF8(&one, "node_id", id);
+    BSON_APPEND_UTF8(&one, "state", state);
+    BSON_APPEND_UTF8(&one, "host", host);
+    BSON_APPEND_INT64(&one, "pid", pid);
+    BSON_APPEND_UTF8(&one, "version", version);
+    BSON_APPEND_INT64(&one, "last_ping_ms_ago", ago);
+    copy_field(doc, "services", &one);
+    copy_field(doc, "workers", &one);
+    bson_append_document_end(list->nodes, &one);
+    if (!list->json) {
+        char services[512];
+        join_services(doc, services, sizeof services);
+        printf("%-32s %-8s %-20s %8lld %-8s %9.1fs  %s\n", id, state, host, (long long)pid,
+               version, (double)ago / 1000.0, services);
+    }
+    return true;
+}
+
+/* cohortctl nodes [--json] */
+int cmd_nodes(ctl_t *ctl, int argc, char **argv)
+{
+    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    node_list_t list = {.lease = ctl->config ? ctl->config->takeover_ms : 10000};
+    int opt, given = 0;
+    bool bad = false;
+    ctl_reset_getopt();
+    while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+        bad |= opt != 'j';
+        given++;
+    }
+    list.json = given == 1 && !bad;
+    if (bad || given > 1 || optind < argc) {
+        fprintf(stderr, "usage: cohortctl nodes [--json]\n");
+        return CTL_USAGE;
+    }
+    if (!ctl_reach_database(ctl, &list.now))
+        return CTL_FAILED;
+    bson_error_t error;
+    int64_t declared;
+    if (!cohort_store_longest_lease(ctl->store, ctl->client, &declared, &error)) {
+        fprintf(stderr, "cohortctl nodes: %s\n", error.message);
+        return CTL_FAILED;
+    }
+    if (declared > 0)
+        list.lease = declared;
+
+    bson_t out = BSON_INITIALIZER, nodes;
+    BSON_APPEND_ARRAY_BEGIN(&out, "nodes", &nodes);
+    list.nodes = &nodes;
+    if (!list.json)
+        printf("%-32s %-8s %-20s %8s %-8s %10s  %s\n", "NODE", "STATE", "HOST", "PID", "VERSION",
+               "LAST PING", "SERVICES");
+    bool ok = cohort_store_each_node(ctl->store, ctl->client, list.now - 86400000, list_node,
+                                     &list, &error);
+    bson_append_array_end(&out, &nodes);
+    return ctl_finish_listing(&out, list.json, ok, "cohortctl nodes", &error);
+}

@@ -1,0 +1,178 @@
+/*
+ * ctl_settings.c - `cohortctl settings get|set|unset SERVICE [KEY [VALUE]]`: a service's
+ * live settings (tick_ms, takeover_ms, worker counts, stall timeout, retentions).
+ *
+ * A value set here lives in the service's config document and wins over every node's
+ * config file until it is unset; nodes apply it by their next tick. A change is checked
+ * against the other settings as they will be (the file's, or the defaults, overridden by
+ * the database's), so that takeover_ms > tick_ms and the like hold after it too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/ctl.h"
+
+/* The service's live settings as the nodes will see them: the config file's (with -c; the
+ * built-in defaults otherwise) overridden by the config document's. */
+static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_t *eff,
+                               bson_t *doc_settings, bool *found)
+{
+    const cohort_service_config_t *sc =
+        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    if (sc) {
+        cohort_settings_from_config(ctl->config, sc, eff);
+    } else {
+        *eff = (cohort_settings_t){.tick_ms = ctl->config ? ctl->config->tick_ms : 1000,
+                                   .takeover_ms = ctl->config ? ctl->config->takeover_ms : 10000,
+                                   .primary_task_count = 10,
+                                   .secondary_task_count = 0,
+                                   .stall_timeout_ms = 1800000,
+                                   .succeeded_retention_ms = 7LL * 86400000,
+                                   .failed_retention_ms = 7LL * 86400000};
+    }
+    bson_t doc;
+    bson_error_t error;
+    bson_init(doc_settings);
+    if (!cohort_store_read_service(ctl->store, ctl->client, service, &doc, found, &error)) {
+        fprintf(stderr, "cohortctl settings: %s\n", error.message);
+        bson_destroy(&doc);
+        return false;
+    }
+    bson_iter_t it, child;
+    /* Without the file, the values the primary declared are the best defaults. */
+    if (*found && !sc) {
+        if (bson_iter_init_find(&it, &doc, "tick_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+            eff->tick_ms = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, &doc, "lease_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+            eff->takeover_ms = bson_iter_as_int64(&it);
+    }
+    if (*found && bson_iter_init_find(&it, &doc, "settings") &&
+        BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &child)) {
+        while (bson_iter_next(&child)) {
+            int64_t *field = cohort_settings_field(eff, bson_iter_key(&child));
+            if (field && BSON_ITER_HOLDS_NUMBER(&child)) {
+                *field = bson_iter_as_int64(&child);
+                BSON_APPEND_INT64(doc_settings, bson_iter_key(&child), *field);
+            }
+        }
+    }
+    bson_destroy(&doc);
+    return true;
+}
+
+/* settings set KEY VALUE (`set`) or unset KEY (value -1): checks the settings as they will
+ * be, then writes. The message says what happened; returns the exit status. */
+static int change_setting(ctl_t *ctl, const char *service, const char *verb, const char *key,
+                          bool set, int64_t value, const cohort_settings_t *eff)
+{
+    cohort_settings_t next = *eff;
+    const cohort_service_config_t *sc =
+        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    if (set) {
+        *cohort_settings_field(&next, key) = value;
+    } else if (sc) {
+        /* Unset: the file's value comes back. */
+        cohort_settings_t file;
+        cohort_settings_from_config(ctl->config, sc, &file);
+        *cohort_settings_field(&next, key) = *cohort_settings_field(&file, key);
+    }
+    char why[512];
+    bson_error_t error;
+    bool found = false;
+    if (!cohort_settings_check(&next, why, sizeof why)) {
+        fprintf(stderr, "cohortctl settings %s: refused: %s\n", verb, why);
+        return CTL_USAGE;
+    }
+    if (!cohort_store_set_setting(ctl->store, ctl->client, service, key, value, &found,
+                                  &error)) {
+        fprintf(stderr, "cohortctl settings %s: %s\n", verb, error.message);
+        return CTL_FAILED;
+    }
+    if (set)
+        printf("%s.%s = %lld (every node applies it by its next tick)\n", service, key,
+               (long long)value);
+    else
+        printf("%s.%s unset (back to each node's config file)\n", service, key);
+    return CTL_DONE;
+}
+
+/* cohortctl settings get SERVICE | set SERVICE KEY VALUE | unset SERVICE KEY */
+int cmd_settings(ctl_t *ctl, int argc, char **argv)
+{
+    static const struct option none[] = {{NULL, 0, NULL, 0}};
+    ctl_reset_getopt();
+    /* "+": operands only, so that a value such as -5 reaches the range check. */
+    bool options = getopt_long(argc, argv, "+:", none, NULL) != -1;
+    argc -= optind;
+    argv += optind;
+    const char *verb = argc > 0 ? argv[0] : "";
+    int want = strcmp(verb, "get") == 0     ? 2
+               : strcmp(verb, "set") == 0   ? 4
+               : strcmp(verb, "unset") == 0 ? 3
+                                            : -1;
+    if (options || want < 0 || argc != want) {
+        fprintf(stderr, "usage: cohortctl settings get SERVICE\n"
+                        "       cohortctl settings set SERVICE KEY VALUE\n"
+                        "       cohortctl settings unset SERVICE KEY\n"
+                        "keys: tick_ms takeover_ms primary_task_count secondary_task_count\n"
+                        "      stall_timeout_ms succeeded_retention_ms failed_retention_ms\n");
+        return CTL_USAGE;
+    }
+    const char *service = argv[1];
+    if (!cohort_config_valid_service_name(service)) {
+        fprintf(stderr, "cohortctl settings: '%s' is not a valid service name\n", service);
+        return CTL_USAGE;
+    }
+    char why[512];
+    int64_t value = -1;
+    if (want >= 3) {
+        cohort_settings_t probe = {0};
+        if (!cohort_settings_field(&probe, argv[2])) {
+            cohort_settings_check_value(argv[2], 0, why, sizeof why);
+            fprintf(stderr, "cohortctl settings: %s\n", why);
+            return CTL_USAGE;
+        }
+    }
+    if (want == 4) {
+        int64_t v;
+        if (!ctl_parse_int(argv[3], &v)) {
+            fprintf(stderr, "cohortctl settings set: %s = '%s' is not a number\n", argv[2],
+                    argv[3]);
+            return CTL_USAGE;
+        }
+        if (!cohort_settings_check_value(argv[2], v, why, sizeof why)) {
+            fprintf(stderr, "cohortctl settings set: refused: %s\n", why);
+            return CTL_USAGE;
+        }
+        value = v;
+    }
+    if (!ctl_open_store(ctl))
+        return CTL_FAILED;
+    cohort_settings_t eff;
+    bson_t in_db;
+    bool found = false;
+    if (!effective_settings(ctl, service, &eff, &in_db, &found)) {
+        bson_destroy(&in_db);
+        return CTL_FAILED;
+    }
+    int rc = CTL_DONE;
+    if (!found) {
+        fprintf(stderr, "cohortctl settings: service '%s' does not exist (start a node that "
+                        "hosts it first)\n", service);
+        rc = CTL_FAILED;
+    } else if (want == 2) {
+        for (size_t i = 0; cohort_setting_names[i]; i++) {
+            bson_iter_t it;
+            bool set = bson_iter_init_find(&it, &in_db, cohort_setting_names[i]);
+            printf("%-24s %14lld  %s\n", cohort_setting_names[i],
+                   (long long)*cohort_settings_field(&eff, cohort_setting_names[i]),
+                   set ? "(set in the database)" : ctl->config ? "(config file)" : "(default)");
+        }
+    } else {
+        rc = change_setting(ctl, service, verb, argv[2], want == 4, value, &eff);
+    }
+    bson_destroy(&in_db);
+    return rc;
+}
+

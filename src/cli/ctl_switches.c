@@ -1,0 +1,230 @@
+/*
+ * ctl_switches.c - `cohortctl pause|resume|block|unblock SERVICE [--kind K] [--reason TEXT]`:
+ * the owner's switch (pause) and the operator's (block), per service or per kind.
+ *
+ * A switch lives in the service's config document as pause.<kind> / block.<kind> = {reason,
+ * by, at} ("*": every kind); nodes read it by their next tick and let running tasks finish.
+ * This file also reads switches for `status` (ctl_each_switch).
+ */
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/ctl.h"
+
+size_t ctl_each_switch(const bson_t *doc, void (*fn)(const ctl_switch_t *sw, void *user),
+                       void *user)
+{
+    static const char *const which[] = {"pause", "block"};
+    size_t n = 0;
+    for (int i = 0; i < 2; i++) {
+        bson_iter_t it, kinds;
+        if (!bson_iter_init_find(&it, doc, which[i]) || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+            !bson_iter_recurse(&it, &kinds))
+            continue;
+        while (bson_iter_next(&kinds)) {
+            ctl_switch_t sw = {.which = which[i], .kind = bson_iter_key(&kinds)};
+            bson_iter_t f;
+            if (BSON_ITER_HOLDS_DOCUMENT(&kinds) && bson_iter_recurse(&kinds, &f)) {
+                while (bson_iter_next(&f)) {
+                    if (strcmp(bson_iter_key(&f), "reason") == 0 && BSON_ITER_HOLDS_UTF8(&f))
+                        sw.reason = bson_iter_utf8(&f, NULL);
+                    else if (strcmp(bson_iter_key(&f), "by") == 0 && BSON_ITER_HOLDS_UTF8(&f))
+                        sw.by = bson_iter_utf8(&f, NULL);
+                    else if (strcmp(bson_iter_key(&f), "at") == 0 &&
+                             BSON_ITER_HOLDS_DATE_TIME(&f))
+                        sw.at_ms = bson_iter_date_time(&f);
+                }
+            }
+            if (fn)
+                fn(&sw, user);
+            n++;
+        }
+    }
+    return n;
+}
+
+void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len)
+{
+    bool all = strcmp(sw->kind, "*") == 0;
+    snprintf(buf, len, "%s %s%s%s%s", strcmp(sw->which, "pause") == 0 ? "paused" : "blocked",
+             all ? "(all kinds)" : "kind ", all ? "" : sw->kind, sw->reason ? ": " : "",
+             sw->reason ? sw->reason : "");
+}
+
+/* Who set a switch: "cohortctl USER@HOST". */
+static void switch_author(char *buf, size_t len)
+{
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    const char *user = getenv("USER");
+    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    if (pw)
+        user = pw->pw_name;
+    snprintf(buf, len, "cohortctl %s@%s", user && *user ? user : "?", host);
+}
+
+typedef struct switch_search {
+    const char *which, *kind; /* the switch being changed */
+    bool found;               /* it is set now */
+    char others[1024];        /* the other switches that stay set */
+} switch_search_t;
+
+static void search_switch(const ctl_switch_t *sw, void *user)
+{
+    switch_search_t *s = user;
+    if (strcmp(sw->which, s->which) == 0 && strcmp(sw->kind, s->kind) == 0) {
+        s->found = true;
+        return;
+    }
+    char what[700];
+    ctl_describe_switch(sw, what, sizeof what);
+    size_t used = strlen(s->others);
+    snprintf(s->others + used, sizeof s->others - used, "%s%s", used ? "; " : "", what);
+}
+
+/* Prints what the command refused, and its usage line. */
+static int switch_usage(const char *command, bool on, bool is_block, const char *arg)
+{
+    fprintf(stderr, "cohortctl %s: unexpected argument '%s'\n", command, arg);
+    fprintf(stderr, "usage: cohortctl %s SERVICE [--kind K]%s\n", command,
+            !on ? "" : is_block ? " --reason TEXT" : " [--reason TEXT]");
+    return CTL_USAGE;
+}
+
+/* What one pause|resume|block|unblock command asks. */
+typedef struct switch_args {
+    const char *command; /* as typed */
+    const char *which;   /* "pause" or "block" */
+    bool on;             /* set (pause, block) or clear (resume, unblock) */
+    const char *service, *kind, *reason; /* kind, reason: NULL if not given */
+} switch_args_t;
+
+/* Reads and checks the command line; CTL_DONE, or CTL_USAGE with the message printed. */
+static int parse_switch_args(int argc, char **argv, switch_args_t *a)
+{
+    /* Clearing a switch takes no reason: --reason is then an unknown option. */
+    static const struct option setting[] = {{"kind", required_argument, NULL, 'k'},
+                                            {"reason", required_argument, NULL, 'r'},
+                                            {NULL, 0, NULL, 0}};
+    static const struct option clearing[] = {{"kind", required_argument, NULL, 'k'},
+                                             {NULL, 0, NULL, 0}};
+    const char *command = a->command = argv[0];
+    bool on = a->on = strcmp(command, "pause") == 0 || strcmp(command, "block") == 0;
+    bool is_block = strcmp(command, "block") == 0 || strcmp(command, "unblock") == 0;
+    a->which = is_block ? "block" : "pause";
+    int opt;
+    ctl_reset_getopt();
+    while ((opt = getopt_long(argc, argv, ":", on ? setting : clearing, NULL)) != -1) {
+        if (opt == 'k' && !a->kind)
+            a->kind = optarg;
+        else if (opt == 'r' && !a->reason)
+            a->reason = optarg;
+        else
+            return switch_usage(command, on, is_block,
+                                opt == 'k'   ? "--kind"
+                                : opt == 'r' ? "--reason"
+                                             : ctl_bad_arg(argv));
+    }
+    if (optind + 1 < argc)
+        return switch_usage(command, on, is_block, argv[optind + 1]);
+    a->service = optind < argc ? argv[optind] : NULL;
+    if (!a->service) {
+        fprintf(stderr, "cohortctl %s: which SERVICE?\n", command);
+        return CTL_USAGE;
+    }
+    if (!cohort_config_valid_service_name(a->service)) {
+        fprintf(stderr, "cohortctl %s: '%s' is not a valid service name\n", command,
+                a->service);
+        return CTL_USAGE;
+    }
+    if (a->kind && !cohort_config_valid_kind(a->kind)) {
+        fprintf(stderr, "cohortctl %s: --kind '%s' must be 1-64 of [A-Za-z0-9_-]\n", command,
+                a->kind);
+        return CTL_USAGE;
+    }
+    if (is_block && on && (!a->reason || !a->reason[strspn(a->reason, " \t")])) {
+        fprintf(stderr, "cohortctl block: --reason TEXT is required (say why, for whoever "
+                        "unblocks it)\n");
+        return CTL_USAGE;
+    }
+    if (a->reason && strlen(a->reason) > 1000) {
+        fprintf(stderr, "cohortctl %s: --reason is longer than 1000 bytes\n", command);
+        return CTL_USAGE;
+    }
+    return CTL_DONE;
+}
+
+/* Reads the service's switches: whether it exists, whether this switch is set, which
+ * others are. False (message printed) if the database failed. */
+static bool find_switches(ctl_t *ctl, const switch_args_t *a, bool *found,
+                          switch_search_t *search)
+{
+    bson_error_t error;
+    bson_t doc;
+    if (!cohort_store_read_service(ctl->store, ctl->client, a->service, &doc, found, &error)) {
+        fprintf(stderr, "cohortctl %s: cannot reach the database: %s\n", a->command,
+                error.message);
+        bson_destroy(&doc);
+        return false;
+    }
+    if (*found)
+        ctl_each_switch(&doc, search_switch, search);
+    bson_destroy(&doc);
+    return true;
+}
+
+/* pause|resume SERVICE [--kind K] [--reason TEXT], block|unblock likewise: pause and block
+ * set their switch, resume and unblock clear it. */
+int cmd_switch(ctl_t *ctl, int argc, char **argv)
+{
+    switch_args_t a = {0};
+    int rc = parse_switch_args(argc, argv, &a);
+    if (rc != CTL_DONE)
+        return rc;
+    if (!ctl_reach_database(ctl, NULL))
+        return CTL_FAILED;
+    bool found = false, is_block = strcmp(a.which, "block") == 0;
+    switch_search_t search = {.which = a.which, .kind = a.kind ? a.kind : "*"};
+    if (!find_switches(ctl, &a, &found, &search))
+        return CTL_FAILED;
+    char what[96];
+    if (a.kind)
+        snprintf(what, sizeof what, "kind %s", a.kind);
+    else
+        snprintf(what, sizeof what, "(all kinds)");
+    char by[300];
+    switch_author(by, sizeof by);
+    bson_error_t error;
+    if (!found) {
+        fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
+                        "check the name)\n", a.command, a.service);
+        rc = CTL_FAILED;
+    } else if (!a.on && !search.found) {
+        printf("%s %s was not %s: nothing to do\n", a.service, what,
+               is_block ? "blocked" : "paused");
+    } else if (!cohort_store_set_switch(ctl->store, ctl->client, a.service, a.which,
+                                        a.kind ? a.kind : "*", a.on, a.reason, by, &found,
+                                        &error)) {
+        fprintf(stderr, "cohortctl %s: %s\n", a.command, error.message);
+        rc = CTL_FAILED;
+    } else if (!found) {
+        fprintf(stderr, "cohortctl %s: service '%s' does not exist\n", a.command, a.service);
+        rc = CTL_FAILED;
+    } else if (a.on) {
+        printf("%s %s %s%s%s%s; nodes stop claiming those tasks by their next tick, running "
+               "tasks finish\n",
+               is_block ? "blocked" : "paused", a.service, what, a.reason ? " (reason: " : "",
+               a.reason ? a.reason : "", a.reason ? ")" : "");
+    } else {
+        printf("%s %s %s: its tasks are claimable again by the nodes' next tick\n",
+               is_block ? "unblocked" : "resumed", a.service, what);
+    }
+    if (rc == CTL_DONE && search.others[0])
+        printf("still set: %s\n", search.others);
+    return rc;
+}

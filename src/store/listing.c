@@ -1,0 +1,100 @@
+/*
+ * listing.c - read-only walks over services, nodes and tasks for operators (see listing.h).
+ *
+ * One find per listing, its cursor drained into the callback; the cursor and collection are
+ * released on every path. Nothing here writes.
+ */
+#include "store/listing.h"
+
+/* Drains `cursor` into `fn`, then destroys it. */
+static bool walk(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
+                 bson_error_t *error)
+{
+    const bson_t *doc;
+    bool ok = true;
+    while (ok && mongoc_cursor_next(cursor, &doc))
+        ok = fn(user, doc, error);
+    if (ok && mongoc_cursor_error(cursor, error))
+        ok = false;
+    mongoc_cursor_destroy(cursor);
+    return ok;
+}
+
+/* A find on the store's database: `name`'s documents matching `filter` with `opts`. */
+static bool find(cohort_store_t *store, mongoc_client_t *client, const char *name,
+                 const bson_t *filter, const bson_t *opts, cohort_store_doc_fn fn, void *user,
+                 bson_error_t *error)
+{
+    mongoc_collection_t *coll =
+        mongoc_client_get_collection(client, cohort_store_database(store), name);
+    bool ok = walk(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
+    mongoc_collection_destroy(coll);
+    return ok;
+}
+
+typedef struct name_walk {
+    cohort_store_name_fn fn;
+    void *user;
+} name_walk_t;
+
+static bool each_name(void *user, const bson_t *doc, bson_error_t *error)
+{
+    name_walk_t *w = user;
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
+        return true; /* not a service document Cohort wrote: skip it */
+    return w->fn(w->user, bson_iter_utf8(&it, NULL), error);
+}
+
+bool cohort_store_each_service(cohort_store_t *store, mongoc_client_t *client,
+                               cohort_store_name_fn fn, void *user, bson_error_t *error)
+{
+    bson_t filter = BSON_INITIALIZER;
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "sort", "{", "_id",
+                            BCON_INT32(1), "}");
+    name_walk_t w = {fn, user};
+    bool ok = find(store, client, "services", &filter, opts, each_name, &w, error);
+    bson_destroy(opts);
+    return ok;
+}
+
+static bool longer_lease(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    int64_t *longest = user;
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, "lease_ms") && BSON_ITER_HOLDS_NUMBER(&it) &&
+        bson_iter_as_int64(&it) > *longest)
+        *longest = bson_iter_as_int64(&it);
+    return true;
+}
+
+bool cohort_store_longest_lease(cohort_store_t *store, mongoc_client_t *client,
+                                int64_t *longest_ms, bson_error_t *error)
+{
+    *longest_ms = 0;
+    bson_t filter = BSON_INITIALIZER;
+    bson_t *opts = BCON_NEW("projection", "{", "lease_ms", BCON_INT32(1), "}");
+    bool ok = find(store, client, "services", &filter, opts, longer_lease, longest_ms, error);
+    bson_destroy(opts);
+    return ok;
+}
+
+bool cohort_store_each_node(cohort_store_t *store, mongoc_client_t *client, int64_t since_ms,
+                            cohort_store_doc_fn fn, void *user, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("seen_at", "{", "$gte", BCON_DATE_TIME(since_ms), "}");
+    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "projection", "{", "stats",
+                            BCON_INT32(0), "}");
+    bool ok = find(store, client, "nodes", filter, opts, fn, user, error);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_each_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *status, int64_t limit, cohort_store_doc_fn fn,
+                            void *user, bson_error_t *error)
+{
+    return walk(cohort_store_list_tasks(store, client, service, status, limit), fn, user, error);
+}
