@@ -239,41 +239,33 @@ def self_test():
         readme = ("# Top\n\nSee [the guide](docs/GUIDE.md#two-words-1), [here](#top), "
                   "[a site](https://example.com/x) and `[not a link](nowhere.md)`.\n\n"
                   "```\n[in code](nowhere.md)\n```\n")
-        write("docs/GUIDE.md", guide)
-        write("README.md", readme)
+        originals = {"docs/GUIDE.md": guide, "README.md": readme}
+        for name, text in originals.items():
+            write(name, text)
         problems = check(source, build, quiet=True)
         expect(problems == [], "a clean tree passes, but got: %s" % problems)
 
-        write("README.md", readme.replace("GUIDE.md#two-words-1", "GUIDE.md#three-words"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "no heading with anchor #three-words" in problems[0],
-               "a broken anchor is reported: %s" % problems)
-
-        write("README.md", readme.replace("docs/GUIDE.md", "docs/GONE.md"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "docs/GONE.md" in problems[0]
-               and "no such file" in problems[0], "a broken link is reported: %s" % problems)
-        write("README.md", readme)
-
-        write("docs/GUIDE.md", guide.replace("hello world'", "goodbye'"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "GUIDE.md:8: the offline example fails" in problems[0],
-               "a failing example is reported: %s" % problems)
-
-        write("docs/GUIDE.md", guide.replace("greet world |", "false; greet world |"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "example fails" in problems[0],
-               "a failing command in the middle of an example is reported: %s" % problems)
-
-        write("docs/GUIDE.md", guide.replace("example: offline", "example: offlien"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "unknown example kind" in problems[0],
-               "a misspelt marker is reported: %s" % problems)
-
-        write("docs/GUIDE.md", guide.replace("-->\n```sh", "-->\n\n```sh"))
-        problems = check(source, build, quiet=True)
-        expect(len(problems) == 1 and "not directly above" in problems[0],
-               "a marker away from its block is reported: %s" % problems)
+        # (file, its broken text, what the one problem must say, what the case shows)
+        cases = [
+            ("README.md", readme.replace("#two-words-1", "#three-words"),
+             "no heading with anchor #three-words", "a broken anchor"),
+            ("README.md", readme.replace("docs/GUIDE.md", "docs/GONE.md"),
+             "link to docs/GONE.md#two-words-1: no such file", "a broken link"),
+            ("docs/GUIDE.md", guide.replace("hello world'", "goodbye'"),
+             "GUIDE.md:8: the offline example fails", "a failing example"),
+            ("docs/GUIDE.md", guide.replace("greet world |", "false; greet world |"),
+             "the offline example fails", "a failing command mid-example"),
+            ("docs/GUIDE.md", guide.replace("example: offline", "example: offlien"),
+             "unknown example kind 'offlien'", "a misspelt marker"),
+            ("docs/GUIDE.md", guide.replace("-->\n```sh", "-->\n\n```sh"),
+             "is not directly above a ```sh block", "a marker away from its block"),
+        ]
+        for name, text, wanted, what in cases:
+            write(name, text)
+            problems = check(source, build, quiet=True)
+            expect(len(problems) == 1 and wanted in problems[0],
+                   "%s is reported as '%s': %s" % (what, wanted, problems))
+            write(name, originals[name])
 
         saved = os.environ.pop("MONGODB_URI", None)
         try:
