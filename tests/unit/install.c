@@ -1,9 +1,9 @@
 /*
  * install.c - what a plugin author gets: `cmake --install` lays out the daemon, the tool, the
- * public header, the shipped handlers and the pkg-config file cohort-handler.pc; the README's
- * handler example is the shipped handlers/hello/hello.c, word for word; and it builds with
- * exactly the flags `pkg-config --cflags --libs cohort-handler` gives for the installed tree
- * into a handler the loader accepts.
+ * public header, the shipped handlers and the pkg-config file cohort-handler.pc; the handler
+ * example of docs/HANDLERS.md is the shipped handlers/hello/hello.c, word for word; and it
+ * builds with exactly the flags `pkg-config --cflags --libs cohort-handler` gives for the
+ * installed tree into a handler the loader accepts.
  *
  * And what an operator gets: every path deploy/container/Dockerfile copies out of its install
  * prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
@@ -176,20 +176,20 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
               "lib/pkgconfig/cohort-handler.pc missing");
     check_image(prefix);
 
-    /* The example as the README prints it, built the way the README says. */
-    char *readme = test_read_file(COHORT_SOURCE_DIR "/README.md");
-    const char *section = strstr(readme, "## Writing a handler");
-    cr_assert_not_null(section, "README has no 'Writing a handler' section");
+    /* The example as docs/HANDLERS.md prints it, built the way the guide says. */
+    char *guide = test_read_file(COHORT_SOURCE_DIR "/docs/HANDLERS.md");
+    const char *section = strstr(guide, "## Writing a handler");
+    cr_assert_not_null(section, "docs/HANDLERS.md has no 'Writing a handler' section");
     const char *start = strstr(section, "```c\n");
-    cr_assert_not_null(start, "README's handler section has no C example");
+    cr_assert_not_null(start, "docs/HANDLERS.md's handler section has no C example");
     start += 5;
     const char *end = strstr(start, "```");
     cr_assert_not_null(end);
     char *shipped = test_read_file(COHORT_SOURCE_DIR "/handlers/hello/hello.c");
     cr_expect_eq(strlen(shipped), (size_t)(end - start),
-                 "README example and handlers/hello/hello.c differ in length");
+                 "docs/HANDLERS.md's example and handlers/hello/hello.c differ in length");
     cr_expect(strncmp(shipped, start, (size_t)(end - start)) == 0,
-              "README example and handlers/hello/hello.c differ");
+              "docs/HANDLERS.md's example and handlers/hello/hello.c differ");
 
     char source[1024], so[1024];
     snprintf(source, sizeof source, "%s/hello.c", prefix);
@@ -218,11 +218,11 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     snprintf(shipped_dir, sizeof shipped_dir, "%s/lib/cohort/handlers", prefix);
     cr_expect_str_eq(handlerdir, shipped_dir, "handlerdir is not where the handlers went");
     cr_expect(strstr(section, "pkg-config --cflags --libs cohort-handler") != NULL,
-              "README's handler section does not show the pkg-config build line");
+              "docs/HANDLERS.md's handler section does not show the pkg-config build line");
 
     snprintf(cmd, sizeof cmd, "'%s' -std=c11 -Wall -Wextra -Werror -shared -fPIC -o '%s' '%s' %s",
              COHORT_CC, so, source, flags);
-    cr_assert_eq(run(cmd), 0, "the README example does not build: %s", cmd);
+    cr_assert_eq(run(cmd), 0, "the docs/HANDLERS.md example does not build: %s", cmd);
 
     char err[1024] = "";
     cohort_plugin_t *plugin = cohort_plugin_load(so, err, sizeof err);
@@ -237,6 +237,6 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     free(bson_flags);
     free(flags);
     free(shipped);
-    free(readme);
+    free(guide);
     free(prefix);
 }
