@@ -8,9 +8,7 @@
  * opens the store. Exit status: CTL_DONE, CTL_FAILED (database, missing service or task) or
  * CTL_USAGE. Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
  * Every MongoDB access goes through the store (store/store.h, store/listing.h).
- *
- * Errors travel as bson_error_t: core/error.h's cohort_error_t, which cannot be named here
- * because config.h brings in cohort/handler.h, whose ABI has a cohort_error_t of its own.
+ * Errors are bson_error_t (core/error.h).
  */
 #ifndef COHORT_CTL_H
 #define COHORT_CTL_H

@@ -4,9 +4,7 @@
  * HOST is a numeric IPv4 address or an IPv6 address in brackets ("[::1]:9464"); PORT is
  * 1..65535. The config file checks http_listen with it and the HTTP listener binds what it
  * returns, so a value the config accepts is one the listener can use.
- *
- * `error` is core/error.h's cohort_error_t, spelt bson_error_t here because this header is
- * included next to cohort/handler.h, whose ABI has its own cohort_error_t.
+ * Errors are bson_error_t (core/error.h).
  */
 #ifndef COHORT_ADDRESS_H
 #define COHORT_ADDRESS_H

@@ -8,8 +8,6 @@
  *
  * Every listing returns false on a database error (filled into `error`), or when the
  * callback returns false: then the callback has filled `error` itself and the walk stopped.
- * `error` is core/error.h's cohort_error_t, spelt bson_error_t (the same type) because
- * callers also see cohort/handler.h, whose ABI has a cohort_error_t of its own.
  */
 #ifndef COHORT_STORE_LISTING_H
 #define COHORT_STORE_LISTING_H
