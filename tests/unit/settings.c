@@ -188,3 +188,20 @@ Test(settings, the_diff_names_each_changed_setting)
     cr_expect_eq(cohort_settings_diff(&was, &now, small, sizeof small), 2,
                  "a short buffer cuts the text, not the count");
 }
+
+Test(settings, the_example_config_shows_every_key)
+{
+    /* docs/CONFIGURATION.md points operators at deploy/cohort.example.ini for every key. */
+    char *example = test_read_file(COHORT_SOURCE_DIR "/deploy/cohort.example.ini");
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->pattern)
+            continue;
+        char line[128];
+        snprintf(line, sizeof line, "\n%s ", r->name);
+        char commented[128];
+        snprintf(commented, sizeof commented, "\n; %s ", r->name);
+        cr_expect(strstr(example, line) || strstr(example, commented),
+                  "deploy/cohort.example.ini does not show '%s'", r->name);
+    }
+    free(example);
+}
