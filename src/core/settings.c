@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/error.h"
 
@@ -72,10 +71,10 @@ bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value,
     return true;
 }
 
-bool cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_t value)
+void cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_t value)
 {
     if (row->field.offset < 0)
-        return true;
+        return;
     char *at = (char *)base + row->field.offset;
     switch (row->field.width) {
     case 1: {
@@ -92,7 +91,6 @@ bool cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_
         memcpy(at, &value, 8);
         break;
     }
-    return true;
 }
 
 bool cohort_setting_store_text(const cohort_setting_t *row, void *base, const char *value,

@@ -106,9 +106,10 @@ bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value,
                                  bson_error_t *error);
 
 /* Stores `value` into `base` (the row's struct) at the row's field, or does nothing if the
- * row has no field. Text rows store a strdup'd copy, freeing the old one; false (with
- * `error`) only if that copy cannot be made. */
-bool cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_t value);
+ * row has no field. Text rows store a strdup'd copy (NULL for NULL, or for an empty value of
+ * an empty_unsets row), freeing the old one; false (with `error`) only if that copy cannot
+ * be made. */
+void cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_t value);
 bool cohort_setting_store_text(const cohort_setting_t *row, void *base, const char *value,
                                bson_error_t *error);
 
