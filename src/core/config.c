@@ -371,7 +371,13 @@ static cohort_kind_config_t *kind_of(cohort_service_config_t *s, const char *nam
 static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
                      const char *value)
 {
-    static const char known[] = "priority, not_after_ms, task_timeout_ms";
+    char known[128] = ""; /* the KEYs of the kind rows: "priority, not_after_ms, ..." */
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (strncmp(r->name, "kind.KIND.", 10) != 0)
+            continue;
+        size_t used = strlen(known);
+        snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", r->name + 10);
+    }
     const char *name = key + 5;
     const char *dot = strrchr(name, '.');
     char kind[COHORT_KIND_MAX + 1];
