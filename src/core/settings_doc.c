@@ -43,9 +43,18 @@ static const char outro[] =
     "- A value set with `cohortctl settings set` is checked against the same ranges and rules,\n"
     "  with the other values in effect.\n"
     "\n"
-    "The primary's maintenance runs every `stall_timeout_ms / 3`, at most 5 s apart: it resets\n"
-    "stalled tasks and purges finished tasks past their retention (at most 1,000 per status per\n"
-    "run).\n";
+    "## When the keys act\n"
+    "\n"
+    "- Claiming: when a claim finds work, the worker claims again at once; workers poll on the\n"
+    "  tick only while the queue is empty.\n"
+    "- The primary's maintenance runs every `stall_timeout_ms / 3`, at most 5 s apart: it\n"
+    "  resets stalled tasks (with a warning that gives the count) and purges finished tasks past\n"
+    "  their retention with an indexed delete, at most 1,000 per status per run, so a backlog\n"
+    "  never stalls the tick (while one remains it runs again on the next tick). Tracked tasks\n"
+    "  of a batch whose callback has not run yet are kept.\n"
+    "- The primary advances tracked batches on every tick.\n"
+    "- A live setting set in the database wins over every node's file while it is set; every\n"
+    "  node reads it on its next tick and logs the change.\n";
 
 /* A duration as a person writes it: 1 h, 7 d, 250 ms. */
 static void print_duration(FILE *out, int64_t ms)
