@@ -652,12 +652,13 @@ void cohort_settings_from_config(const cohort_config_t *config,
                                  const cohort_service_config_t *service,
                                  cohort_settings_t *settings)
 {
+    cohort_settings_defaults(settings);
     for (size_t i = 0; cohort_setting_names[i]; i++) {
         const cohort_setting_t *r = cohort_setting_find_live(cohort_setting_names[i]);
         const char *base = r->section == COHORT_SECTION_CLUSTER ? (const char *)config
                                                                 : (const char *)service;
-        memcpy(cohort_settings_field(settings, r->name), base + r->field.offset,
-               sizeof(int64_t));
+        if (base)
+            memcpy(cohort_settings_field(settings, r->name), base + r->field.offset,
+                   sizeof(int64_t));
     }
 }
-

@@ -81,7 +81,9 @@ typedef struct cohort_config {
     size_t n_services;
 } cohort_config_t;
 
-/* The file's values of a service's live settings (the table's live rows; see settings.h). */
+/* The file's values of a service's live settings (the table's live rows; see settings.h).
+ * Either may be NULL: the table's defaults then stand for the missing part (cohortctl
+ * without -c, or with a file that does not host the service). */
 void cohort_settings_from_config(const cohort_config_t *config,
                                  const cohort_service_config_t *service,
                                  cohort_settings_t *settings);

@@ -104,6 +104,14 @@ Test(settings, the_defaults_are_what_a_file_without_the_keys_gives)
     cohort_settings_from_config(c, &c->services[0], &from_file);
     cohort_settings_defaults(&defaults);
     cr_expect_eq(memcmp(&from_file, &defaults, sizeof defaults), 0);
+    cohort_settings_t none;
+    cohort_settings_from_config(NULL, NULL, &none);
+    cr_expect_eq(memcmp(&none, &defaults, sizeof defaults), 0, "no file: the defaults");
+    cohort_settings_t cluster_only;
+    c->tick_ms = 250;
+    cohort_settings_from_config(c, NULL, &cluster_only);
+    cr_expect_eq(cluster_only.tick_ms, 250, "the file's [cluster] values without its service");
+    cr_expect_eq(cluster_only.stall_timeout_ms, defaults.stall_timeout_ms);
     cr_expect_eq(defaults.tick_ms, 1000);
     cr_expect_eq(defaults.takeover_ms, 10000);
     char why[256];
