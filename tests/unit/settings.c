@@ -17,6 +17,7 @@
 #include "../support/support.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
+#define COHORTD COHORT_BUILD_DIR "/cohortd"
 
 static cohort_config_errors_t errors;
 
@@ -68,6 +69,24 @@ Test(settings, the_committed_reference_is_what_the_table_renders)
                      "it: build/cohortd --print-settings=markdown > docs/CONFIGURATION.md");
     free(committed);
     free(text);
+}
+
+Test(settings, cohortd_prints_the_reference)
+{
+    /* The regeneration command the test above names must print the same thing. */
+    static const char *const argv[] = {COHORTD, "--print-settings=markdown", NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    char *committed = test_read_file(COHORT_SOURCE_DIR "/docs/CONFIGURATION.md");
+    cr_expect_str_eq(r.out, committed);
+    free(committed);
+    test_run_result_free(&r);
+
+    static const char *const bad[] = {COHORTD, "--print-settings=xml", NULL};
+    r = test_run(bad, NULL, 20000);
+    cr_expect_eq(r.exit_code, 2);
+    cr_expect_not_null(strstr(r.err, "markdown"), "%s", r.err);
+    test_run_result_free(&r);
 }
 
 Test(settings, every_key_is_one_row)
