@@ -3,6 +3,8 @@
  *
  *   cohortd -c cohort.ini                 run a node until SIGTERM/SIGINT
  *   cohortd --check-config -c cohort.ini  list every problem (with line numbers), exit 1 if any
+ *   cohortd --print-settings=markdown     the configuration reference, from the settings table
+ *                                         (docs/CONFIGURATION.md is this output)
  *
  * Hidden: `cohortd --worker -c FILE --service NAME --node-id ID` is a child worker process of
  * a node whose service runs with isolation = process (see isolate.h); the node starts it.
@@ -11,8 +13,10 @@
 #include <mongoc/mongoc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/config.h"
+#include "core/settings.h"
 #include "node/isolate.h"
 #include "core/log.h"
 #include "node/node.h"
@@ -28,6 +32,9 @@ static void usage(FILE *out)
             "       cohortd --check-config -c FILE\n"
             "                                 validate FILE (and load its handlers), list every\n"
             "                                 problem with its line number; exit 0 if none\n"
+            "       cohortd --print-settings=markdown\n"
+            "                                 print the configuration reference (every key,\n"
+            "                                 its default, range and meaning)\n"
             "       cohortd --version | --help\n"
             "\n"
             "Environment: MONGODB_URI overrides [cluster] mongodb_uri.\n"
@@ -45,6 +52,7 @@ int main(int argc, char **argv)
         {"worker", no_argument, NULL, 'W'},
         {"service", required_argument, NULL, 'S'},
         {"node-id", required_argument, NULL, 'N'},
+        {"print-settings", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
@@ -69,6 +77,13 @@ int main(int argc, char **argv)
         case 'N':
             worker_node = optarg;
             break;
+        case 'P':
+            if (strcmp(optarg, "markdown") != 0) {
+                fprintf(stderr, "cohortd: --print-settings takes 'markdown'\n");
+                return 2;
+            }
+            cohort_settings_print_markdown(stdout);
+            return fflush(stdout) == 0 ? 0 : 1;
         case 'V':
             printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
                    COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
@@ -116,10 +131,10 @@ int main(int argc, char **argv)
     if (config && check)
         cohort_node_check_handlers(config, &errors);
     int rc;
-    if (errors.count > 0) {
+    if (errors.count > 0 || errors.unrecorded > 0 || !config) {
         for (size_t i = 0; i < errors.count; i++)
             fprintf(stderr, "%s\n", errors.messages[i]);
-        fprintf(stderr, "cohortd: %zu problem(s) in %s\n", errors.count, path);
+        fprintf(stderr, "cohortd: %zu problem(s) in %s\n", errors.count + errors.unrecorded, path);
         rc = 1;
     } else if (check) {
         printf("%s: OK (%zu service(s))\n", path, config->n_services);

@@ -20,14 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/address.h"
-
-#define DEFAULT_URI "mongodb://127.0.0.1:27017"
-/* 1: a batch claim prefetches, which docs/BENCHMARKS.md shows pays off for short tasks only
- * (a batch holds its tasks while the first ones run, and a few tasks stop spreading over
- * the nodes); services of short tasks raise it. */
-#define COHORT_DEFAULT_CLAIM_BATCH 1
-
 typedef struct key_seen {
     char *section;
     char *key;
@@ -42,10 +34,12 @@ typedef struct parser {
     const char *next; /* the text not read yet */
     char section[256]; /* the section of the line being read */
     int line;         /* the line last handed to inih */
-    int takeover_line, tick_line;
     key_seen_t *seen;
     size_t n_seen;
 } parser_t;
+
+/* Stored when a message cannot be formatted; never freed. */
+static char out_of_memory[] = "out of memory (a problem could not be described)";
 
 void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, ...)
 {
@@ -53,13 +47,13 @@ void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, .
     va_start(ap, fmt);
     char *msg = NULL;
     if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
+        msg = out_of_memory;
     va_end(ap);
-    if (!msg)
-        return;
     char **grown = realloc(errors->messages, (errors->count + 1) * sizeof *grown);
     if (!grown) {
-        free(msg);
+        if (msg != out_of_memory)
+            free(msg);
+        errors->unrecorded++;
         return;
     }
     errors->messages = grown;
@@ -69,10 +63,12 @@ void cohort_config_errors_add(cohort_config_errors_t *errors, const char *fmt, .
 void cohort_config_errors_clear(cohort_config_errors_t *errors)
 {
     for (size_t i = 0; i < errors->count; i++)
-        free(errors->messages[i]);
+        if (errors->messages[i] != out_of_memory)
+            free(errors->messages[i]);
     free(errors->messages);
     errors->messages = NULL;
     errors->count = 0;
+    errors->unrecorded = 0;
 }
 
 bool cohort_config_valid_service_name(const char *name)
@@ -85,19 +81,6 @@ bool cohort_config_valid_service_name(const char *name)
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                   c == '_' || c == '-';
         if (!ok)
-            return false;
-    }
-    return true;
-}
-
-static bool valid_node_id(const char *id)
-{
-    size_t len = strlen(id);
-    if (len == 0 || len > COHORT_NODE_ID_MAX)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)id[i];
-        if (c <= ' ' || c >= 0x7f)
             return false;
     }
     return true;
@@ -117,30 +100,6 @@ static void problem(parser_t *p, int line, const char *fmt, ...)
         cohort_config_errors_add(p->errors, "%s: %s", p->origin, msg);
 }
 
-/* Parses a whole non-negative decimal integer within [min, max]. */
-static bool parse_int(parser_t *p, int line, const char *key, const char *value, int64_t min,
-                      int64_t max, int64_t *out)
-{
-    if (!*value) {
-        problem(p, line, "%s is empty (expected a number)", key);
-        return false;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno == ERANGE || *end != '\0' || end == value) {
-        problem(p, line, "%s = '%s' is not a number", key, value);
-        return false;
-    }
-    if (v < min || v > max) {
-        problem(p, line, "%s = %lld is out of range [%lld, %lld]", key, v, (long long)min,
-                (long long)max);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static char *resolve_path(const char *base_dir, const char *path)
 {
     char *out = NULL;
@@ -156,25 +115,19 @@ static cohort_service_config_t *add_service(parser_t *p, const char *name, int l
 {
     cohort_config_t *c = p->config;
     cohort_service_config_t *grown = realloc(c->services, (c->n_services + 1) * sizeof *grown);
-    if (!grown)
+    char *copy = strdup(name);
+    bson_error_t error;
+    if (grown)
+        c->services = grown;
+    if (!grown || !copy) {
+        free(copy);
+        problem(p, line, "[service:%s]: out of memory", name);
         return NULL;
-    c->services = grown;
+    }
     cohort_service_config_t *s = &c->services[c->n_services++];
-    *s = (cohort_service_config_t){
-        .name = strdup(name),
-        .primary_task_count = 10,
-        .secondary_task_count = 0,
-        .workers = 2,
-        .max_attempts = 5,
-        .retry_base_ms = 20000,
-        .stall_timeout_ms = 1800000,
-        .succeeded_retention_ms = 7LL * 24 * 3600 * 1000,
-        .failed_retention_ms = 7LL * 24 * 3600 * 1000,
-        .not_after_boost = 10,
-        .claim_batch = COHORT_DEFAULT_CLAIM_BATCH,
-        .isolation = COHORT_ISOLATION_THREAD,
-        .line = line,
-    };
+    *s = (cohort_service_config_t){.name = copy, .line = line};
+    if (!cohort_settings_apply_defaults(COHORT_SECTION_SERVICE, s, &error))
+        problem(p, line, "[service:%s]: %s", name, error.message);
     return s;
 }
 
@@ -208,8 +161,10 @@ static int on_key(void *user, const char *section, const char *key, const char *
 static void long_line(parser_t *p, const char *text, size_t len)
 {
     char *line = strndup(text, len);
-    if (!line)
+    if (!line) {
+        problem(p, p->line, "out of memory reading a long line");
         return;
+    }
     char *s = line + strspn(line, " \t");
     char *sep = strpbrk(s, "=:");
     if (*s == '[' || *s == ';' || *s == '#' || !sep) {
@@ -285,7 +240,7 @@ static char *read_line(char *str, int num, void *stream)
     return str;
 }
 
-/* Returns false (and reports) if section/key was seen before. */
+/* Returns false (and reports) if section/key was seen before, or cannot be remembered. */
 static bool first_time(parser_t *p, const char *section, const char *key, int line)
 {
     for (size_t i = 0; i < p->n_seen; i++) {
@@ -296,93 +251,89 @@ static bool first_time(parser_t *p, const char *section, const char *key, int li
         }
     }
     key_seen_t *grown = realloc(p->seen, (p->n_seen + 1) * sizeof *grown);
-    if (!grown)
+    key_seen_t seen = {strdup(section), strdup(key), line};
+    if (grown)
+        p->seen = grown;
+    if (!grown || !seen.section || !seen.key) {
+        free(seen.section);
+        free(seen.key);
+        problem(p, line, "'%s': out of memory", key);
         return false;
-    p->seen = grown;
-    p->seen[p->n_seen++] = (key_seen_t){strdup(section), strdup(key), line};
+    }
+    p->seen[p->n_seen++] = seen;
     return true;
 }
 
-static void cluster_key(parser_t *p, int line, const char *key, const char *value)
+/* The line `key` was set on in `section`, 0 if it was not. */
+static int line_of(const parser_t *p, const char *section, const char *key)
 {
-    cohort_config_t *c = p->config;
-    if (strcmp(key, "mongodb_uri") == 0) {
-        if (!c->mongodb_uri_from_env) {
-            free(c->mongodb_uri);
-            c->mongodb_uri = strdup(value);
-            if (!*value)
-                problem(p, line, "mongodb_uri is empty");
-        }
-    } else if (strcmp(key, "database") == 0) {
-        free(c->database);
-        c->database = strdup(value);
-        if (!*value || strpbrk(value, "/\\. \"$") || strlen(value) > 63)
-            problem(p, line, "database = '%s' is not a valid MongoDB database name", value);
-    } else if (strcmp(key, "tick_ms") == 0) {
-        parse_int(p, line, key, value, 10, 3600000, &c->tick_ms);
-        p->tick_line = line;
-    } else if (strcmp(key, "takeover_ms") == 0) {
-        parse_int(p, line, key, value, 20, COHORT_TAKEOVER_MS_MAX, &c->takeover_ms);
-        p->takeover_line = line;
-    } else if (strcmp(key, "shutdown_grace_ms") == 0) {
-        parse_int(p, line, key, value, 0, 3600000, &c->shutdown_grace_ms);
-    } else if (strcmp(key, "node_id") == 0) {
-        free(c->node_id);
-        c->node_id = NULL;
-        if (*value) {
-            if (valid_node_id(value))
-                c->node_id = strdup(value);
-            else
-                problem(p, line,
-                        "node_id = '%s' is invalid (1-%d printable characters, no spaces)",
-                        value, COHORT_NODE_ID_MAX);
-        }
-    } else if (strcmp(key, "log_level") == 0) {
-        if (!cohort_log_parse_level(value, &c->log_level))
-            problem(p, line, "log_level = '%s' is not one of debug, info, warn, error", value);
-    } else if (strcmp(key, "log_format") == 0) {
-        if (strcmp(value, "text") == 0 || strcmp(value, "json") == 0)
-            c->log_json = strcmp(value, "json") == 0;
+    for (size_t i = 0; i < p->n_seen; i++)
+        if (strcmp(p->seen[i].section, section) == 0 && strcmp(p->seen[i].key, key) == 0)
+            return p->seen[i].line;
+    return 0;
+}
+
+/* handler = PATH: resolved against the config file's folder, and it must be readable. */
+static void handler_key(parser_t *p, cohort_service_config_t *s, int line, const char *value)
+{
+    free(s->handler_path);
+    s->handler_path = NULL;
+    s->handler_line = line;
+    if (!*value) {
+        problem(p, line, "handler is empty (expected the path of a handler .so)");
+        return;
+    }
+    s->handler_path = resolve_path(p->base_dir, value);
+    if (!s->handler_path)
+        problem(p, line, "handler: out of memory");
+    else if (access(s->handler_path, R_OK) != 0)
+        problem(p, line, "handler file '%s' cannot be read: %s", s->handler_path,
+                strerror(errno));
+}
+
+/* One key of a row of the table: checked by the row's type, stored in `base` (the struct
+ * of the row's section). */
+static void set_key(parser_t *p, const cohort_setting_t *row, void *base, int line,
+                    const char *value)
+{
+    bson_error_t error;
+    int64_t number;
+    switch (row->type) {
+    case COHORT_SETTING_DURATION_MS:
+    case COHORT_SETTING_COUNT:
+    case COHORT_SETTING_ENUM:
+        if (!cohort_setting_parse_number(row, value, &number, &error))
+            problem(p, line, "%s", error.message);
         else
-            problem(p, line, "log_format = '%s' is not one of text, json", value);
-    } else if (strcmp(key, "http_listen") == 0) {
-        free(c->http_listen);
-        c->http_listen = NULL;
-        cohort_address_t address;
-        bson_error_t error;
-        if (*value) {
-            if (!cohort_address_parse(value, &address, &error))
-                problem(p, line, "http_listen = %s", error.message);
-            else
-                c->http_listen = strdup(value);
+            cohort_setting_store_number(row, base, number);
+        break;
+    case COHORT_SETTING_STRING: {
+        /* The environment's value (already in place) wins over the file's. */
+        const char *env = row->env ? getenv(row->env) : NULL;
+        if (env && *env)
+            break;
+        bool unset = row->empty_unsets && !*value;
+        if (!unset && row->check && !row->check(value, &error)) {
+            cohort_setting_store_text(row, base, NULL, NULL);
+            problem(p, line, "%s", error.message);
+        } else if (!cohort_setting_store_text(row, base, value, &error)) {
+            problem(p, line, "%s", error.message);
         }
-    } else {
-        problem(p, line,
-                "unknown key '%s' in [cluster] (known: mongodb_uri, database, tick_ms, "
-                "takeover_ms, shutdown_grace_ms, node_id, log_level, log_format, http_listen)",
-                key);
+        break;
+    }
+    case COHORT_SETTING_PATH:
+        handler_key(p, base, line, value);
+        break;
+    case COHORT_SETTING_OPTION:
+        break;
     }
 }
 
-/* The task-default keys, shared by a service's section and its `kind.NAME.` keys. True if
- * `key` is one of them (checked and stored, with `set` recording which). */
-static bool task_default_key(parser_t *p, int line, const char *key, const char *value,
-                             cohort_task_defaults_t *d, cohort_kind_config_t *set)
+static void unknown_cluster_key(parser_t *p, int line, const char *key)
 {
-    if (strcmp(key, "priority") == 0) {
-        if (parse_int(p, line, key, value, -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT,
-                      &d->priority) && set)
-            set->set_priority = true;
-    } else if (strcmp(key, "not_after_ms") == 0) {
-        if (parse_int(p, line, key, value, 0, 3650LL * 86400000, &d->not_after_ms) && set)
-            set->set_not_after_ms = true;
-    } else if (strcmp(key, "task_timeout_ms") == 0) {
-        if (parse_int(p, line, key, value, 0, 7LL * 86400000, &d->task_timeout_ms) && set)
-            set->set_task_timeout_ms = true;
-    } else {
-        return false;
-    }
-    return true;
+    char names[512];
+    cohort_settings_list_names(COHORT_SECTION_CLUSTER, false, names, sizeof names);
+    problem(p, line, "unknown key '%s' in [cluster] (known: %s)", key, names);
 }
 
 bool cohort_config_valid_kind(const char *name)
@@ -396,17 +347,43 @@ bool cohort_config_valid_kind(const char *name)
     return true;
 }
 
-/* kind.NAME.KEY = VALUE: a default for tasks of kind NAME. */
+/* The kind of `name` in service `s`, added with no defaults set if new; NULL if out of
+ * memory. */
+static cohort_kind_config_t *kind_of(cohort_service_config_t *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_kinds; i++)
+        if (strcmp(s->kinds[i].name, name) == 0)
+            return &s->kinds[i];
+    cohort_kind_config_t *grown = realloc(s->kinds, (s->n_kinds + 1) * sizeof *grown);
+    char *copy = strdup(name);
+    if (grown)
+        s->kinds = grown;
+    if (!grown || !copy) {
+        free(copy);
+        return NULL;
+    }
+    cohort_kind_config_t *k = &s->kinds[s->n_kinds++];
+    *k = (cohort_kind_config_t){.name = copy};
+    return k;
+}
+
+/* kind.NAME.KEY = VALUE: a default for tasks of kind NAME (KEY: the kind rows of the table). */
 static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
                      const char *value)
 {
+    char known[128] = ""; /* the KEYs of the kind rows: "priority, not_after_ms, ..." */
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (strncmp(r->name, "kind.KIND.", 10) != 0)
+            continue;
+        size_t used = strlen(known);
+        snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", r->name + 10);
+    }
     const char *name = key + 5;
     const char *dot = strrchr(name, '.');
     char kind[COHORT_KIND_MAX + 1];
     size_t len = dot ? (size_t)(dot - name) : 0;
     if (!dot || len == 0 || len > COHORT_KIND_MAX) {
-        problem(p, line, "'%s' must be kind.NAME.KEY (KEY: priority, not_after_ms, "
-                         "task_timeout_ms)", key);
+        problem(p, line, "'%s' must be kind.NAME.KEY (KEY: %s)", key, known);
         return;
     }
     memcpy(kind, name, len);
@@ -415,77 +392,44 @@ static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const ch
         problem(p, line, "'%s': kind '%s' must be 1-64 of [A-Za-z0-9_-]", key, kind);
         return;
     }
-    cohort_kind_config_t *k = NULL;
-    for (size_t i = 0; i < s->n_kinds; i++)
-        if (strcmp(s->kinds[i].name, kind) == 0)
-            k = &s->kinds[i];
-    if (!k) {
-        cohort_kind_config_t *grown = realloc(s->kinds, (s->n_kinds + 1) * sizeof *grown);
-        if (!grown)
-            return;
-        s->kinds = grown;
-        k = &s->kinds[s->n_kinds++];
-        *k = (cohort_kind_config_t){.name = strdup(kind)};
+    const cohort_setting_t *row = cohort_setting_find_kind(dot + 1);
+    if (!row) {
+        problem(p, line, "'%s': unknown kind setting '%s' (known: %s)", key, dot + 1, known);
+        return;
     }
-    if (!task_default_key(p, line, dot + 1, value, &k->defaults, k))
-        problem(p, line, "'%s': unknown kind setting '%s' (known: priority, not_after_ms, "
-                         "task_timeout_ms)", key, dot + 1);
+    cohort_kind_config_t *k = kind_of(s, kind);
+    bson_error_t error;
+    int64_t v;
+    if (!k) {
+        problem(p, line, "'%s': out of memory", key);
+    } else if (!cohort_setting_parse_number(row, value, &v, &error)) {
+        problem(p, line, "%s", error.message);
+    } else {
+        cohort_setting_store_number(row, k, v);
+        ptrdiff_t at = row->field.offset;
+        k->set_priority |= at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.priority);
+        k->set_not_after_ms |=
+            at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.not_after_ms);
+        k->set_task_timeout_ms |=
+            at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.task_timeout_ms);
+    }
 }
 
-static void service_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
-                        const char *value)
+/* Any key the table does not know goes to the handler, with its line. */
+static void option_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
+                       const char *value)
 {
-    if (strcmp(key, "handler") == 0) {
-        free(s->handler_path);
-        s->handler_path = NULL;
-        s->handler_line = line;
-        if (!*value) {
-            problem(p, line, "handler is empty (expected the path of a handler .so)");
-            return;
-        }
-        s->handler_path = resolve_path(p->base_dir, value);
-        if (s->handler_path && access(s->handler_path, R_OK) != 0)
-            problem(p, line, "handler file '%s' cannot be read: %s", s->handler_path,
-                    strerror(errno));
-    } else if (strcmp(key, "primary_task_count") == 0) {
-        parse_int(p, line, key, value, 1, 1000000, &s->primary_task_count);
-    } else if (strcmp(key, "secondary_task_count") == 0) {
-        parse_int(p, line, key, value, 0, 1000000, &s->secondary_task_count);
-    } else if (strcmp(key, "workers") == 0) {
-        parse_int(p, line, key, value, 1, 1024, &s->workers);
-    } else if (strcmp(key, "max_attempts") == 0) {
-        parse_int(p, line, key, value, 1, 1000, &s->max_attempts);
-    } else if (strcmp(key, "retry_base_ms") == 0) {
-        parse_int(p, line, key, value, 0, 86400000, &s->retry_base_ms);
-    } else if (strcmp(key, "stall_timeout_ms") == 0) {
-        if (parse_int(p, line, key, value, 100, 7LL * 86400000, &s->stall_timeout_ms))
-            s->stall_line = line;
-    } else if (strcmp(key, "succeeded_retention_ms") == 0) {
-        parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->succeeded_retention_ms);
-    } else if (strcmp(key, "failed_retention_ms") == 0) {
-        parse_int(p, line, key, value, 0, 3650LL * 86400000, &s->failed_retention_ms);
-    } else if (task_default_key(p, line, key, value, &s->defaults, NULL)) {
-        /* priority, not_after_ms, task_timeout_ms */
-    } else if (strcmp(key, "not_after_boost") == 0) {
-        parse_int(p, line, key, value, 0, COHORT_PRIORITY_LIMIT, &s->not_after_boost);
-    } else if (strcmp(key, "claim_batch") == 0) {
-        parse_int(p, line, key, value, 1, COHORT_CLAIM_BATCH_MAX, &s->claim_batch);
-    } else if (strcmp(key, "isolation") == 0) {
-        if (strcmp(value, "thread") == 0)
-            s->isolation = COHORT_ISOLATION_THREAD;
-        else if (strcmp(value, "process") == 0)
-            s->isolation = COHORT_ISOLATION_PROCESS;
-        else
-            problem(p, line, "isolation = '%s' must be 'thread' or 'process'", value);
-    } else if (strncmp(key, "kind.", 5) == 0) {
-        kind_key(p, s, line, key, value);
-    } else {
-        cohort_option_t *grown = realloc(s->options, (s->n_options + 1) * sizeof *grown);
-        if (!grown)
-            return;
+    cohort_option_t *grown = realloc(s->options, (s->n_options + 1) * sizeof *grown);
+    cohort_option_t option = {strdup(key), strdup(value), line};
+    if (grown)
         s->options = grown;
-        s->options[s->n_options++] = (cohort_option_t){strdup(key), strdup(value), line};
+    if (!grown || !option.key || !option.value) {
+        free((char *)option.key);
+        free((char *)option.value);
+        problem(p, line, "handler option '%s': out of memory", key);
+        return;
     }
+    s->options[s->n_options++] = option;
 }
 
 static int on_key(void *user, const char *section, const char *key, const char *value)
@@ -495,14 +439,26 @@ static int on_key(void *user, const char *section, const char *key, const char *
     if (section[0] == '\0') {
         problem(p, line, "key '%s' is outside any section ([cluster] or [service:NAME])", key);
     } else if (strcmp(section, "cluster") == 0) {
-        if (first_time(p, section, key, line))
-            cluster_key(p, line, key, value);
+        const cohort_setting_t *row = cohort_setting_find(COHORT_SECTION_CLUSTER, key);
+        if (!first_time(p, section, key, line))
+            return 1;
+        if (row)
+            set_key(p, row, p->config, line, value);
+        else
+            unknown_cluster_key(p, line, key);
     } else if (strncmp(section, "service:", 8) == 0) {
         /* Unknown and invalid sections were reported at their header. */
         cohort_service_config_t *s =
             (cohort_service_config_t *)cohort_config_find_service(p->config, section + 8);
-        if (s && first_time(p, section, key, line))
-            service_key(p, s, line, key, value);
+        if (!s || !first_time(p, section, key, line))
+            return 1;
+        const cohort_setting_t *row = cohort_setting_find(COHORT_SECTION_SERVICE, key);
+        if (row)
+            set_key(p, row, s, line, value);
+        else if (strncmp(key, "kind.", 5) == 0)
+            kind_key(p, s, line, key, value);
+        else
+            option_key(p, s, line, key, value);
     }
     return 1;
 }
@@ -511,14 +467,18 @@ static void check_whole(parser_t *p)
 {
     cohort_config_t *c = p->config;
     if (c->takeover_ms <= c->tick_ms) {
-        int line = p->takeover_line ? p->takeover_line : p->tick_line;
-        problem(p, line, "takeover_ms (%lld) must be greater than tick_ms (%lld)",
+        int line = line_of(p, "cluster", "takeover_ms");
+        problem(p, line ? line : line_of(p, "cluster", "tick_ms"),
+                "takeover_ms (%lld) must be greater than tick_ms (%lld)",
                 (long long)c->takeover_ms, (long long)c->tick_ms);
     }
     if (c->n_services == 0)
         problem(p, 0, "no [service:NAME] section: a node must host at least one service");
     for (size_t i = 0; i < c->n_services; i++) {
         cohort_service_config_t *s = &c->services[i];
+        char section[8 + COHORT_SERVICE_NAME_MAX + 1];
+        snprintf(section, sizeof section, "service:%s", s->name);
+        s->stall_line = line_of(p, section, "stall_timeout_ms");
         if (!s->handler_path && s->handler_line == 0)
             problem(p, s->line, "[service:%s] has no 'handler' (the path of a handler .so)",
                     s->name);
@@ -533,22 +493,20 @@ static void check_whole(parser_t *p)
 cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
                                            const char *base_dir, cohort_config_errors_t *errors)
 {
-    size_t errors_before = errors->count;
+    size_t errors_before = errors->count, unrecorded_before = errors->unrecorded;
     cohort_config_t *c = calloc(1, sizeof *c);
     if (!c) {
         cohort_config_errors_add(errors, "%s: out of memory", origin);
         return NULL;
     }
-    const char *env_uri = getenv("MONGODB_URI");
-    c->mongodb_uri_from_env = env_uri && *env_uri;
-    c->mongodb_uri = strdup(c->mongodb_uri_from_env ? env_uri : DEFAULT_URI);
-    c->database = strdup("cohort");
-    c->tick_ms = 1000;
-    c->takeover_ms = 10000;
-    c->shutdown_grace_ms = 30000;
-    c->log_level = COHORT_LOG_INFO;
-
     parser_t p = {.config = c, .errors = errors, .origin = origin, .base_dir = base_dir};
+    const cohort_setting_t *uri = cohort_setting_find(COHORT_SECTION_CLUSTER, "mongodb_uri");
+    const char *env_uri = getenv(uri->env);
+    c->mongodb_uri_from_env = env_uri && *env_uri;
+    bson_error_t error;
+    if (!cohort_settings_apply_defaults(COHORT_SECTION_CLUSTER, c, &error))
+        problem(&p, 0, "%s", error.message);
+
     p.next = text;
     size_t errors_parsing = errors->count;
     int rc = ini_parse_stream(read_line, &p, on_key, &p);
@@ -566,7 +524,7 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
     }
     free(p.seen);
 
-    if (errors->count > errors_before) {
+    if (errors->count > errors_before || errors->unrecorded > unrecorded_before) {
         cohort_config_destroy(c);
         return NULL;
     }
@@ -593,7 +551,8 @@ cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *er
         fclose(mem);
     if (!mem || !text || read_error) {
         free(text);
-        cohort_config_errors_add(errors, "%s: cannot read", path);
+        cohort_config_errors_add(errors, "%s: cannot read%s", path,
+                                 read_error ? "" : " (out of memory)");
         return NULL;
     }
     if (memchr(text, '\0', len)) {
@@ -602,13 +561,21 @@ cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *er
         return NULL;
     }
 
+    /* Relative handler paths resolve against the file's folder: without a copy of the
+     * path to cut it from, they would silently resolve against the current one. */
     char *copy = strdup(path);
-    char *dir = copy ? dirname(copy) : NULL;
-    cohort_config_t *c = cohort_config_load_string(text, path, dir, errors);
+    cohort_config_t *c = NULL;
+    if (copy)
+        c = cohort_config_load_string(text, path, dirname(copy), errors);
+    else
+        cohort_config_errors_add(errors, "%s: out of memory", path);
     free(copy);
     free(text);
-    if (c)
-        c->path = strdup(path);
+    if (c && !(c->path = strdup(path))) {
+        cohort_config_errors_add(errors, "%s: out of memory", path);
+        cohort_config_destroy(c);
+        c = NULL;
+    }
     return c;
 }
 
@@ -681,84 +648,17 @@ const cohort_service_config_t *cohort_config_find_service(const cohort_config_t 
     return NULL;
 }
 
-/* ---- live settings ------------------------------------------------------------------------ */
-
-const char *const cohort_setting_names[] = {
-    "tick_ms",          "takeover_ms",           "primary_task_count", "secondary_task_count",
-    "stall_timeout_ms", "succeeded_retention_ms", "failed_retention_ms", NULL,
-};
-
-/* Ranges, the same as the file's. */
-static const struct {
-    int64_t min, max;
-} setting_ranges[] = {
-    {10, 3600000},           {20, 86400000}, {1, 1000000}, {0, 1000000}, {100, 7LL * 86400000},
-    {0, 3650LL * 86400000}, {0, 3650LL * 86400000},
-};
-
 void cohort_settings_from_config(const cohort_config_t *config,
                                  const cohort_service_config_t *service,
                                  cohort_settings_t *settings)
 {
-    *settings = (cohort_settings_t){
-        .tick_ms = config->tick_ms,
-        .takeover_ms = config->takeover_ms,
-        .primary_task_count = service->primary_task_count,
-        .secondary_task_count = service->secondary_task_count,
-        .stall_timeout_ms = service->stall_timeout_ms,
-        .succeeded_retention_ms = service->succeeded_retention_ms,
-        .failed_retention_ms = service->failed_retention_ms,
-    };
-}
-
-int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key)
-{
-    int64_t *fields[] = {&settings->tick_ms,          &settings->takeover_ms,
-                         &settings->primary_task_count, &settings->secondary_task_count,
-                         &settings->stall_timeout_ms, &settings->succeeded_retention_ms,
-                         &settings->failed_retention_ms};
-    for (size_t i = 0; cohort_setting_names[i]; i++)
-        if (strcmp(cohort_setting_names[i], key) == 0)
-            return fields[i];
-    return NULL;
-}
-
-bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen)
-{
+    cohort_settings_defaults(settings);
     for (size_t i = 0; cohort_setting_names[i]; i++) {
-        if (strcmp(cohort_setting_names[i], key) != 0)
-            continue;
-        if (value >= setting_ranges[i].min && value <= setting_ranges[i].max)
-            return true;
-        snprintf(why, whylen, "%s = %lld is out of range [%lld, %lld]", key, (long long)value,
-                 (long long)setting_ranges[i].min, (long long)setting_ranges[i].max);
-        return false;
+        const cohort_setting_t *r = cohort_setting_find_live(cohort_setting_names[i]);
+        const char *base = r->section == COHORT_SECTION_CLUSTER ? (const char *)config
+                                                                : (const char *)service;
+        if (base)
+            memcpy(cohort_settings_field(settings, r->name), base + r->field.offset,
+                   sizeof(int64_t));
     }
-    snprintf(why, whylen,
-             "'%s' is not a live setting (known: tick_ms, takeover_ms, primary_task_count, "
-             "secondary_task_count, stall_timeout_ms, succeeded_retention_ms, "
-             "failed_retention_ms)",
-             key);
-    return false;
-}
-
-bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen)
-{
-    cohort_settings_t copy = *settings;
-    for (size_t i = 0; cohort_setting_names[i]; i++)
-        if (!cohort_settings_check_value(cohort_setting_names[i],
-                                         *cohort_settings_field(&copy, cohort_setting_names[i]),
-                                         why, whylen))
-            return false;
-    if (settings->takeover_ms <= settings->tick_ms) {
-        snprintf(why, whylen, "takeover_ms (%lld) must be greater than tick_ms (%lld)",
-                 (long long)settings->takeover_ms, (long long)settings->tick_ms);
-        return false;
-    }
-    if (settings->stall_timeout_ms < 3 * settings->tick_ms) {
-        snprintf(why, whylen, "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
-                 (long long)settings->stall_timeout_ms, (long long)(3 * settings->tick_ms));
-        return false;
-    }
-    return true;
 }

@@ -3,7 +3,9 @@
  * sections, parsed with inih and validated in full.
  *
  * Parsing never stops at the first problem: every problem is collected with its line
- * number, so `cohortd --check-config` can list them all at once.
+ * number, so `cohortd --check-config` can list them all at once. Which keys exist, their
+ * types, defaults and ranges come from the settings table (settings.h); this header holds
+ * the structs the parsed values land in.
  */
 #ifndef COHORT_CONFIG_H
 #define COHORT_CONFIG_H
@@ -14,14 +16,9 @@
 
 #include "cohort/handler.h"
 #include "core/log.h"
+#include "core/settings.h"
 
-#define COHORT_SERVICE_NAME_MAX 64
-#define COHORT_NODE_ID_MAX 128
-#define COHORT_TAKEOVER_MS_MAX 86400000 /* the largest takeover_ms (and declared lease) */
-
-#define COHORT_KIND_MAX 64      /* a kind name: 1-64 of [A-Za-z0-9_-] */
-#define COHORT_PRIORITY_LIMIT 1000000 /* priorities lie in [-LIMIT, LIMIT] */
-#define COHORT_CLAIM_BATCH_MAX 256
+/* The limits (COHORT_SERVICE_NAME_MAX, COHORT_TAKEOVER_MS_MAX, ...) are in settings.h. */
 
 /* Where process_task() runs: on the node's worker threads, or in child worker processes
  * the node supervises (a crash or a timeout then costs only that child). */
@@ -84,38 +81,20 @@ typedef struct cohort_config {
     size_t n_services;
 } cohort_config_t;
 
-/* The values an operator may change live with `cohortctl settings set` (stored in the
- * service's config document, where they win over the file while set). */
-typedef struct cohort_settings {
-    int64_t tick_ms;
-    int64_t takeover_ms;
-    int64_t primary_task_count;
-    int64_t secondary_task_count;
-    int64_t stall_timeout_ms;
-    int64_t succeeded_retention_ms;
-    int64_t failed_retention_ms;
-} cohort_settings_t;
-
-/* The names of the live settings, NULL-terminated, in the order of cohort_settings_t. */
-extern const char *const cohort_setting_names[];
-
-/* The file's values for a service. */
+/* The file's values of a service's live settings (the table's live rows; see settings.h).
+ * Either may be NULL: the table's defaults then stand for the missing part (cohortctl
+ * without -c, or with a file that does not host the service). */
 void cohort_settings_from_config(const cohort_config_t *config,
                                  const cohort_service_config_t *service,
                                  cohort_settings_t *settings);
 
-/* A pointer to the field named `key`, or NULL if it is not a live setting. */
-int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key);
-
-/* Checks one value's range, then the rules between values (takeover_ms > tick_ms,
- * stall_timeout_ms >= 3 * tick_ms). False with a reason a person can act on. */
-bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen);
-bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen);
-
-/* Problems found while loading; each message already carries "line N: ". */
+/* Problems found while loading; each message already carries "line N: ". A problem whose
+ * message could not be stored (out of memory) is counted in `unrecorded`, so it still
+ * refuses the file; a message that could not be formatted is stored as "out of memory". */
 typedef struct cohort_config_errors {
-    char **messages;
+    char **messages; /* owned; free with cohort_config_errors_clear */
     size_t count;
+    size_t unrecorded;
 } cohort_config_errors_t;
 
 /* Parses and validates `path`. Returns a config (caller frees with cohort_config_destroy) if

@@ -1,0 +1,279 @@
+/*
+ * settings.c - what reads the settings table row by row (see settings.h): number parsing
+ * with ranges, the checks of text values, storing into the config structs, defaults, and the
+ * live settings of `cohortctl settings`. The table itself is in settings_table.c.
+ *
+ * Invariants: every key appears in exactly one row; the rows marked live are exactly the
+ * fields of cohort_settings_t (cohort_setting_names lists them in the struct's order, and
+ * tests/unit/settings.c checks the two agree); a live row's range is the file's range, so a
+ * value the file accepts is a value `cohortctl settings set` accepts and back.
+ */
+#include "core/settings.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/address.h"
+#include "core/error.h"
+
+static bool parse_enum(const cohort_setting_t *row, const char *value, int64_t *out,
+                       bson_error_t *error)
+{
+    if (row->parse) {
+        if (row->parse(value, out))
+            return true;
+    } else {
+        for (int64_t i = 0; row->choices[i]; i++) {
+            if (strcmp(row->choices[i], value) == 0) {
+                *out = i;
+                return true;
+            }
+        }
+    }
+    char names[128] = "";
+    for (size_t i = 0; row->choices[i]; i++) {
+        strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+        strncat(names, row->choices[i], sizeof names - strlen(names) - 1);
+    }
+    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                     "%s = '%s' is not one of %s", row->name, value, names);
+    return false;
+}
+
+bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value, int64_t *out,
+                                 bson_error_t *error)
+{
+    /* Kind rows report the key's last part, the way the service's own key reads. */
+    const char *key = row->pattern && strrchr(row->name, '.') ? strrchr(row->name, '.') + 1
+                                                              : row->name;
+    if (row->type == COHORT_SETTING_ENUM)
+        return parse_enum(row, value, out, error);
+    if (!*value) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "%s is empty (expected a number)", key);
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno == ERANGE || *end != '\0' || end == value) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "%s = '%s' is not a number", key, value);
+        return false;
+    }
+    if (v < row->min || v > row->max) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "%s = %lld is out of range [%lld, %lld]", key, v, (long long)row->min,
+                         (long long)row->max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+void cohort_setting_store_number(const cohort_setting_t *row, void *base, int64_t value)
+{
+    if (row->field.offset < 0)
+        return;
+    char *at = (char *)base + row->field.offset;
+    switch (row->field.width) {
+    case 1: {
+        bool b = value != 0;
+        memcpy(at, &b, 1);
+        break;
+    }
+    case 4: {
+        int32_t i = (int32_t)value;
+        memcpy(at, &i, 4);
+        break;
+    }
+    default:
+        memcpy(at, &value, 8);
+        break;
+    }
+}
+
+bool cohort_setting_store_text(const cohort_setting_t *row, void *base, const char *value,
+                               bson_error_t *error)
+{
+    if (row->field.offset < 0)
+        return true;
+    char **at = (char **)((char *)base + row->field.offset);
+    char *copy = NULL;
+    if (value && !(row->empty_unsets && !*value)) {
+        copy = strdup(value);
+        if (!copy)
+            return cohort_error_nomem(error, row->name);
+    }
+    free(*at);
+    *at = copy;
+    return true;
+}
+
+bool cohort_settings_apply_defaults(cohort_setting_section_t section, void *base,
+                                    bson_error_t *error)
+{
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->section != section || r->pattern || r->field.offset < 0)
+            continue;
+        if (r->type == COHORT_SETTING_STRING) {
+            const char *env = r->env ? getenv(r->env) : NULL;
+            if (!cohort_setting_store_text(r, base, env && *env ? env : r->def_text, error))
+                return false;
+        } else if (r->type != COHORT_SETTING_PATH) {
+            cohort_setting_store_number(r, base, r->def);
+        }
+    }
+    return true;
+}
+
+bool cohort_setting_check_uri(const char *value, bson_error_t *error)
+{
+    if (*value)
+        return true;
+    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "mongodb_uri is empty");
+    return false;
+}
+
+bool cohort_setting_check_database(const char *value, bson_error_t *error)
+{
+    if (*value && !strpbrk(value, "/\\. \"$") && strlen(value) <= 63)
+        return true;
+    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                     "database = '%s' is not a valid MongoDB database name", value);
+    return false;
+}
+
+bool cohort_setting_check_node_id(const char *value, bson_error_t *error)
+{
+    size_t len = strlen(value);
+    bool ok = len > 0 && len <= COHORT_NODE_ID_MAX;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (unsigned char)value[i] > ' ' && (unsigned char)value[i] < 0x7f;
+    if (!ok)
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "node_id = '%s' is invalid (1-%d printable characters, no spaces)",
+                         value, COHORT_NODE_ID_MAX);
+    return ok;
+}
+
+/* HOST:PORT with a port in 1-65535; the host is resolved when the listener starts. */
+bool cohort_setting_check_listen(const char *value, bson_error_t *error)
+{
+    cohort_address_t address;
+    if (cohort_address_parse(value, &address, error))
+        return true;
+    cohort_error_prefix(error, "http_listen = ");
+    return false;
+}
+
+/* ---- live settings ------------------------------------------------------------------------ */
+
+const cohort_setting_t *cohort_setting_find_live(const char *key)
+{
+    for (const cohort_setting_t *r = cohort_settings_table; key && r->name; r++)
+        if (r->live && strcmp(r->name, key) == 0)
+            return r;
+    return NULL;
+}
+
+void cohort_settings_defaults(cohort_settings_t *settings)
+{
+    for (size_t i = 0; cohort_setting_names[i]; i++)
+        *cohort_settings_field(settings, cohort_setting_names[i]) =
+            cohort_setting_find_live(cohort_setting_names[i])->def;
+}
+
+int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key)
+{
+    const cohort_setting_t *r = cohort_setting_find_live(key);
+    return r ? (int64_t *)((char *)settings + r->live_field.offset) : NULL;
+}
+
+bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error)
+{
+    const cohort_setting_t *r = cohort_setting_find_live(key);
+    if (r && value >= r->min && value <= r->max)
+        return true;
+    if (r) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "%s = %lld is out of range [%lld, %lld]", key, (long long)value,
+                         (long long)r->min, (long long)r->max);
+    } else {
+        char names[256];
+        cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, names, sizeof names);
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, ", ");
+        cohort_settings_list_names(COHORT_SECTION_SERVICE, true, names + used + 2,
+                                   sizeof names - used - 2);
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_NOT_FOUND,
+                         "'%s' is not a live setting (known: %s)", key ? key : "", names);
+    }
+    return false;
+}
+
+bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *error)
+{
+    cohort_settings_t copy = *settings;
+    for (size_t i = 0; cohort_setting_names[i]; i++)
+        if (!cohort_settings_validate_value(cohort_setting_names[i],
+                                            *cohort_settings_field(&copy, cohort_setting_names[i]),
+                                            error))
+            return false;
+    if (settings->takeover_ms <= settings->tick_ms) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "takeover_ms (%lld) must be greater than tick_ms (%lld)",
+                         (long long)settings->takeover_ms, (long long)settings->tick_ms);
+        return false;
+    }
+    /* Check-ins happen on the tick, every stall_timeout_ms/3: keep several per timeout. */
+    if (settings->stall_timeout_ms < 3 * settings->tick_ms) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
+                         (long long)settings->stall_timeout_ms,
+                         (long long)(3 * settings->tick_ms));
+        return false;
+    }
+    return true;
+}
+
+bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen)
+{
+    bson_error_t error;
+    if (cohort_settings_validate_value(key, value, &error))
+        return true;
+    snprintf(why, whylen, "%s", error.message);
+    return false;
+}
+
+bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen)
+{
+    bson_error_t error;
+    if (cohort_settings_validate(settings, &error))
+        return true;
+    snprintf(why, whylen, "%s", error.message);
+    return false;
+}
+
+size_t cohort_settings_diff(const cohort_settings_t *was, const cohort_settings_t *now,
+                            char *buf, size_t len)
+{
+    cohort_settings_t a = *was, b = *now;
+    size_t changed = 0, used = 0;
+    if (len)
+        buf[0] = '\0';
+    for (size_t i = 0; cohort_setting_names[i]; i++) {
+        int64_t x = *cohort_settings_field(&a, cohort_setting_names[i]);
+        int64_t y = *cohort_settings_field(&b, cohort_setting_names[i]);
+        if (x == y)
+            continue;
+        changed++;
+        if (used >= len)
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s %lld -> %lld", used ? ", " : "",
+                         cohort_setting_names[i], (long long)x, (long long)y);
+        used = n < 0 ? len : used + (size_t)n;
+    }
+    return changed;
+}

@@ -1,0 +1,234 @@
+/*
+ * settings.c - the settings table (src/core/settings.h) and what is driven from it: the
+ * parser's ranges and unknown-key list, the live settings, the SIGHUP diff and the
+ * committed reference docs/CONFIGURATION.md.
+ *
+ * The point of one table is that nothing can drift from it, so each test holds one reader
+ * of the table to the table: a range in a row is the range the parser enforces, a live row
+ * is a field of cohort_settings_t, and the committed reference is what the table renders.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/settings.h"
+#include "../support/support.h"
+
+#define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
+#define COHORTD COHORT_BUILD_DIR "/cohortd"
+
+static cohort_config_errors_t errors;
+
+static void setup(void)
+{
+    unsetenv("MONGODB_URI");
+}
+
+static void teardown(void)
+{
+    cohort_config_errors_clear(&errors);
+}
+
+TestSuite(settings, .init = setup, .fini = teardown);
+
+/* Loads "[cluster]\n<cluster>[service:a]\nhandler = ...\n<service>". */
+static cohort_config_t *load(const char *cluster, const char *service)
+{
+    char *text = NULL;
+    cr_assert_geq(asprintf(&text, "[cluster]\n%s[service:a]\nhandler = " NOOP_SO "\n%s", cluster,
+                           service),
+                  0);
+    cohort_config_errors_clear(&errors);
+    cohort_config_t *c = cohort_config_load_string(text, "test.ini", NULL, &errors);
+    free(text);
+    return c;
+}
+
+/* True if some problem mentions both `a` and `b`. */
+static bool reported(const char *a, const char *b)
+{
+    for (size_t i = 0; i < errors.count; i++)
+        if (strstr(errors.messages[i], a) && strstr(errors.messages[i], b))
+            return true;
+    return false;
+}
+
+Test(settings, the_committed_reference_is_what_the_table_renders)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cohort_settings_print_markdown(f);
+    cr_assert_eq(fclose(f), 0);
+    char *committed = test_read_file(COHORT_SOURCE_DIR "/docs/CONFIGURATION.md");
+    cr_expect_str_eq(committed, text,
+                     "docs/CONFIGURATION.md is not what the settings table renders; regenerate "
+                     "it: build/cohortd --print-settings=markdown > docs/CONFIGURATION.md");
+    free(committed);
+    free(text);
+}
+
+Test(settings, cohortd_prints_the_reference)
+{
+    /* The regeneration command the test above names must print the same thing. */
+    static const char *const argv[] = {COHORTD, "--print-settings=markdown", NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    char *committed = test_read_file(COHORT_SOURCE_DIR "/docs/CONFIGURATION.md");
+    cr_expect_str_eq(r.out, committed);
+    free(committed);
+    test_run_result_free(&r);
+
+    static const char *const bad[] = {COHORTD, "--print-settings=xml", NULL};
+    r = test_run(bad, NULL, 20000);
+    cr_expect_eq(r.exit_code, 2);
+    cr_expect_not_null(strstr(r.err, "markdown"), "%s", r.err);
+    test_run_result_free(&r);
+}
+
+Test(settings, every_key_is_one_row)
+{
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        cr_expect_not_null(r->doc, "%s has no documentation", r->name);
+        for (const cohort_setting_t *q = r + 1; q->name; q++)
+            cr_expect(strcmp(r->name, q->name) != 0 || r->section != q->section,
+                      "%s has two rows", r->name);
+    }
+}
+
+Test(settings, the_live_rows_are_the_fields_of_cohort_settings_t)
+{
+    size_t n = 0;
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (!r->live)
+            continue;
+        cr_assert_lt(n, sizeof(cohort_settings_t) / sizeof(int64_t), "more live rows than fields");
+        cr_expect_str_eq(cohort_setting_names[n], r->name, "live row %zu", n);
+        cr_expect_eq(r->live_field.offset, (ptrdiff_t)(n * sizeof(int64_t)), "%s", r->name);
+        cr_expect_eq(r->field.width, sizeof(int64_t), "%s", r->name);
+        n++;
+    }
+    cr_expect_eq(n, sizeof(cohort_settings_t) / sizeof(int64_t), "a field has no live row");
+    cr_expect_null(cohort_setting_names[n]);
+}
+
+Test(settings, the_defaults_are_what_a_file_without_the_keys_gives)
+{
+    cohort_config_t *c = load("", "");
+    cr_assert_not_null(c, "%s", errors.count ? errors.messages[0] : "");
+    cohort_settings_t from_file, defaults;
+    cohort_settings_from_config(c, &c->services[0], &from_file);
+    cohort_settings_defaults(&defaults);
+    cr_expect_eq(memcmp(&from_file, &defaults, sizeof defaults), 0);
+    cohort_settings_t none;
+    cohort_settings_from_config(NULL, NULL, &none);
+    cr_expect_eq(memcmp(&none, &defaults, sizeof defaults), 0, "no file: the defaults");
+    cohort_settings_t cluster_only;
+    c->tick_ms = 250;
+    cohort_settings_from_config(c, NULL, &cluster_only);
+    cr_expect_eq(cluster_only.tick_ms, 250, "the file's [cluster] values without its service");
+    cr_expect_eq(cluster_only.stall_timeout_ms, defaults.stall_timeout_ms);
+    cr_expect_eq(defaults.tick_ms, 1000);
+    cr_expect_eq(defaults.takeover_ms, 10000);
+    char why[256];
+    cr_expect(cohort_settings_check(&defaults, why, sizeof why), "%s", why);
+    cohort_config_destroy(c);
+}
+
+/* For every number row: the bounds load, one past them is refused as out of range. */
+Test(settings, the_parser_enforces_each_rows_range)
+{
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->pattern || (r->type != COHORT_SETTING_COUNT && r->type != COHORT_SETTING_DURATION_MS))
+            continue;
+        bool cluster = r->section == COHORT_SECTION_CLUSTER;
+        int64_t probes[] = {r->min, r->max, r->min - 1, r->max + 1};
+        for (size_t i = 0; i < 4; i++) {
+            char line[128];
+            snprintf(line, sizeof line, "%s = %lld\n", r->name, (long long)probes[i]);
+            cohort_config_t *c = load(cluster ? line : "", cluster ? "" : line);
+            char tag[128];
+            snprintf(tag, sizeof tag, "%s = %lld", r->name, (long long)probes[i]);
+            cr_expect_eq(reported(tag, "out of range"), i >= 2, "%s: %s", tag,
+                         i >= 2 ? "accepted" : "refused");
+            cohort_config_destroy(c);
+        }
+    }
+}
+
+Test(settings, unknown_cluster_keys_list_every_cluster_row)
+{
+    cr_assert_null(load("colour = blue\n", ""));
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++)
+        if (r->section == COHORT_SECTION_CLUSTER)
+            cr_expect(reported("unknown key 'colour'", r->name), "%s is not listed", r->name);
+}
+
+Test(settings, enum_rows_take_their_choices_and_refuse_others)
+{
+    cohort_config_t *c = load("log_format = json\nlog_level = WARNING\n", "isolation = process\n");
+    cr_assert_not_null(c, "%s", errors.count ? errors.messages[0] : "");
+    cr_expect(c->log_json);
+    cr_expect_eq(c->log_level, COHORT_LOG_WARN);
+    cr_expect_eq(c->services[0].isolation, COHORT_ISOLATION_PROCESS);
+    cohort_config_destroy(c);
+    cr_assert_null(load("log_format = xml\n", "isolation = fiber\n"));
+    cr_expect(reported("log_format = 'xml'", "text, json"));
+    cr_expect(reported("isolation = 'fiber'", "thread, process"));
+}
+
+Test(settings, live_values_are_checked_against_the_rows)
+{
+    char why[256] = "";
+    cr_expect(cohort_settings_check_value("takeover_ms", 5000, why, sizeof why));
+    cr_expect_not(cohort_settings_check_value("takeover_ms", 19, why, sizeof why));
+    cr_expect_not_null(strstr(why, "takeover_ms = 19 is out of range [20, 86400000]"), "%s", why);
+    cr_expect_not(cohort_settings_check_value("workers", 3, why, sizeof why));
+    cr_expect_not_null(strstr(why, "'workers' is not a live setting"), "%s", why);
+    cr_expect_not_null(strstr(why, "failed_retention_ms"), "the known names are listed: %s", why);
+
+    cohort_settings_t s;
+    cohort_settings_defaults(&s);
+    s.tick_ms = 20000;
+    bson_error_t error;
+    cr_expect_not(cohort_settings_validate(&s, &error));
+    cr_expect_not_null(strstr(error.message, "takeover_ms (10000) must be greater than tick_ms"),
+                       "%s", error.message);
+}
+
+Test(settings, the_diff_names_each_changed_setting)
+{
+    cohort_settings_t was, now;
+    cohort_settings_defaults(&was);
+    now = was;
+    char text[256];
+    cr_expect_eq(cohort_settings_diff(&was, &now, text, sizeof text), 0);
+    cr_expect_str_eq(text, "");
+    now.takeover_ms = 5000;
+    now.tick_ms = 500;
+    cr_expect_eq(cohort_settings_diff(&was, &now, text, sizeof text), 2);
+    cr_expect_str_eq(text, "tick_ms 1000 -> 500, takeover_ms 10000 -> 5000");
+    char small[8];
+    cr_expect_eq(cohort_settings_diff(&was, &now, small, sizeof small), 2,
+                 "a short buffer cuts the text, not the count");
+}
+
+Test(settings, the_example_config_shows_every_key)
+{
+    /* docs/CONFIGURATION.md points operators at deploy/cohort.example.ini for every key. */
+    char *example = test_read_file(COHORT_SOURCE_DIR "/deploy/cohort.example.ini");
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->pattern)
+            continue;
+        char line[128];
+        snprintf(line, sizeof line, "\n%s ", r->name);
+        char commented[128];
+        snprintf(commented, sizeof commented, "\n; %s ", r->name);
+        cr_expect(strstr(example, line) || strstr(example, commented),
+                  "deploy/cohort.example.ini does not show '%s'", r->name);
+    }
+    free(example);
+}
