@@ -98,6 +98,49 @@ void test_service_db_open(const char *prefix, const char *service, char **db,
  * back, destroys the store, drops the database and frees its name. */
 void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client);
 
+/* ---- in-process services on the probe handler (tests/support/handlers/probe.c) --------- */
+
+/* A node of an in-process test: its service section, room for four handler options that the
+ * section's `options` may point at, and its service (NULL until the test creates it). */
+typedef struct test_node {
+    cohort_service_config_t config;
+    cohort_option_t options[4];
+    cohort_service_t *service;
+} test_node_t;
+
+/* The fixture of the integration tests that drive services on the probe handler (batches.c,
+ * generic_data.c). The record's type is in handlers/probe.h, which those tests include. */
+typedef struct test_probe_fixture {
+    char *db;                     /* the test's database; owned */
+    cohort_store_t *store;        /* owned */
+    mongoc_client_t *client;      /* popped from store for the test thread */
+    test_node_t nodes[2];         /* the test creates them; their services and handler paths
+                                   * are freed at close */
+    void *probe;                  /* dlopen() handle of the probe handler */
+    struct probe_record *record;  /* the handler's record (inside it); valid until close */
+} test_probe_fixture_t;
+
+/* Opens the fixture: test_service_db_open() with the clock synced within
+ * cohort_election_max_rtt_ms(takeover_ms) (what a node of that takeover accepts), then the
+ * probe handler opened in this process (the services load the same object, so the handle keeps
+ * the record alive and in reach) and reset: no calls recorded, no hooks. Fails the test on
+ * error. */
+void test_probe_fixture_open(test_probe_fixture_t *fx, const char *prefix, const char *service,
+                             int64_t takeover_ms);
+
+/* Destroys the nodes' services, closes the probe handler and the database (safe after a failed
+ * or partial open), and zeroes *fx. */
+void test_probe_fixture_close(test_probe_fixture_t *fx);
+
+/* A function the probe handler exports (cast it to its probe_*_fn type); fails the test if
+ * there is none. */
+void *test_probe_symbol(const test_probe_fixture_t *fx, const char *name);
+
+/* Copies `service`'s document into *doc (initialised by this call; destroy it). Fails the
+ * test on error or if there is none. */
+void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       bson_t *doc);
+
 /* Syncs the cluster clock from the server the way a node does (a node ping under the id
  * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
  * if no sample is accepted within 10 s. */
