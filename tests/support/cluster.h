@@ -338,4 +338,36 @@ size_t cluster_sleeper_runs(const char *path, cluster_run_t **runs);
  * destroy it). False if there is no such task. Fails the test on a database error. */
 bool cluster_read_task(cluster_t *c, const char *service, const char *id, bson_t *doc);
 
+/* ---- task documents (cluster_tasks.c) ---------------------------------------------------- */
+
+/* A copy of the string at `key` of doc into out (len bytes, truncated); "" if absent or not a
+ * string. */
+void cluster_doc_utf8(const bson_t *doc, const char *key, char *out, size_t len);
+
+/* The number at `key` of doc as an int64; 0 if absent or not a number. */
+int64_t cluster_doc_number(const bson_t *doc, const char *key);
+
+/* What the cluster tests read of a task document; "" and 0 where a field is absent. */
+typedef struct cluster_task_view {
+    char id[25];
+    char status[16];
+    char claimed_by[CLUSTER_ID_MAX];
+    int64_t attempts;
+    int64_t heartbeat_at_ms;        /* server time of the last claim or check-in */
+    int history;                    /* entries */
+    int succeeded_entries;          /* entries with outcome "succeeded" */
+    char last_node[CLUSTER_ID_MAX]; /* node of the last entry */
+    int64_t last_attempt;           /* attempt of the last entry */
+    char last_outcome[16];          /* outcome of the last entry */
+    int64_t last_run_ms;            /* ended_at - started_at of the last entry */
+} cluster_task_view_t;
+
+/* Fills *v from the task document doc. */
+void cluster_task_view(const bson_t *doc, cluster_task_view_t *v);
+
+/* Reads every task of `service` into out (room for max); returns how many. Fails the test if
+ * there are more than max or on a database error. */
+size_t cluster_read_task_views(cluster_t *c, const char *service, cluster_task_view_t *out,
+                               size_t max);
+
 #endif
