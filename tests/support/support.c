@@ -170,8 +170,7 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 
 extern char **environ;
 
-/* environ with the changes of `env` applied; the array is malloc'd, its strings are not. */
-static char **child_environment(const char *const env[])
+char **test_child_environment(const char *const env[])
 {
     size_t n_base = 0, n_env = 0;
     while (environ[n_base])
@@ -224,7 +223,7 @@ test_run_result_t test_run(const char *const argv[], const char *const env[], in
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-    char **child_env = child_environment(env);
+    char **child_env = test_child_environment(env);
 
     test_run_result_t r = {.exit_code = -1};
     int64_t started = test_now_ms();

@@ -79,6 +79,11 @@ typedef struct test_run_result {
  * /dev/null, in this process's environment changed by `env` (may be NULL; NULL-terminated
  * entries "KEY=VALUE" set KEY, "KEY" alone unsets it). Kills it after timeout_ms. Fails the
  * test if it cannot be started. Free the result with test_run_result_free(). */
+/* This process's environment changed by `env` (as for test_run(); may be NULL), for a child
+ * about to be spawned. The array is malloc'd (free it); its strings are not copied, so `env`
+ * and environ must outlive it. */
+char **test_child_environment(const char *const env[]);
+
 test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms);
 void test_run_result_free(test_run_result_t *result);
 
