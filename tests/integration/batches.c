@@ -166,34 +166,6 @@ static size_t db_batch_ids(int64_t batch, const char *status, task_id_t *ids, si
 
 /* ---- the service document --------------------------------------------------------------- */
 
-/* A number or date at a dotted path; INT64_MIN if absent or of another type. */
-static int64_t int_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
-        if (BSON_ITER_HOLDS_NUMBER(&found))
-            return bson_iter_as_int64(&found);
-        if (BSON_ITER_HOLDS_DATE_TIME(&found))
-            return bson_iter_date_time(&found);
-    }
-    return INT64_MIN;
-}
-
-static const char *str_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
-        BSON_ITER_HOLDS_UTF8(&found))
-        return bson_iter_utf8(&found, NULL);
-    return NULL;
-}
-
-static bool has_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
-}
-
 typedef struct batch_state {
     int64_t open;      /* batch_seq */
     int64_t draining;  /* draining.seq, 0 if null */
@@ -204,8 +176,8 @@ static batch_state_t state(void)
 {
     bson_t doc;
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    batch_state_t s = {int_at(&doc, "batch_seq"), int_at(&doc, "draining.seq"),
-                       int_at(&doc, "batches_completed")};
+    batch_state_t s = {test_doc_int(&doc, "batch_seq"), test_doc_int(&doc, "draining.seq"),
+                       test_doc_int(&doc, "batches_completed")};
     if (s.draining == INT64_MIN)
         s.draining = 0;
     bson_destroy(&doc);
@@ -228,13 +200,13 @@ static void assert_last_batch(int64_t seq, int64_t succeeded, int64_t failed, co
     bson_t doc;
     test_read_service(fx.store, fx.client, SERVICE, &doc);
     char *json = bson_as_relaxed_extended_json(&doc, NULL);
-    cr_assert_eq(int_at(&doc, "last_batch.seq"), seq, "%s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.succeeded"), succeeded, "%s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.failed"), failed, "%s", json);
-    cr_assert(str_at(&doc, "last_batch.completed_by") &&
-                  strcmp(str_at(&doc, "last_batch.completed_by"), node) == 0,
+    cr_assert_eq(test_doc_int(&doc, "last_batch.seq"), seq, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.succeeded"), succeeded, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.failed"), failed, "%s", json);
+    cr_assert(test_doc_str(&doc, "last_batch.completed_by") &&
+                  strcmp(test_doc_str(&doc, "last_batch.completed_by"), node) == 0,
               "completed_by: %s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.epoch"), epoch, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.epoch"), epoch, "%s", json);
     bson_iter_t it, at;
     cr_assert(bson_iter_init(&it, &doc) &&
                   bson_iter_find_descendant(&it, "last_batch.completed_at", &at) &&
@@ -293,7 +265,7 @@ Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
                          0, "the batch closed with unfinished tasks");
             bson_t doc;
             test_read_service(fx.store, fx.client, SERVICE, &doc);
-            cr_assert_eq(int_at(&doc, "draining.epoch"), 1);
+            cr_assert_eq(test_doc_int(&doc, "draining.epoch"), 1);
             bson_destroy(&doc);
         }
         if (s.completed == 1)
@@ -329,8 +301,8 @@ Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
     for (size_t i = 0; i < 2; i++) {
         bson_t doc;
         cr_assert(read_task(&failed[i], &doc));
-        cr_assert_str_eq(str_at(&doc, "status"), "failed");
-        cr_assert_not(has_at(&doc, "acknowledged"));
+        cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
+        cr_assert_not(test_doc_has(&doc, "acknowledged"));
         bson_destroy(&doc);
     }
     assert_state(2, 0, 1, "after the completion");
@@ -368,8 +340,9 @@ Test(batches, tasks_created_after_the_close_join_the_next_batch)
     for (size_t i = 0; i < 2; i++) {
         bson_t doc;
         cr_assert(read_task(&second[i], &doc));
-        cr_assert_eq(int_at(&doc, "batch"), 2, "a task created after the close is in batch %lld",
-                     (long long)int_at(&doc, "batch"));
+        cr_assert_eq(test_doc_int(&doc, "batch"), 2,
+                     "a task created after the close is in batch %lld",
+                     (long long)test_doc_int(&doc, "batch"));
         bson_destroy(&doc);
     }
 
@@ -472,7 +445,7 @@ Test(batches, a_batch_waits_for_its_retrying_tasks)
     cr_assert_eq(process_all(a), 2);
     bson_t doc;
     cr_assert(read_task(&retrying, &doc));
-    cr_assert_str_eq(str_at(&doc, "status"), "pending", "the retry is not pending");
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "the retry is not pending");
     bson_destroy(&doc);
     for (int t = 0; t < 5; t++)
         tick(a);
@@ -522,8 +495,9 @@ Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)
         assert_state(2, 1, 0, "after a failed callback");
         bson_t doc;
         test_read_service(fx.store, fx.client, SERVICE, &doc);
-        cr_assert_not(has_at(&doc, "data.seen"), "a failed callback's cohort_set was applied");
-        cr_assert_not(has_at(&doc, "last_batch"), "a failed callback was recorded");
+        cr_assert_not(test_doc_has(&doc, "data.seen"),
+                      "a failed callback's cohort_set was applied");
+        cr_assert_not(test_doc_has(&doc, "last_batch"), "a failed callback was recorded");
         bson_destroy(&doc);
     }
 
@@ -539,7 +513,7 @@ Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)
     assert_last_batch(1, 3, 0, "node-a", 1);
     bson_t doc;
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    cr_assert_eq(int_at(&doc, "data.seen"), 1);
+    cr_assert_eq(test_doc_int(&doc, "data.seen"), 1);
     bson_destroy(&doc);
 
     for (int t = 0; t < 3; t++)
@@ -578,8 +552,8 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     assert_state(2, 1, 0, "after the stale completion");
     bson_t doc;
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    cr_assert_not(has_at(&doc, "data.k"), "the stale completion's data was applied");
-    cr_assert_not(has_at(&doc, "last_batch"));
+    cr_assert_not(test_doc_has(&doc, "data.k"), "the stale completion's data was applied");
+    cr_assert_not(test_doc_has(&doc, "last_batch"));
     bson_destroy(&doc);
 
     /* the stale primary's own tick records nothing either */
@@ -599,7 +573,7 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     assert_state(2, 0, 1, "after the new primary's completion");
     assert_last_batch(1, 1, 1, "node-b", 2);
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    cr_assert_str_eq(str_at(&doc, "data.k"), "from the new primary");
+    cr_assert_str_eq(test_doc_str(&doc, "data.k"), "from the new primary");
     bson_destroy(&doc);
     bson_destroy(sets);
 }
@@ -675,8 +649,8 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
     assert_state(2, 1, 0, "after the deposed primary's callback");
     bson_t doc;
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    cr_assert_not(has_at(&doc, "data.completed_by"), "node-a's cohort_set was applied");
-    cr_assert_not(has_at(&doc, "last_batch"));
+    cr_assert_not(test_doc_has(&doc, "data.completed_by"), "node-a's cohort_set was applied");
+    cr_assert_not(test_doc_has(&doc, "last_batch"));
     bson_destroy(&doc);
     cr_assert_eq(atomic_load(&a->service->stats.batches_completed), 0);
 
@@ -693,7 +667,7 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
     assert_state(2, 0, 1, "after the new primary's callback");
     assert_last_batch(1, 3, 1, "node-b", 2);
     test_read_service(fx.store, fx.client, SERVICE, &doc);
-    cr_assert_str_eq(str_at(&doc, "data.completed_by"), "node-b");
+    cr_assert_str_eq(test_doc_str(&doc, "data.completed_by"), "node-b");
     bson_destroy(&doc);
     cr_assert_eq(atomic_load(&b->service->stats.batches_completed), 1);
 
@@ -791,7 +765,7 @@ Test(batches, a_service_document_from_before_batches_completes_batches)
     char *text = bson_as_relaxed_extended_json(&doc, NULL);
     snprintf(json, sizeof json, "%s", text);
     bson_free(text);
-    int64_t completed = int_at(&doc, "batches_completed");
+    int64_t completed = test_doc_int(&doc, "batches_completed");
     bson_destroy(&doc);
     cr_assert_eq(fx.record->calls, 1,
                  "batch 1 never completed on an upgraded service document (the close is fenced "

@@ -333,6 +333,33 @@ void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **
     *db = NULL;
 }
 
+int64_t test_doc_int(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
+        if (BSON_ITER_HOLDS_NUMBER(&found))
+            return bson_iter_as_int64(&found);
+        if (BSON_ITER_HOLDS_DATE_TIME(&found))
+            return bson_iter_date_time(&found);
+    }
+    return INT64_MIN;
+}
+
+const char *test_doc_str(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
+        BSON_ITER_HOLDS_UTF8(&found))
+        return bson_iter_utf8(&found, NULL);
+    return NULL;
+}
+
+bool test_doc_has(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
+}
+
 void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
                        bson_t *doc)
 {

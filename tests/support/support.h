@@ -141,6 +141,13 @@ void test_probe_fixture_close(test_probe_fixture_t *fx);
  * there is none. */
 void *test_probe_symbol(const test_probe_fixture_t *fx, const char *name);
 
+/* The value at a dotted path of doc: a number or date as int64 (INT64_MIN if absent or of
+ * another type), a string (NULL if absent or not a string; points into doc), or whether
+ * anything is there at all. */
+int64_t test_doc_int(const bson_t *doc, const char *path);
+const char *test_doc_str(const bson_t *doc, const char *path);
+bool test_doc_has(const bson_t *doc, const char *path);
+
 /* Copies `service`'s document into *doc (initialised by this call; destroy it). Fails the
  * test on error or if there is none. */
 void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
