@@ -26,7 +26,7 @@
 
 #include <cohort/handler.h>
 
-#include "task_data.h"
+#include "test_handler.h"
 
 static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {

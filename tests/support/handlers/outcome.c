@@ -14,7 +14,7 @@
 
 #include <cohort/handler.h>
 
-#include "task_data.h"
+#include "test_handler.h"
 
 static _Atomic long long calls;
 

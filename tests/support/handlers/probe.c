@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "probe.h"
-#include "task_data.h"
+#include "test_handler.h"
 
 typedef struct probe_options {
     long fail_callbacks;

@@ -25,7 +25,7 @@
 
 #include <cohort/handler.h>
 
-#include "task_data.h"
+#include "test_handler.h"
 
 typedef struct sleeper {
     int journal_fd; /* -1: no journal */
