@@ -154,25 +154,14 @@ Test(cluster_lease, a_task_running_three_stall_timeouts_is_never_reset)
     stop_all_ok(c);
 }
 
-typedef struct status_wait {
-    cluster_t *c;
-    const char *filter;
-    int64_t count;
-} status_wait_t;
-
-static bool enough(void *arg)
-{
-    status_wait_t *w = arg;
-    return cluster_try_count(w->c, SERVICE, w->filter) >= w->count;
-}
-
 Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_refused)
 {
     cluster_t *c = start_cluster("lease_frozen");
     /* Three tasks on 3 nodes x 2 workers: at least one runs on a secondary. */
     enqueue(c, "3");
-    status_wait_t all_claimed = {c, "{\"status\": \"claimed\", \"attempts\": 1}", 3};
-    cluster_assert(c, test_wait_until(enough, &all_claimed, 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"claimed\", \"attempts\": 1}", 3,
+                                      10000),
                    "the 3 tasks were not all claimed within 10 s");
     cluster_primacy_t primacy;
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy), "cannot read primacy");
@@ -218,8 +207,9 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
                    (long long)quiet_ms, STALL_MS);
 
     /* The others run the reset tasks as attempt 2 while the claimer is still frozen. */
-    status_wait_t rerun = {c, "{\"status\": \"succeeded\", \"attempts\": 2}", held};
-    cluster_assert(c, test_wait_until(enough, &rerun, 2 * SLEEP_MS + 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"succeeded\", \"attempts\": 2}",
+                                      held, 2 * SLEEP_MS + 10000),
                    "the %d reset task(s) did not succeed on attempt 2 in time", held);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 3, SLEEP_MS + 10000),
                    "not all 3 tasks succeeded");

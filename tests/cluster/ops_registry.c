@@ -79,18 +79,6 @@ static void ctl_node_entry(cluster_t *c, const char *id, node_entry_t *out)
     bson_destroy(&doc);
 }
 
-typedef struct count_wait {
-    cluster_t *c;
-    const char *filter;
-    int64_t count;
-} count_wait_t;
-
-static bool count_reached(void *arg)
-{
-    count_wait_t *w = arg;
-    return cluster_try_count(w->c, SERVICE, w->filter) >= w->count;
-}
-
 /* Polls `cohortctl nodes --json` until `id` is in `state`. */
 static bool wait_node_state(cluster_t *c, const char *id, const char *state, int64_t timeout_ms,
                             node_entry_t *last)
@@ -153,8 +141,9 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
 
     const char *enqueue[] = {"enqueue", SERVICE, "--count", "6", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
-    count_wait_t all_claimed = {c, "{\"status\": \"claimed\", \"attempts\": 1}", TASKS};
-    cluster_assert(c, test_wait_until(count_reached, &all_claimed, 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"claimed\", \"attempts\": 1}",
+                                      TASKS, 10000),
                    "the %d tasks were not all claimed within 10 s", TASKS);
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy), "cannot read primacy");
     cluster_node_t *primary = cluster_node_by_id(c, primacy.primary);
@@ -215,8 +204,9 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
     }
 
     /* The released tasks run again elsewhere while the frozen node sleeps on. */
-    count_wait_t rerun = {c, "{\"status\": \"succeeded\", \"attempts\": 2}", held};
-    cluster_assert(c, test_wait_until(count_reached, &rerun, 3 * SLEEP_MS + 5000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"succeeded\", \"attempts\": 2}",
+                                      held, 3 * SLEEP_MS + 5000),
                    "the %d released task(s) did not succeed on attempt 2 in time", held);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, TASKS, 2 * SLEEP_MS),
                    "not all %d tasks succeeded", TASKS);

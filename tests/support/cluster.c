@@ -782,22 +782,29 @@ int64_t cluster_count_status(cluster_t *c, const char *service, const char *stat
     return n;
 }
 
-typedef struct succeeded_wait {
+typedef struct count_wait {
     cluster_t *c;
     const char *service;
+    const char *filter_json;
     int64_t count;
-} succeeded_wait_t;
+} count_wait_t;
 
-static bool enough_succeeded(void *arg)
+static bool count_reached(void *arg)
 {
-    succeeded_wait_t *w = arg;
-    return cluster_try_count(w->c, w->service, "{\"status\": \"succeeded\"}") >= w->count;
+    count_wait_t *w = arg;
+    return cluster_try_count(w->c, w->service, w->filter_json) >= w->count;
+}
+
+bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_json,
+                        int64_t count, int64_t timeout_ms)
+{
+    count_wait_t w = {c, service, filter_json, count};
+    return test_wait_until(count_reached, &w, timeout_ms);
 }
 
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms)
 {
-    succeeded_wait_t w = {c, service, count};
-    return test_wait_until(enough_succeeded, &w, timeout_ms);
+    return cluster_wait_count(c, service, "{\"status\": \"succeeded\"}", count, timeout_ms);
 }
 
 /* Runs cohortctl with `args`; its stdout goes to out_path, its stderr to cohortctl.log. */

@@ -205,6 +205,11 @@ int64_t cluster_try_count(cluster_t *c, const char *service, const char *filter_
  * database error. */
 int64_t cluster_count_status(cluster_t *c, const char *service, const char *status);
 
+/* Polls until at least `count` tasks of `service` match the JSON filter (database errors
+ * just mean "not yet"). */
+bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_json,
+                        int64_t count, int64_t timeout_ms);
+
 /* Polls until `count` tasks of `service` are succeeded (database errors just mean "not
  * yet"). */
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms);
