@@ -45,6 +45,14 @@ def run(files):
 
 
 class CheckLayers(unittest.TestCase):
+    def fails(self, changes, *expected):
+        """The clean tree with `changes` (path: text) fails, printing each expected line."""
+        status, out = run({**CLEAN, **changes})
+        self.assertEqual(status, 1, out)
+        for line in expected:
+            self.assertIn(line, out)
+        return out
+
     def test_a_clean_tree_passes_and_prints_the_layers(self):
         status, out = run(CLEAN)
         self.assertEqual(status, 0, out)
@@ -56,47 +64,31 @@ class CheckLayers(unittest.TestCase):
         self.assertNotIn("CYCLE", out)
 
     def test_an_upward_arrow_fails_naming_the_file_and_line(self):
-        files = dict(CLEAN)
-        files["src/core/clock.h"] = '\n#include "node/task.h"\n'
-        status, out = run(files)
-        self.assertEqual(status, 1, out)
-        self.assertIn("UPWARD core/clock -> node/task: layer core must not include layer "
-                      "node (src/core/clock.h:2)", out)
-        self.assertIn("1 upward arrow(s)", out)
+        self.fails({"src/core/clock.h": '\n#include "node/task.h"\n'},
+                   "UPWARD core/clock -> node/task: layer core must not include layer node "
+                   "(src/core/clock.h:2)",
+                   "1 upward arrow(s)")
 
     def test_a_cycle_within_a_folder_fails_with_each_step(self):
-        files = dict(CLEAN)
-        files["src/node/task.c"] = '#include "node/task.h"\n#include "node/service.h"\n'
-        status, out = run(files)
-        self.assertEqual(status, 1, out)
-        self.assertIn("CYCLE among node/service, node/task:", out)
-        self.assertIn("node/service -> node/task -> node/service", out)
-        self.assertIn("node/task -> node/service (src/node/task.c:2)", out)
+        out = self.fails({"src/node/task.c": '#include "node/task.h"\n#include "node/service.h"\n'},
+                         "CYCLE among node/service, node/task:",
+                         "node/service -> node/task -> node/service",
+                         "node/task -> node/service (src/node/task.c:2)")
         self.assertNotIn("UPWARD", out)
 
     def test_a_cycle_through_a_relative_include_is_found(self):
-        files = dict(CLEAN)
-        files["src/node/task.h"] = '#include "service.h"\n'
-        status, out = run(files)
-        self.assertEqual(status, 1, out)
-        self.assertIn("node/task -> node/service (src/node/task.h:1)", out)
+        self.fails({"src/node/task.h": '#include "service.h"\n'},
+                   "node/task -> node/service (src/node/task.h:1)")
 
     def test_a_cycle_across_layers_is_both_a_cycle_and_an_upward_arrow(self):
-        files = dict(CLEAN)
-        files["src/core/clock.c"] = '#include "core/clock.h"\n#include "store/store.h"\n'
-        status, out = run(files)
-        self.assertEqual(status, 1, out)
-        self.assertIn("UPWARD core/clock -> store/store", out)
-        self.assertIn("CYCLE among core/clock, store/store:", out)
+        self.fails({"src/core/clock.c": '#include "core/clock.h"\n#include "store/store.h"\n'},
+                   "UPWARD core/clock -> store/store",
+                   "CYCLE among core/clock, store/store:")
 
     def test_a_file_outside_the_layer_folders_fails(self):
-        files = dict(CLEAN)
-        files["src/stray.c"] = ""
-        files["src/extra/thing.c"] = ""
-        status, out = run(files)
-        self.assertEqual(status, 1, out)
-        self.assertIn("MISPLACED src/stray.c: outside the layer folders", out)
-        self.assertIn("MISPLACED src/extra/thing.c: folder 'extra' is not a layer", out)
+        self.fails({"src/stray.c": "", "src/extra/thing.c": ""},
+                   "MISPLACED src/stray.c: outside the layer folders",
+                   "MISPLACED src/extra/thing.c: folder 'extra' is not a layer")
 
 
 if __name__ == "__main__":
