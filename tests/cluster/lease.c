@@ -61,10 +61,8 @@ static cluster_t *start_cluster(const char *tag)
         .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t p;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &p), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &p);
     return c;
 }
 

@@ -123,10 +123,8 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
         .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t primacy;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &primacy), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &primacy);
     for (size_t i = 0; i < c->n_nodes; i++) {
         node_entry_t e;
         cluster_assert(c, wait_node_state(c, c->nodes[i].id, "live", 5000, &e),

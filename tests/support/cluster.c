@@ -739,6 +739,15 @@ bool cluster_wait_primary(cluster_t *c, const char *service, const char *not_thi
     }
 }
 
+void cluster_start_elected(cluster_t *c, size_t count, const char *service, int64_t timeout_ms,
+                           cluster_primacy_t *out)
+{
+    cluster_start_nodes(c, count);
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+    cluster_assert(c, cluster_wait_primary(c, service, NULL, timeout_ms, out),
+                   "no primary in %lld s", (long long)(timeout_ms / 1000));
+}
+
 bool cluster_wait_takeover(cluster_t *c, const char *service, const char *old_primary,
                            int64_t since_ms, int64_t timeout_ms, cluster_takeover_t *out)
 {

@@ -185,6 +185,12 @@ bool cluster_read_primacy(cluster_t *c, const char *service, cluster_primacy_t *
 bool cluster_wait_primary(cluster_t *c, const char *service, const char *not_this,
                           int64_t timeout_ms, cluster_primacy_t *out);
 
+/* Starts `count` nodes and waits for them to register (20 s) and for `service` to have a
+ * primary (timeout_ms, a whole number of seconds), which *out then describes. Fails the test
+ * otherwise. */
+void cluster_start_elected(cluster_t *c, size_t count, const char *service, int64_t timeout_ms,
+                           cluster_primacy_t *out);
+
 /* A change of primary, seen by polling the services document every 20 ms. */
 typedef struct cluster_takeover {
     cluster_primacy_t before; /* the last reading that still named the old primary */
