@@ -79,13 +79,13 @@ typedef struct test_run_result {
  * /dev/null, in this process's environment changed by `env` (may be NULL; NULL-terminated
  * entries "KEY=VALUE" set KEY, "KEY" alone unsets it). Kills it after timeout_ms. Fails the
  * test if it cannot be started. Free the result with test_run_result_free(). */
+test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms);
+void test_run_result_free(test_run_result_t *result);
+
 /* This process's environment changed by `env` (as for test_run(); may be NULL), for a child
  * about to be spawned. The array is malloc'd (free it); its strings are not copied, so `env`
  * and environ must outlive it. */
 char **test_child_environment(const char *const env[]);
-
-test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms);
-void test_run_result_free(test_run_result_t *result);
 
 /* Writes `text` to dir/name and returns the path (caller frees). Fails the test on error. */
 char *test_write_file(const char *dir, const char *name, const char *text);
@@ -102,6 +102,37 @@ void test_service_db_open(const char *prefix, const char *service, char **db,
 /* Undoes test_service_db_open() (safe after a failed or partial open): gives the client
  * back, destroys the store, drops the database and frees its name. */
 void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client);
+
+/* The value at a dotted path of doc: a number or date as int64 (INT64_MIN if absent or of
+ * another type), a string (NULL if absent or not a string; points into doc), or whether
+ * anything is there at all. */
+int64_t test_doc_int(const bson_t *doc, const char *path);
+const char *test_doc_str(const bson_t *doc, const char *path);
+bool test_doc_has(const bson_t *doc, const char *path);
+
+/* Copies `service`'s document into *doc (initialised by this call; destroy it). Fails the
+ * test on error or if there is none. */
+void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       bson_t *doc);
+
+/* Syncs the cluster clock from the server the way a node does (a node ping under the id
+ * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
+ * if no sample is accepted within 10 s. */
+void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms);
+
+/* Copies into *doc (initialised by this call; destroy it) the first document of
+ * db.collection matching the JSON filter; false if there is none. Fails the test on error. */
+bool test_find_one(mongoc_client_t *client, const char *db, const char *collection,
+                   const char *filter_json, bson_t *doc);
+
+/* Sends this process's stderr (fd 2) to a temporary file until test_stderr_end(), which
+ * restores it and returns what was written (caller frees). Not nestable. */
+void test_stderr_begin(void);
+char *test_stderr_end(void);
+
+/* Path of the test handler built from tests/support/handlers/<name>.c; static buffer. Fails
+ * the test if it is not built. */
+const char *test_handler_path(const char *name);
 
 /* ---- in-process services on the probe handler (tests/support/handlers/probe.c) --------- */
 
@@ -140,36 +171,5 @@ void test_probe_fixture_close(test_probe_fixture_t *fx);
 /* A function the probe handler exports (cast it to its probe_*_fn type); fails the test if
  * there is none. */
 void *test_probe_symbol(const test_probe_fixture_t *fx, const char *name);
-
-/* The value at a dotted path of doc: a number or date as int64 (INT64_MIN if absent or of
- * another type), a string (NULL if absent or not a string; points into doc), or whether
- * anything is there at all. */
-int64_t test_doc_int(const bson_t *doc, const char *path);
-const char *test_doc_str(const bson_t *doc, const char *path);
-bool test_doc_has(const bson_t *doc, const char *path);
-
-/* Copies `service`'s document into *doc (initialised by this call; destroy it). Fails the
- * test on error or if there is none. */
-void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                       bson_t *doc);
-
-/* Syncs the cluster clock from the server the way a node does (a node ping under the id
- * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
- * if no sample is accepted within 10 s. */
-void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms);
-
-/* Copies into *doc (initialised by this call; destroy it) the first document of
- * db.collection matching the JSON filter; false if there is none. Fails the test on error. */
-bool test_find_one(mongoc_client_t *client, const char *db, const char *collection,
-                   const char *filter_json, bson_t *doc);
-
-/* Sends this process's stderr (fd 2) to a temporary file until test_stderr_end(), which
- * restores it and returns what was written (caller frees). Not nestable. */
-void test_stderr_begin(void);
-char *test_stderr_end(void);
-
-/* Path of the test handler built from tests/support/handlers/<name>.c; static buffer. Fails
- * the test if it is not built. */
-const char *test_handler_path(const char *name);
 
 #endif
