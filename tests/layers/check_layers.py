@@ -8,6 +8,7 @@ module (`node/service`), and fails (exit 1) on
   - an arrow from a lower layer to a higher one (core < store < node < cli),
   - a cycle between modules, within a folder or across folders,
   - a file outside the layer folders, or in a folder that is not a layer,
+  - a public header (include/) that includes a file of src/: the ABI must stand alone,
 printing each offence with the file and line that make it. When the graph is clean it
 prints a short summary of the layers (modules, and the arrows between layers) and exits 0.
 
@@ -97,6 +98,24 @@ def build_graph(src, public):
                 edges.setdefault(mod, {}).setdefault(dep, []).append(
                     (f"src/{rel}", lineno, m.group(1)))
     return modules, edges, problems, notes
+
+
+def abi_leaks(src, public):
+    """Includes from the public headers into src/: (header, line, target)."""
+    leaks = []
+    if not public:
+        return leaks
+    for root, dirs, files in os.walk(public):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    m = INCLUDE_RE.match(line)
+                    if m and os.path.isfile(os.path.join(src, m.group(1))):
+                        rel = os.path.relpath(path, os.path.dirname(public))
+                        leaks.append((rel, lineno, m.group(1)))
+    return leaks
 
 
 def upward_arrows(edges):
@@ -194,11 +213,15 @@ def check(src, public=None, out=sys.stdout):
     modules, edges, problems, notes = build_graph(src, public)
     up = upward_arrows(edges)
     groups = strongly_connected(modules, edges)
+    leaks = abi_leaks(src, public)
 
     for note in notes:
         print(note, file=out)
     for p in problems:
         print(f"MISPLACED {p}", file=out)
+    for header, lineno, target in leaks:
+        print(f"ABI {header}:{lineno} includes src/{target}: the public headers must not "
+              f"depend on the daemon's internals", file=out)
     for a, b in up:
         print(f"UPWARD {a} -> {b}: layer {layer_of(a)} must not include layer "
               f"{layer_of(b)} ({where(edges, a, b)})", file=out)
@@ -213,11 +236,12 @@ def check(src, public=None, out=sys.stdout):
         if cut:
             print(f"  (more cycles; first {MAX_CYCLES_PER_GROUP} shown)", file=out)
 
-    failures = len(problems) + len(up) + len(groups)
+    failures = len(problems) + len(up) + len(groups) + len(leaks)
     if failures:
         print(f"layers: FAILED: {len(up)} upward arrow(s), {len(groups)} cycle group(s), "
-              f"{len(problems)} misplaced file(s); rule: {' < '.join(LAYERS)}, a layer "
-              f"includes only itself and those below it, with no cycle", file=out)
+              f"{len(problems)} misplaced file(s), {len(leaks)} ABI include(s) of src/; "
+              f"rule: {' < '.join(LAYERS)}, a layer includes only itself and those below "
+              f"it, with no cycle", file=out)
         return 1
 
     print(f"layers: clean ({len(modules)} modules, no cycle, no upward arrow; "

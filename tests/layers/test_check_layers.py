@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Self-test of check_layers.py: small doctored trees in a temporary folder, run through the
 script as ctest runs it, prove that a clean tree passes and that an upward arrow, a cycle
-(within a folder and across layers) and a misplaced file each fail with their own line.
+(within a folder and across layers), a misplaced file and a public header that includes src/
+each fail with their own line.
 Python 3 standard library only.
 """
 
@@ -84,6 +85,11 @@ class CheckLayers(unittest.TestCase):
         self.fails({"src/core/clock.c": '#include "core/clock.h"\n#include "store/store.h"\n'},
                    "UPWARD core/clock -> store/store",
                    "CYCLE among core/clock, store/store:")
+
+    def test_a_public_header_including_src_fails(self):
+        self.fails({"include/cohort/handler.h": '#include <stdint.h>\n#include "core/log.h"\n'},
+                   "ABI include/cohort/handler.h:2 includes src/core/log.h",
+                   "1 ABI include(s) of src/")
 
     def test_a_file_outside_the_layer_folders_fails(self):
         self.fails({"src/stray.c": "", "src/extra/thing.c": ""},
