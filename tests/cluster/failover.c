@@ -28,11 +28,8 @@ Test(cluster_failover, kill_9_primary_is_replaced_within_the_bound)
         .services = {{.name = SERVICE}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
-
     cluster_primacy_t old;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &old), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &old);
     /* Let the primary renew a few times, so the kill lands in its steady state. */
     int64_t elected = old.last_active_ms;
     int64_t settle_deadline = test_now_ms() + 10 * c->tick_ms;

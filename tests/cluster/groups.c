@@ -36,11 +36,8 @@ static cluster_t *start_cluster(const char *tag, const char *service, const char
         .services = {{.name = service, .settings = settings, .handler = SLEEPER}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t primacy;
-    cluster_assert(c, cluster_wait_primary(c, service, NULL, 10000, &primacy),
-                   "no primary in 10 s");
+    cluster_start_elected(c, 3, service, 10000, &primacy);
     return c;
 }
 

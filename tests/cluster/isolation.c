@@ -280,10 +280,8 @@ Test(cluster_isolation, pool_survives_many_crashes_and_dies_with_its_node)
                       .settings = "isolation = process\nworkers = 2\nmax_attempts = 1"}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 2);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t p;
-    cluster_assert(c, cluster_wait_primary(c, "iso", NULL, 5000, &p), "no primary in 5 s");
+    cluster_start_elected(c, 2, "iso", 5000, &p);
 
     enqueue(c, "{\"crash\": \"segv\"}", 40);
     enqueue(c, "{\"n\": 1}", 20);

@@ -61,10 +61,8 @@ static cluster_t *start_cluster(const char *tag)
         .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t p;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &p), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &p);
     return c;
 }
 
@@ -72,89 +70,6 @@ static void enqueue(cluster_t *c, const char *count)
 {
     const char *args[] = {"enqueue", SERVICE, "--count", count, NULL};
     cluster_assert(c, cluster_run_ctl(c, args) == 0, "cohortctl enqueue failed");
-}
-
-/* What the test reads of a task document. */
-typedef struct task_view {
-    char id[25];
-    char status[16];
-    char claimed_by[64];
-    int64_t attempts;
-    int64_t heartbeat_at_ms;  /* server time of the last claim or check-in */
-    int history;              /* entries */
-    char history_node[64];    /* of the last entry */
-    int64_t history_attempt;  /* of the last entry */
-    char history_outcome[16]; /* of the last entry */
-    int64_t history_run_ms;   /* ended_at - started_at of the last entry */
-} task_view_t;
-
-static void copy_utf8(const bson_t *doc, const char *key, char *out, size_t len)
-{
-    bson_iter_t it;
-    out[0] = '\0';
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
-        snprintf(out, len, "%s", bson_iter_utf8(&it, NULL));
-}
-
-static void view_task(const bson_t *doc, task_view_t *v)
-{
-    memset(v, 0, sizeof *v);
-    bson_iter_t it, entries;
-    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
-        bson_oid_to_string(bson_iter_oid(&it), v->id);
-    copy_utf8(doc, "status", v->status, sizeof v->status);
-    copy_utf8(doc, "claimed_by", v->claimed_by, sizeof v->claimed_by);
-    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
-        v->attempts = bson_iter_as_int64(&it);
-    if (bson_iter_init_find(&it, doc, "heartbeat_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
-        v->heartbeat_at_ms = bson_iter_date_time(&it);
-    if (!bson_iter_init_find(&it, doc, "history") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-        !bson_iter_recurse(&it, &entries))
-        return;
-    while (bson_iter_next(&entries)) {
-        if (!BSON_ITER_HOLDS_DOCUMENT(&entries))
-            continue;
-        uint32_t len;
-        const uint8_t *data;
-        bson_iter_document(&entries, &len, &data);
-        bson_t entry;
-        if (!bson_init_static(&entry, data, len))
-            continue;
-        v->history++;
-        copy_utf8(&entry, "node", v->history_node, sizeof v->history_node);
-        copy_utf8(&entry, "outcome", v->history_outcome, sizeof v->history_outcome);
-        bson_iter_t f;
-        v->history_attempt =
-            bson_iter_init_find(&f, &entry, "attempt") && BSON_ITER_HOLDS_NUMBER(&f)
-                ? bson_iter_as_int64(&f)
-                : 0;
-        int64_t started = 0, ended = 0;
-        if (bson_iter_init_find(&f, &entry, "started_at") && BSON_ITER_HOLDS_DATE_TIME(&f))
-            started = bson_iter_date_time(&f);
-        if (bson_iter_init_find(&f, &entry, "ended_at") && BSON_ITER_HOLDS_DATE_TIME(&f))
-            ended = bson_iter_date_time(&f);
-        v->history_run_ms = ended - started;
-    }
-}
-
-/* Reads every task of the service (at most `max`) into `out`; returns how many. */
-static size_t read_tasks(cluster_t *c, task_view_t *out, size_t max)
-{
-    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, QUEUE);
-    bson_t filter = BSON_INITIALIZER;
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, &filter, NULL, NULL);
-    const bson_t *doc;
-    size_t n = 0;
-    while (mongoc_cursor_next(cursor, &doc)) {
-        cluster_assert(c, n < max, "more than %zu tasks", max);
-        view_task(doc, &out[n++]);
-    }
-    bson_error_t error;
-    bool failed = mongoc_cursor_error(cursor, &error);
-    mongoc_cursor_destroy(cursor);
-    mongoc_collection_destroy(queue);
-    cluster_assert(c, !failed, "cannot read the tasks: %s", error.message);
-    return n;
 }
 
 /* Journal lines ("<task id> <node id> <attempt>") for task `id`: count, and per attempt the
@@ -198,23 +113,23 @@ Test(cluster_lease, a_task_running_three_stall_timeouts_is_never_reset)
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 6, 4 * SLEEP_MS + 10000),
                    "6 tasks of %d ms did not all succeed in time", SLEEP_MS);
 
-    task_view_t tasks[6];
-    size_t n = read_tasks(c, tasks, 6);
+    cluster_task_view_t tasks[6];
+    size_t n = cluster_read_task_views(c, SERVICE, tasks, 6);
     cluster_assert(c, n == 6, "%zu tasks in the queue, expected 6", n);
     char nodes[160] = "";
     for (size_t i = 0; i < n; i++) {
-        task_view_t *t = &tasks[i];
+        cluster_task_view_t *t = &tasks[i];
         cluster_assert(c, strcmp(t->status, "succeeded") == 0 && t->attempts == 1,
                        "task %s is %s after %lld attempt(s); expected succeeded after 1", t->id,
                        t->status, (long long)t->attempts);
-        cluster_assert(c, t->history == 1 && t->history_attempt == 1,
+        cluster_assert(c, t->history == 1 && t->last_attempt == 1,
                        "task %s has %d history entries (last attempt %lld); expected 1", t->id,
-                       t->history, (long long)t->history_attempt);
+                       t->history, (long long)t->last_attempt);
         /* started_at is the server's claim time, ended_at the node's estimate of server
          * time, off by at most takeover_ms / 16 + 1 ms. */
-        cluster_assert(c, t->history_run_ms >= SLEEP_MS - TAKEOVER_MS / 16 - 1,
+        cluster_assert(c, t->last_run_ms >= SLEEP_MS - TAKEOVER_MS / 16 - 1,
                        "task %s ran %lld ms by its history, less than its %d ms sleep", t->id,
-                       (long long)t->history_run_ms, SLEEP_MS);
+                       (long long)t->last_run_ms, SLEEP_MS);
         journal_view_t j;
         read_journal_for(c, t->id, &j);
         cluster_assert(c, j.lines == 1 && strcmp(j.node_of_attempt[1], t->claimed_by) == 0,
@@ -237,30 +152,19 @@ Test(cluster_lease, a_task_running_three_stall_timeouts_is_never_reset)
     stop_all_ok(c);
 }
 
-typedef struct status_wait {
-    cluster_t *c;
-    const char *filter;
-    int64_t count;
-} status_wait_t;
-
-static bool enough(void *arg)
-{
-    status_wait_t *w = arg;
-    return cluster_try_count(w->c, SERVICE, w->filter) >= w->count;
-}
-
 Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_refused)
 {
     cluster_t *c = start_cluster("lease_frozen");
     /* Three tasks on 3 nodes x 2 workers: at least one runs on a secondary. */
     enqueue(c, "3");
-    status_wait_t all_claimed = {c, "{\"status\": \"claimed\", \"attempts\": 1}", 3};
-    cluster_assert(c, test_wait_until(enough, &all_claimed, 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"claimed\", \"attempts\": 1}", 3,
+                                      10000),
                    "the 3 tasks were not all claimed within 10 s");
     cluster_primacy_t primacy;
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy), "cannot read primacy");
-    task_view_t tasks[3];
-    cluster_assert(c, read_tasks(c, tasks, 3) == 3, "expected 3 tasks");
+    cluster_task_view_t tasks[3];
+    cluster_assert(c, cluster_read_task_views(c, SERVICE, tasks, 3) == 3, "expected 3 tasks");
     cluster_node_t *frozen = NULL;
     for (size_t i = 0; i < 3 && !frozen; i++)
         if (strcmp(tasks[i].claimed_by, primacy.primary) != 0)
@@ -275,8 +179,8 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
     cluster_node_pause(frozen);
     /* The frozen node's last check-in: no reset may come before it is STALL_MS old. */
     int64_t last_heartbeat = 0;
-    task_view_t at_freeze[3];
-    cluster_assert(c, read_tasks(c, at_freeze, 3) == 3, "expected 3 tasks");
+    cluster_task_view_t at_freeze[3];
+    cluster_assert(c, cluster_read_task_views(c, SERVICE, at_freeze, 3) == 3, "expected 3 tasks");
     for (size_t i = 0; i < 3; i++)
         if (strcmp(at_freeze[i].claimed_by, frozen->id) == 0 &&
             at_freeze[i].heartbeat_at_ms > last_heartbeat)
@@ -301,8 +205,9 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
                    (long long)quiet_ms, STALL_MS);
 
     /* The others run the reset tasks as attempt 2 while the claimer is still frozen. */
-    status_wait_t rerun = {c, "{\"status\": \"succeeded\", \"attempts\": 2}", held};
-    cluster_assert(c, test_wait_until(enough, &rerun, 2 * SLEEP_MS + 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"succeeded\", \"attempts\": 2}",
+                                      held, 2 * SLEEP_MS + 10000),
                    "the %d reset task(s) did not succeed on attempt 2 in time", held);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 3, SLEEP_MS + 10000),
                    "not all 3 tasks succeeded");
@@ -313,17 +218,18 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
         if (strcmp(tasks[i].claimed_by, frozen->id) != 0)
             continue;
         char refused[1024];
-        snprintf(refused, sizeof refused, "task %s attempt 1: outcome not recorded", tasks[i].id);
+        snprintf(refused, sizeof refused, "task %.24s attempt 1: outcome not recorded",
+                 tasks[i].id);
         cluster_assert(c, cluster_wait_log(frozen, refused, "no longer holds its claim", 10000),
                        "%s was resumed but did not log that the outcome of %s was refused",
                        frozen->id, tasks[i].id);
     }
     cluster_assert(c, cluster_node_alive(frozen), "%s died after SIGCONT", frozen->id);
 
-    task_view_t final[3];
-    cluster_assert(c, read_tasks(c, final, 3) == 3, "a task is gone");
+    cluster_task_view_t final[3];
+    cluster_assert(c, cluster_read_task_views(c, SERVICE, final, 3) == 3, "a task is gone");
     for (size_t i = 0; i < 3; i++) {
-        task_view_t *t = &final[i];
+        cluster_task_view_t *t = &final[i];
         bool was_frozen = false;
         for (size_t k = 0; k < 3; k++)
             was_frozen = was_frozen || (strcmp(tasks[k].id, t->id) == 0 &&
@@ -333,13 +239,13 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
             c,
             strcmp(t->status, "succeeded") == 0 && t->attempts == want &&
                 strcmp(t->claimed_by, frozen->id) != 0 &&
-                strcmp(t->history_node, t->claimed_by) == 0 && t->history == 1 &&
-                t->history_attempt == want && strcmp(t->history_outcome, "succeeded") == 0,
+                strcmp(t->last_node, t->claimed_by) == 0 && t->history == 1 &&
+                t->last_attempt == want && strcmp(t->last_outcome, "succeeded") == 0,
             "task %s: %s, attempts %lld, claimed by %s, %d history entries (last: "
             "%s, attempt %lld, %s); expected succeeded on attempt %lld by a node "
             "other than %s, one history entry",
-            t->id, t->status, (long long)t->attempts, t->claimed_by, t->history, t->history_node,
-            (long long)t->history_attempt, t->history_outcome, (long long)want, frozen->id);
+            t->id, t->status, (long long)t->attempts, t->claimed_by, t->history, t->last_node,
+            (long long)t->last_attempt, t->last_outcome, (long long)want, frozen->id);
         /* At-least-once: the frozen run did its work too, and says it was attempt 1. */
         journal_view_t j;
         read_journal_for(c, t->id, &j);

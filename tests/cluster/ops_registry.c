@@ -33,85 +33,6 @@
 
 TestSuite(cluster_ops_registry, .fini = cluster_cleanup_all, .timeout = 120);
 
-/* What the test reads of a task document. */
-typedef struct task_view {
-    char id[25];
-    char status[16];
-    char claimed_by[CLUSTER_ID_MAX];
-    int64_t attempts;
-    int history;                    /* entries */
-    int succeeded_entries;          /* entries with outcome "succeeded" */
-    char last_node[CLUSTER_ID_MAX]; /* node of the last entry */
-    int64_t last_attempt;           /* attempt of the last entry */
-} task_view_t;
-
-static void copy_utf8(const bson_t *doc, const char *key, char *out, size_t len)
-{
-    bson_iter_t it;
-    out[0] = '\0';
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
-        snprintf(out, len, "%s", bson_iter_utf8(&it, NULL));
-}
-
-static int64_t number_or_zero(const bson_t *doc, const char *key)
-{
-    bson_iter_t it;
-    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it)
-               ? bson_iter_as_int64(&it)
-               : 0;
-}
-
-static void view_history(const bson_t *doc, task_view_t *v)
-{
-    bson_iter_t it, entries;
-    if (!bson_iter_init_find(&it, doc, "history") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-        !bson_iter_recurse(&it, &entries))
-        return;
-    while (bson_iter_next(&entries)) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_t entry;
-        if (!BSON_ITER_HOLDS_DOCUMENT(&entries))
-            continue;
-        bson_iter_document(&entries, &len, &data);
-        if (!bson_init_static(&entry, data, len))
-            continue;
-        char outcome[16];
-        copy_utf8(&entry, "outcome", outcome, sizeof outcome);
-        v->history++;
-        v->succeeded_entries += strcmp(outcome, "succeeded") == 0;
-        copy_utf8(&entry, "node", v->last_node, sizeof v->last_node);
-        v->last_attempt = number_or_zero(&entry, "attempt");
-    }
-}
-
-/* Reads every task of the service into `out` (at most `max`); returns how many. */
-static size_t read_tasks(cluster_t *c, task_view_t *out, size_t max)
-{
-    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_" SERVICE);
-    bson_t filter = BSON_INITIALIZER;
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, &filter, NULL, NULL);
-    const bson_t *doc;
-    size_t n = 0;
-    while (mongoc_cursor_next(cursor, &doc) && n < max) {
-        task_view_t *v = &out[n++];
-        memset(v, 0, sizeof *v);
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
-            bson_oid_to_string(bson_iter_oid(&it), v->id);
-        copy_utf8(doc, "status", v->status, sizeof v->status);
-        copy_utf8(doc, "claimed_by", v->claimed_by, sizeof v->claimed_by);
-        v->attempts = number_or_zero(doc, "attempts");
-        view_history(doc, v);
-    }
-    bson_error_t error;
-    bool failed = mongoc_cursor_error(cursor, &error);
-    mongoc_cursor_destroy(cursor);
-    mongoc_collection_destroy(queue);
-    cluster_assert(c, !failed, "cannot read the tasks: %s", error.message);
-    return n;
-}
-
 /* A node's entry in `cohortctl nodes --json`. */
 typedef struct node_entry {
     bool found;
@@ -143,31 +64,19 @@ static void ctl_node_entry(cluster_t *c, const char *id, node_entry_t *out)
         if (!bson_init_static(&one, data, len))
             continue;
         char node_id[CLUSTER_ID_MAX];
-        copy_utf8(&one, "node_id", node_id, sizeof node_id);
+        cluster_doc_utf8(&one, "node_id", node_id, sizeof node_id);
         if (strcmp(node_id, id) != 0)
             continue;
         out->found = true;
-        copy_utf8(&one, "state", out->state, sizeof out->state);
-        out->pid = number_or_zero(&one, "pid");
-        out->last_ping_ms_ago = number_or_zero(&one, "last_ping_ms_ago");
+        cluster_doc_utf8(&one, "state", out->state, sizeof out->state);
+        out->pid = cluster_doc_number(&one, "pid");
+        out->last_ping_ms_ago = cluster_doc_number(&one, "last_ping_ms_ago");
         bson_iter_t w, count;
         if (bson_iter_init(&w, &one) && bson_iter_find_descendant(&w, "workers." SERVICE, &count) &&
             BSON_ITER_HOLDS_NUMBER(&count))
             out->workers = bson_iter_as_int64(&count);
     }
     bson_destroy(&doc);
-}
-
-typedef struct count_wait {
-    cluster_t *c;
-    const char *filter;
-    int64_t count;
-} count_wait_t;
-
-static bool count_reached(void *arg)
-{
-    count_wait_t *w = arg;
-    return cluster_try_count(w->c, SERVICE, w->filter) >= w->count;
 }
 
 /* Polls `cohortctl nodes --json` until `id` is in `state`. */
@@ -214,10 +123,8 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
         .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t primacy;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &primacy), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &primacy);
     for (size_t i = 0; i < c->n_nodes; i++) {
         node_entry_t e;
         cluster_assert(c, wait_node_state(c, c->nodes[i].id, "live", 5000, &e),
@@ -232,16 +139,18 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
 
     const char *enqueue[] = {"enqueue", SERVICE, "--count", "6", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
-    count_wait_t all_claimed = {c, "{\"status\": \"claimed\", \"attempts\": 1}", TASKS};
-    cluster_assert(c, test_wait_until(count_reached, &all_claimed, 10000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"claimed\", \"attempts\": 1}",
+                                      TASKS, 10000),
                    "the %d tasks were not all claimed within 10 s", TASKS);
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &primacy), "cannot read primacy");
     cluster_node_t *primary = cluster_node_by_id(c, primacy.primary);
     cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", primacy.primary);
 
     /* 3 nodes x 2 workers and 6 tasks: every node holds two. Freeze a secondary. */
-    task_view_t before[TASKS];
-    cluster_assert(c, read_tasks(c, before, TASKS) == TASKS, "expected %d tasks", TASKS);
+    cluster_task_view_t before[TASKS];
+    cluster_assert(c, cluster_read_task_views(c, SERVICE, before, TASKS) == TASKS,
+                   "expected %d tasks", TASKS);
     cluster_node_t *frozen = NULL;
     for (size_t i = 0; i < TASKS && !frozen; i++)
         if (strcmp(before[i].claimed_by, primary->id) != 0)
@@ -293,8 +202,9 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
     }
 
     /* The released tasks run again elsewhere while the frozen node sleeps on. */
-    count_wait_t rerun = {c, "{\"status\": \"succeeded\", \"attempts\": 2}", held};
-    cluster_assert(c, test_wait_until(count_reached, &rerun, 3 * SLEEP_MS + 5000),
+    cluster_assert(c,
+                   cluster_wait_count(c, SERVICE, "{\"status\": \"succeeded\", \"attempts\": 2}",
+                                      held, 3 * SLEEP_MS + 5000),
                    "the %d released task(s) did not succeed on attempt 2 in time", held);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, TASKS, 2 * SLEEP_MS),
                    "not all %d tasks succeeded", TASKS);
@@ -320,10 +230,10 @@ Test(cluster_ops_registry, a_silent_node_is_expired_and_its_tasks_released_befor
     }
     cluster_assert(c, cluster_node_alive(frozen), "%s died after SIGCONT", frozen->id);
 
-    task_view_t after[TASKS];
-    cluster_assert(c, read_tasks(c, after, TASKS) == TASKS, "a task is gone");
+    cluster_task_view_t after[TASKS];
+    cluster_assert(c, cluster_read_task_views(c, SERVICE, after, TASKS) == TASKS, "a task is gone");
     for (size_t i = 0; i < TASKS; i++) {
-        task_view_t *t = &after[i];
+        cluster_task_view_t *t = &after[i];
         bool released = false;
         for (size_t k = 0; k < TASKS; k++)
             released = released || (strcmp(before[k].id, t->id) == 0 &&

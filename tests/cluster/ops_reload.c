@@ -223,10 +223,8 @@ Test(cluster_ops_reload, sighup_applies_live_changes_and_refuses_structural_ones
         .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 2);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t first;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &first), "no primary in 5 s");
+    cluster_start_elected(c, 2, SERVICE, 5000, &first);
     cluster_node_t *primary = cluster_node_by_id(c, first.primary);
     cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", first.primary);
     cluster_node_t *secondary = primary == &c->nodes[0] ? &c->nodes[1] : &c->nodes[0];

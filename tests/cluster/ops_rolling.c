@@ -274,10 +274,8 @@ Test(cluster_ops_rolling, rolling_restart_loses_nothing_runs_nothing_twice_keeps
                       .settings = "workers = 2\nsleep_ms = 20\njournal = @DIR@/journal.txt"}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t first;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &first), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &first);
 
     sampler_t s = {.uri = c->uri, .db = c->db};
     atomic_init(&s.stop, false);
@@ -392,10 +390,8 @@ Test(cluster_ops_rolling, a_task_outliving_the_grace_period_runs_again_after_a_r
                       .settings = "workers = 1\nstall_timeout_ms = 600000\nsleep_ms = 3000"}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t p;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &p), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &p);
     const char *enqueue[] = {"enqueue", SERVICE, NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
     char holder[CLUSTER_ID_MAX] = "";

@@ -182,10 +182,8 @@ Test(cluster_ops_settings, live_takeover_ms_is_applied_by_every_node_and_used_by
         .services = {{.name = SERVICE}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t p;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &p), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &p);
     cluster_assert(c, wait_lease(c, FILE_TAKEOVER_MS, 2000), "the primary declares lease %lld",
                    (long long)declared_lease(c));
 

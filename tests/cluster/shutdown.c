@@ -75,10 +75,8 @@ Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
         .services = {{.name = SERVICE, .settings = "workers = 2\nsleep_ms = 300"}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t old;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &old), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &old);
     cluster_node_t *primary = cluster_node_by_id(c, old.primary);
     cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", old.primary);
 

@@ -42,11 +42,8 @@ static cluster_t *start_cluster(const char *tag, const char *service)
                       .handler = SLEEPER}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t primacy;
-    cluster_assert(c, cluster_wait_primary(c, service, NULL, 10000, &primacy),
-                   "no primary in 10 s");
+    cluster_start_elected(c, 3, service, 10000, &primacy);
     return c;
 }
 
@@ -79,27 +76,6 @@ static int64_t count(cluster_t *c, const char *service, const char *filter)
     int64_t n = cluster_try_count(c, service, filter);
     cluster_assert(c, n >= 0, "cannot count %s", filter);
     return n;
-}
-
-typedef struct count_wait {
-    cluster_t *c;
-    const char *service;
-    const char *filter;
-    int64_t at_least;
-} count_wait_t;
-
-static bool counted(void *arg)
-{
-    count_wait_t *w = arg;
-    return cluster_try_count(w->c, w->service, w->filter) >= w->at_least;
-}
-
-/* Polls until at least `n` tasks match `filter`. */
-static bool wait_count(cluster_t *c, const char *service, const char *filter, int64_t n,
-                       int64_t timeout_ms)
-{
-    count_wait_t w = {c, service, filter, n};
-    return test_wait_until(counted, &w, timeout_ms);
 }
 
 /* Waits until every node has logged `needle` at least `times` times (each node logs what it
@@ -182,7 +158,7 @@ Test(cluster_switches, per_kind_pause_and_block_hold_across_restarts_and_lift_at
     enqueue(c, svc, 8, "alpha", 10);
     enqueue(c, svc, 8, "beta", 10);
     cluster_assert(c,
-                   wait_count(c, svc, "{\"kind\": \"beta\", \"status\": \"succeeded\"}", 8,
+                   cluster_wait_count(c, svc, "{\"kind\": \"beta\", \"status\": \"succeeded\"}", 8,
                               15000),
                    "the 8 beta tasks did not all succeed while alpha was paused");
     test_sleep_ms(quiet_ms);
@@ -215,7 +191,7 @@ Test(cluster_switches, per_kind_pause_and_block_hold_across_restarts_and_lift_at
     enqueue(c, svc, 6, "gamma", 10);
     enqueue(c, svc, 6, NULL, 10);
     cluster_assert(c,
-                   wait_count(c, svc,
+                   cluster_wait_count(c, svc,
                               "{\"kind\": {\"$nin\": [\"alpha\", \"beta\"]}, \"status\": "
                               "\"succeeded\"}",
                               12, 15000),
@@ -264,7 +240,7 @@ Test(cluster_switches, whole_service_block_and_pause_let_running_tasks_finish)
 
     /* Long tasks fill the 6 worker slots, then the whole service is blocked. */
     enqueue(c, svc, LONG_TASKS, NULL, 1500);
-    cluster_assert(c, wait_count(c, svc, "{\"status\": \"claimed\"}", LONG_TASKS, 10000),
+    cluster_assert(c, cluster_wait_count(c, svc, "{\"status\": \"claimed\"}", LONG_TASKS, 10000),
                    "the %d long tasks were not all claimed within 10 s", LONG_TASKS);
     int64_t blocked_at = test_now_ms();
     ctl(c, "block", svc, "--reason", "maintenance window", NULL, NULL);
@@ -273,7 +249,7 @@ Test(cluster_switches, whole_service_block_and_pause_let_running_tasks_finish)
     enqueue(c, svc, 5, "alpha", 10);
 
     /* What was running finishes, successfully and once. */
-    cluster_assert(c, wait_count(c, svc, "{\"status\": \"succeeded\"}", LONG_TASKS, 15000),
+    cluster_assert(c, cluster_wait_count(c, svc, "{\"status\": \"succeeded\"}", LONG_TASKS, 15000),
                    "the tasks running when the service was blocked did not finish");
     int64_t finished_after = test_now_ms() - blocked_at;
     cluster_assert(c, count(c, svc, "{\"status\": \"succeeded\", \"attempts\": 1}") == LONG_TASKS,

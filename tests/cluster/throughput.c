@@ -39,10 +39,8 @@ Test(cluster_throughput, thousand_tasks_each_run_once)
                                   "journal = @DIR@/journal.txt"}},
     };
     cluster_t *c = cluster_new(&options);
-    cluster_start_nodes(c, 3);
-    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
     cluster_primacy_t primacy;
-    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 5000, &primacy), "no primary in 5 s");
+    cluster_start_elected(c, 3, SERVICE, 5000, &primacy);
 
     int64_t start = test_now_ms();
     const char *enqueue[] = {"enqueue", SERVICE, "--count", "1000", NULL};

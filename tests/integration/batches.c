@@ -20,7 +20,6 @@
  * Handler: tests/support/handlers/probe.c, which records every callback (probe.h).
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,70 +36,30 @@
 #define QUEUE "queue_" SERVICE
 #define TAKEOVER_MS 1000 /* short, so the failover test can wait out a takeover */
 
-typedef struct node {
-    cohort_service_config_t config;
-    cohort_option_t options[4];
-    cohort_service_t *service;
-} node_t;
-
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static node_t nodes[2];
-static void *probe_dl;
-static probe_record_t *record;
-
-static void *probe_symbol(const char *name)
-{
-    void *sym = dlsym(probe_dl, name);
-    cr_assert_not_null(sym, "the probe handler does not export %s", name);
-    return sym;
-}
+static test_probe_fixture_t fx;
 
 static void resync(void)
 {
-    test_sync_clock(store, client, cohort_election_max_rtt_ms(TAKEOVER_MS));
+    test_sync_clock(fx.store, fx.client, cohort_election_max_rtt_ms(TAKEOVER_MS));
 }
 
 static void setup(void)
 {
-    db = test_db_name("batches");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    resync();
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
-    /* The services load the same object: this handle keeps its record alive and in reach. */
-    probe_dl = dlopen(test_handler_path("probe"), RTLD_NOW | RTLD_LOCAL);
-    cr_assert_not_null(probe_dl, "cannot load the probe handler: %s", dlerror());
-    ((probe_reset_fn)probe_symbol("probe_reset"))();
-    record = ((probe_record_fn)probe_symbol("probe_record"))();
+    test_probe_fixture_open(&fx, "batches", SERVICE, TAKEOVER_MS);
 }
 
 static void teardown(void)
 {
-    for (size_t i = 0; i < 2; i++) {
-        if (nodes[i].service)
-            cohort_service_destroy(nodes[i].service, client);
-        free(nodes[i].config.handler_path);
-    }
-    if (probe_dl)
-        dlclose(probe_dl);
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_probe_fixture_close(&fx);
 }
 
 TestSuite(batches, .init = setup, .fini = teardown, .timeout = 30);
 
 /* Creates node i of the service on the probe handler with the given options ("key", "value"
  * pairs, NULL-terminated); with `workers` its two worker threads run the tasks. */
-static node_t *start_node(size_t i, const char *node_id, bool workers, const char *const kv[])
+static test_node_t *start_node(size_t i, const char *node_id, bool workers, const char *const kv[])
 {
-    node_t *n = &nodes[i];
+    test_node_t *n = &fx.nodes[i];
     size_t count = 0;
     for (; kv && kv[2 * count]; count++)
         n->options[count] = (cohort_option_t){kv[2 * count], kv[2 * count + 1], (int)(3 + count)};
@@ -109,16 +68,16 @@ static node_t *start_node(size_t i, const char *node_id, bool workers, const cha
     n->config.retry_base_ms = 60000; /* a retried task stays pending for the whole test */
     n->config.options = n->options;
     n->config.n_options = count;
-    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, store, client);
+    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, fx.store, fx.client);
     char err[1024] = "";
     if (workers)
         cr_assert(cohort_service_start(n->service, err, sizeof err), "cannot start: %s", err);
     return n;
 }
 
-static void tick(node_t *n)
+static void tick(test_node_t *n)
 {
-    cohort_service_tick(n->service, client);
+    cohort_service_tick(n->service, fx.client);
 }
 
 /* ---- tasks ------------------------------------------------------------------------------ */
@@ -128,14 +87,14 @@ typedef struct task_id {
 } task_id_t;
 
 /* Creates a task through the handler ABI from a worker-like (unfenced) context of node n. */
-static task_id_t create_task(node_t *n, const char *data_json, bool tracked)
+static task_id_t create_task(test_node_t *n, const char *data_json, bool tracked)
 {
     bson_error_t json_error;
     bson_t *data = bson_new_from_json((const uint8_t *)data_json, -1, &json_error);
     cr_assert_not_null(data, "bad JSON %s: %s", data_json, json_error.message);
     bson_t *opts = BCON_NEW("tracked", BCON_BOOL(tracked));
     cohort_ctx_t ctx;
-    cohort_ctx_init(&ctx, n->service, client, false);
+    cohort_ctx_init(&ctx, n->service, fx.client, false);
     task_id_t id;
     cohort_error_t error;
     cr_assert(cohort_task_create(&ctx, data, opts, id.hex, &error), "cohort_task_create: %s",
@@ -146,16 +105,16 @@ static task_id_t create_task(node_t *n, const char *data_json, bool tracked)
 }
 
 /* Claims and runs every due task on the test thread, as node n's workers would. */
-static int process_all(node_t *n)
+static int process_all(test_node_t *n)
 {
     cohort_ctx_t ctx;
-    cohort_ctx_init(&ctx, n->service, client, false);
+    cohort_ctx_init(&ctx, n->service, fx.client, false);
     int processed = 0;
     for (;;) {
         bson_t claimed;
         bool found = false;
         bson_error_t error;
-        cr_assert(cohort_store_claim_task(store, client, SERVICE, n->service->node_id,
+        cr_assert(cohort_store_claim_task(fx.store, fx.client, SERVICE, n->service->node_id,
                                           cohort_clock_cluster_ms(), NULL, &claimed, &found, &error),
                   "%s", error.message);
         if (!found) {
@@ -170,14 +129,14 @@ static int process_all(node_t *n)
 
 static int64_t count(const char *filter)
 {
-    return test_count(client, db, QUEUE, filter);
+    return test_count(fx.client, fx.db, QUEUE, filter);
 }
 
 static bool read_task(const task_id_t *id, bson_t *doc)
 {
     char filter[128];
     snprintf(filter, sizeof filter, "{\"_id\": {\"$oid\": \"%s\"}}", id->hex);
-    return test_find_one(client, db, QUEUE, filter, doc);
+    return test_find_one(fx.client, fx.db, QUEUE, filter, doc);
 }
 
 /* The ids of the tracked tasks of `batch` in `status`, in _id (creation) order. */
@@ -186,7 +145,7 @@ static size_t db_batch_ids(int64_t batch, const char *status, task_id_t *ids, si
     bson_t *filter = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true), "status",
                               BCON_UTF8(status));
     bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}");
-    mongoc_collection_t *coll = mongoc_client_get_collection(client, db, QUEUE);
+    mongoc_collection_t *coll = mongoc_client_get_collection(fx.client, fx.db, QUEUE);
     mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
     size_t n = 0;
     const bson_t *doc;
@@ -207,43 +166,6 @@ static size_t db_batch_ids(int64_t batch, const char *status, task_id_t *ids, si
 
 /* ---- the service document --------------------------------------------------------------- */
 
-static void read_service(bson_t *doc)
-{
-    bool found = false;
-    bson_error_t error;
-    cr_assert(cohort_store_read_service(store, client, SERVICE, doc, &found, &error), "%s",
-              error.message);
-    cr_assert(found, "the service document is missing");
-}
-
-/* A number or date at a dotted path; INT64_MIN if absent or of another type. */
-static int64_t int_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
-        if (BSON_ITER_HOLDS_NUMBER(&found))
-            return bson_iter_as_int64(&found);
-        if (BSON_ITER_HOLDS_DATE_TIME(&found))
-            return bson_iter_date_time(&found);
-    }
-    return INT64_MIN;
-}
-
-static const char *str_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
-        BSON_ITER_HOLDS_UTF8(&found))
-        return bson_iter_utf8(&found, NULL);
-    return NULL;
-}
-
-static bool has_at(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
-}
-
 typedef struct batch_state {
     int64_t open;      /* batch_seq */
     int64_t draining;  /* draining.seq, 0 if null */
@@ -253,9 +175,9 @@ typedef struct batch_state {
 static batch_state_t state(void)
 {
     bson_t doc;
-    read_service(&doc);
-    batch_state_t s = {int_at(&doc, "batch_seq"), int_at(&doc, "draining.seq"),
-                       int_at(&doc, "batches_completed")};
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    batch_state_t s = {test_doc_int(&doc, "batch_seq"), test_doc_int(&doc, "draining.seq"),
+                       test_doc_int(&doc, "batches_completed")};
     if (s.draining == INT64_MIN)
         s.draining = 0;
     bson_destroy(&doc);
@@ -276,15 +198,15 @@ static void assert_last_batch(int64_t seq, int64_t succeeded, int64_t failed, co
                               int64_t epoch)
 {
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     char *json = bson_as_relaxed_extended_json(&doc, NULL);
-    cr_assert_eq(int_at(&doc, "last_batch.seq"), seq, "%s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.succeeded"), succeeded, "%s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.failed"), failed, "%s", json);
-    cr_assert(str_at(&doc, "last_batch.completed_by") &&
-                  strcmp(str_at(&doc, "last_batch.completed_by"), node) == 0,
+    cr_assert_eq(test_doc_int(&doc, "last_batch.seq"), seq, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.succeeded"), succeeded, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.failed"), failed, "%s", json);
+    cr_assert(test_doc_str(&doc, "last_batch.completed_by") &&
+                  strcmp(test_doc_str(&doc, "last_batch.completed_by"), node) == 0,
               "completed_by: %s", json);
-    cr_assert_eq(int_at(&doc, "last_batch.epoch"), epoch, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "last_batch.epoch"), epoch, "%s", json);
     bson_iter_t it, at;
     cr_assert(bson_iter_init(&it, &doc) &&
                   bson_iter_find_descendant(&it, "last_batch.completed_at", &at) &&
@@ -292,7 +214,8 @@ static void assert_last_batch(int64_t seq, int64_t succeeded, int64_t failed, co
               "last_batch.completed_at is not a date: %s", json);
     int64_t server_now = 0;
     bson_error_t error;
-    cr_assert(cohort_store_server_time(store, client, &server_now, &error), "%s", error.message);
+    cr_assert(cohort_store_server_time(fx.store, fx.client, &server_now, &error), "%s",
+              error.message);
     int64_t age = server_now - bson_iter_date_time(&at);
     cr_assert(age >= -1000 && age < 30000, "completed_at is %lld ms old", (long long)age);
     bson_free(json);
@@ -302,7 +225,7 @@ static void assert_last_batch(int64_t seq, int64_t succeeded, int64_t failed, co
 /* The callback call `i` iterated exactly `ids` (n of them), in this order. */
 static void assert_call_ids(int i, const task_id_t *ids, size_t n)
 {
-    const probe_call_t *c = &record->call[i];
+    const probe_call_t *c = &fx.record->call[i];
     cr_assert_eq(c->iterated, (int64_t)n, "callback %d iterated %lld tasks, want %zu", i + 1,
                  (long long)c->iterated, n);
     for (size_t k = 0; k < n; k++)
@@ -314,7 +237,7 @@ static void assert_call_ids(int i, const task_id_t *ids, size_t n)
 
 Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
 {
-    node_t *a = start_node(0, "node-a", true, NULL);
+    test_node_t *a = start_node(0, "node-a", true, NULL);
     task_id_t ok[4], failed[2], untracked[3];
     for (size_t i = 0; i < 4; i++) {
         ok[i] = create_task(a, "{}", true);
@@ -341,21 +264,21 @@ Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
                                "\"claimed\"]}}"),
                          0, "the batch closed with unfinished tasks");
             bson_t doc;
-            read_service(&doc);
-            cr_assert_eq(int_at(&doc, "draining.epoch"), 1);
+            test_read_service(fx.store, fx.client, SERVICE, &doc);
+            cr_assert_eq(test_doc_int(&doc, "draining.epoch"), 1);
             bson_destroy(&doc);
         }
         if (s.completed == 1)
             done_tick = t;
         else
-            cr_assert_eq(record->calls, 0, "tick %d: callback before the completion", t);
+            cr_assert_eq(fx.record->calls, 0, "tick %d: callback before the completion", t);
         test_sleep_ms(10);
     }
     cr_assert_geq(close_tick, 0, "the batch was never seen draining");
     cr_assert_gt(done_tick, close_tick, "closed and completed on the same tick (%d)", done_tick);
 
-    cr_assert_eq(record->calls, 1);
-    const probe_call_t *c = &record->call[0];
+    cr_assert_eq(fx.record->calls, 1);
+    const probe_call_t *c = &fx.record->call[0];
     cr_assert_eq(c->batch_id, 1);
     cr_assert_eq(c->succeeded, 4);
     cr_assert_eq(c->failed, 2);
@@ -378,8 +301,8 @@ Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
     for (size_t i = 0; i < 2; i++) {
         bson_t doc;
         cr_assert(read_task(&failed[i], &doc));
-        cr_assert_str_eq(str_at(&doc, "status"), "failed");
-        cr_assert_not(has_at(&doc, "acknowledged"));
+        cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
+        cr_assert_not(test_doc_has(&doc, "acknowledged"));
         bson_destroy(&doc);
     }
     assert_state(2, 0, 1, "after the completion");
@@ -391,14 +314,14 @@ Test(batches, a_drained_batch_closes_on_one_tick_and_completes_on_a_later_one)
         tick(a);
         test_sleep_ms(10);
     }
-    cr_assert_eq(record->calls, 1, "the callback ran again");
+    cr_assert_eq(fx.record->calls, 1, "the callback ran again");
     assert_state(2, 0, 1, "five ticks later");
 }
 
 Test(batches, tasks_created_after_the_close_join_the_next_batch)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
-    node_t *b = start_node(1, "node-b", false, NULL); /* never ticked: a secondary */
+    test_node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *b = start_node(1, "node-b", false, NULL); /* never ticked: a secondary */
     tick(a);
     cr_assert_eq(cohort_election_epoch(&a->service->election), 1);
     task_id_t first[2] = {create_task(a, "{\"n\": 1}", true), create_task(b, "{\"n\": 2}", true)};
@@ -410,15 +333,16 @@ Test(batches, tasks_created_after_the_close_join_the_next_batch)
     cr_assert(strstr(log, "batch 1 drained (2 succeeded, 0 failed)"), "log: %s", log);
     free(log);
     assert_state(2, 1, 0, "after the closing tick");
-    cr_assert_eq(record->calls, 0);
+    cr_assert_eq(fx.record->calls, 0);
 
     /* created by the primary (its cached open batch) and by a secondary (the document) */
     task_id_t second[2] = {create_task(a, "{\"n\": 3}", true), create_task(b, "{\"n\": 4}", true)};
     for (size_t i = 0; i < 2; i++) {
         bson_t doc;
         cr_assert(read_task(&second[i], &doc));
-        cr_assert_eq(int_at(&doc, "batch"), 2, "a task created after the close is in batch %lld",
-                     (long long)int_at(&doc, "batch"));
+        cr_assert_eq(test_doc_int(&doc, "batch"), 2,
+                     "a task created after the close is in batch %lld",
+                     (long long)test_doc_int(&doc, "batch"));
         bson_destroy(&doc);
     }
 
@@ -427,24 +351,24 @@ Test(batches, tasks_created_after_the_close_join_the_next_batch)
     log = test_stderr_end();
     cr_assert(strstr(log, "batch 1 completed: 2 succeeded, 0 failed"), "log: %s", log);
     free(log);
-    cr_assert_eq(record->calls, 1);
-    cr_assert_eq(record->call[0].batch_id, 1);
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert_eq(fx.record->call[0].batch_id, 1);
     assert_call_ids(0, first, 2);
     assert_state(2, 0, 1, "after batch 1");
 
     /* batch 2 waits for its tasks */
     for (int t = 0; t < 3; t++)
         tick(a);
-    cr_assert_eq(record->calls, 1);
+    cr_assert_eq(fx.record->calls, 1);
     assert_state(2, 0, 1, "while batch 2 has pending tasks");
 
     cr_assert_eq(process_all(a), 2);
     tick(a); /* closes batch 2 */
     assert_state(3, 2, 1, "after batch 2 closed");
     tick(a); /* completes it */
-    cr_assert_eq(record->calls, 2);
-    cr_assert_eq(record->call[1].batch_id, 2);
-    cr_assert_eq(record->call[1].succeeded, 2);
+    cr_assert_eq(fx.record->calls, 2);
+    cr_assert_eq(fx.record->call[1].batch_id, 2);
+    cr_assert_eq(fx.record->call[1].succeeded, 2);
     assert_call_ids(1, second, 2);
     assert_state(3, 0, 2, "after batch 2");
     assert_last_batch(2, 2, 0, "node-a", 1);
@@ -453,7 +377,7 @@ Test(batches, tasks_created_after_the_close_join_the_next_batch)
 
 Test(batches, cohortctl_enqueue_tracked_joins_the_open_batch)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     create_task(a, "{}", true);
     cr_assert_eq(process_all(a), 1);
@@ -461,7 +385,7 @@ Test(batches, cohortctl_enqueue_tracked_joins_the_open_batch)
     assert_state(2, 1, 0, "after the close");
     const char *const many[] = {COHORT_BUILD_DIR "/cohortctl",
                                 "--database",
-                                db,
+                                fx.db,
                                 "enqueue",
                                 SERVICE,
                                 "--tracked",
@@ -469,9 +393,9 @@ Test(batches, cohortctl_enqueue_tracked_joins_the_open_batch)
                                 "3",
                                 NULL};
     const char *const one[] = {
-        COHORT_BUILD_DIR "/cohortctl", "--database", db, "enqueue", SERVICE, "--tracked", NULL};
+        COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "enqueue", SERVICE, "--tracked", NULL};
     const char *const untracked[] = {
-        COHORT_BUILD_DIR "/cohortctl", "--database", db, "enqueue", SERVICE, NULL};
+        COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "enqueue", SERVICE, NULL};
     const char *const *runs[] = {many, one, untracked};
     for (size_t i = 0; i < 3; i++) {
         test_run_result_t r = test_run(runs[i], NULL, 20000);
@@ -484,20 +408,20 @@ Test(batches, cohortctl_enqueue_tracked_joins_the_open_batch)
                        "\"batch\": {\"$exists\": false}}"),
                  1);
     tick(a); /* completes batch 1 without them */
-    cr_assert_eq(record->calls, 1);
-    cr_assert_eq(record->call[0].iterated, 1);
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert_eq(fx.record->call[0].iterated, 1);
     cr_assert_eq(process_all(a), 5);
     tick(a);
     tick(a);
-    cr_assert_eq(record->calls, 2);
-    cr_assert_eq(record->call[1].batch_id, 2);
-    cr_assert_eq(record->call[1].iterated, 4, "batch 2's callback saw %lld of cohortctl's 4",
-                 (long long)record->call[1].iterated);
+    cr_assert_eq(fx.record->calls, 2);
+    cr_assert_eq(fx.record->call[1].batch_id, 2);
+    cr_assert_eq(fx.record->call[1].iterated, 4, "batch 2's callback saw %lld of cohortctl's 4",
+                 (long long)fx.record->call[1].iterated);
 }
 
 Test(batches, untracked_tasks_never_cause_a_callback)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     for (int i = 0; i < 5; i++)
         create_task(a, i % 2 ? "{\"outcome\": 2}" : "{}", false);
@@ -506,7 +430,7 @@ Test(batches, untracked_tasks_never_cause_a_callback)
         tick(a);
         test_sleep_ms(5);
     }
-    cr_assert_eq(record->calls, 0, "a callback for untracked tasks");
+    cr_assert_eq(fx.record->calls, 0, "a callback for untracked tasks");
     assert_state(1, 0, 0, "after untracked tasks only");
     cr_assert_eq(count("{\"batch\": {\"$exists\": true}}"), 0);
     cr_assert_eq(count("{\"acknowledged\": {\"$exists\": true}}"), 0);
@@ -514,41 +438,41 @@ Test(batches, untracked_tasks_never_cause_a_callback)
 
 Test(batches, a_batch_waits_for_its_retrying_tasks)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     create_task(a, "{}", true);
     task_id_t retrying = create_task(a, "{\"outcome\": 1}", true);
     cr_assert_eq(process_all(a), 2);
     bson_t doc;
     cr_assert(read_task(&retrying, &doc));
-    cr_assert_str_eq(str_at(&doc, "status"), "pending", "the retry is not pending");
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "the retry is not pending");
     bson_destroy(&doc);
     for (int t = 0; t < 5; t++)
         tick(a);
-    cr_assert_eq(record->calls, 0, "the callback ran while a task still had retries left");
+    cr_assert_eq(fx.record->calls, 0, "the callback ran while a task still had retries left");
     assert_state(1, 0, 0, "with a task waiting for its retry");
 }
 
 Test(batches, a_batch_of_only_failed_tasks_completes_with_nothing_to_iterate)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     create_task(a, "{\"outcome\": 2}", true);
     create_task(a, "{\"outcome\": 2}", true);
     cr_assert_eq(process_all(a), 2);
     tick(a);
     tick(a);
-    cr_assert_eq(record->calls, 1);
-    cr_assert_eq(record->call[0].succeeded, 0);
-    cr_assert_eq(record->call[0].failed, 2);
-    cr_assert_eq(record->call[0].iterated, 0);
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert_eq(fx.record->call[0].succeeded, 0);
+    cr_assert_eq(fx.record->call[0].failed, 2);
+    cr_assert_eq(fx.record->call[0].iterated, 0);
     assert_state(2, 0, 1, "after an all-failed batch");
     assert_last_batch(1, 0, 2, "node-a", 1);
 }
 
 Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)
 {
-    node_t *a = start_node(0, "node-a", false,
+    test_node_t *a = start_node(0, "node-a", false,
                            (const char *const[]){"fail_callbacks", "2", "set_key", "seen", NULL});
     tick(a);
     task_id_t ids[3];
@@ -562,38 +486,39 @@ Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)
         test_stderr_begin();
         tick(a);
         char *log = test_stderr_end();
-        cr_assert_eq(record->calls, attempt);
-        cr_assert_not(record->call[attempt - 1].returned);
+        cr_assert_eq(fx.record->calls, attempt);
+        cr_assert_not(fx.record->call[attempt - 1].returned);
         cr_assert(strstr(log, "on_tasks_completed failed") && strstr(log, "failing callback") &&
                       strstr(log, "retrying next tick"),
                   "no log line for failed callback %d: %s", attempt, log);
         free(log);
         assert_state(2, 1, 0, "after a failed callback");
         bson_t doc;
-        read_service(&doc);
-        cr_assert_not(has_at(&doc, "data.seen"), "a failed callback's cohort_set was applied");
-        cr_assert_not(has_at(&doc, "last_batch"), "a failed callback was recorded");
+        test_read_service(fx.store, fx.client, SERVICE, &doc);
+        cr_assert_not(test_doc_has(&doc, "data.seen"),
+                      "a failed callback's cohort_set was applied");
+        cr_assert_not(test_doc_has(&doc, "last_batch"), "a failed callback was recorded");
         bson_destroy(&doc);
     }
 
     tick(a);
-    cr_assert_eq(record->calls, 3);
-    cr_assert(record->call[2].returned);
+    cr_assert_eq(fx.record->calls, 3);
+    cr_assert(fx.record->call[2].returned);
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(record->call[i].batch_id, 1, "call %d", i + 1);
-        cr_assert(record->call[i].read_own_set, "call %d did not read its own set", i + 1);
+        cr_assert_eq(fx.record->call[i].batch_id, 1, "call %d", i + 1);
+        cr_assert(fx.record->call[i].read_own_set, "call %d did not read its own set", i + 1);
         assert_call_ids(i, ids, 3);
     }
     assert_state(2, 0, 1, "after the successful callback");
     assert_last_batch(1, 3, 0, "node-a", 1);
     bson_t doc;
-    read_service(&doc);
-    cr_assert_eq(int_at(&doc, "data.seen"), 1);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    cr_assert_eq(test_doc_int(&doc, "data.seen"), 1);
     bson_destroy(&doc);
 
     for (int t = 0; t < 3; t++)
         tick(a);
-    cr_assert_eq(record->calls, 3, "a completed batch's callback ran again");
+    cr_assert_eq(fx.record->calls, 3, "a completed batch's callback ran again");
     assert_state(2, 0, 1, "later");
 }
 
@@ -601,7 +526,7 @@ Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)
 
 Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     create_task(a, "{}", true);
     create_task(a, "{\"outcome\": 2}", true);
@@ -612,7 +537,7 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     /* another node takes over (epoch 2) */
     bson_error_t error;
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(store, client, SERVICE, "node-b",
+    cr_assert(cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
                                         cohort_clock_cluster_ms() + 60000, &t, &error),
               "%s", error.message);
     cr_assert(t.taken && t.epoch == 2);
@@ -620,15 +545,15 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     cohort_batch_counts_t counts = {.succeeded = 1, .failed = 1};
     bson_t *sets = BCON_NEW("k", BCON_UTF8("from the old primary"));
     bool completed = true;
-    cr_assert(cohort_store_complete_batch(store, client, SERVICE, "node-a", 1, 1, &counts, sets,
-                                          &completed, &error),
+    cr_assert(cohort_store_complete_batch(fx.store, fx.client, SERVICE, "node-a", 1, 1, &counts,
+                                          sets, &completed, &error),
               "%s", error.message);
     cr_assert_not(completed, "a completion under epoch 1 was applied after epoch 2 began");
     assert_state(2, 1, 0, "after the stale completion");
     bson_t doc;
-    read_service(&doc);
-    cr_assert_not(has_at(&doc, "data.k"), "the stale completion's data was applied");
-    cr_assert_not(has_at(&doc, "last_batch"));
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "data.k"), "the stale completion's data was applied");
+    cr_assert_not(test_doc_has(&doc, "last_batch"));
     bson_destroy(&doc);
 
     /* the stale primary's own tick records nothing either */
@@ -638,23 +563,23 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     /* the new primary's completion applies, once */
     bson_destroy(sets);
     sets = BCON_NEW("k", BCON_UTF8("from the new primary"));
-    cr_assert(cohort_store_complete_batch(store, client, SERVICE, "node-b", 2, 1, &counts, sets,
-                                          &completed, &error));
+    cr_assert(cohort_store_complete_batch(fx.store, fx.client, SERVICE, "node-b", 2, 1, &counts,
+                                          sets, &completed, &error));
     cr_assert(completed);
     completed = true;
-    cr_assert(cohort_store_complete_batch(store, client, SERVICE, "node-b", 2, 1, &counts, sets,
-                                          &completed, &error));
+    cr_assert(cohort_store_complete_batch(fx.store, fx.client, SERVICE, "node-b", 2, 1, &counts,
+                                          sets, &completed, &error));
     cr_assert_not(completed, "batch 1 was completed twice");
     assert_state(2, 0, 1, "after the new primary's completion");
     assert_last_batch(1, 1, 1, "node-b", 2);
-    read_service(&doc);
-    cr_assert_str_eq(str_at(&doc, "data.k"), "from the new primary");
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "data.k"), "from the new primary");
     bson_destroy(&doc);
     bson_destroy(sets);
 }
 
 typedef struct failover {
-    node_t *b;
+    test_node_t *b;
     bool b_took_over;     /* node-b became primary while node-a's callback ran */
     bool a_lease_expired; /* node-a's lease had run out by then */
     int64_t set_error;    /* what node-a's cohort_set inside the callback returned */
@@ -673,18 +598,18 @@ static bool take_over_during_callback(cohort_ctx_t *ctx, cohort_batch_t *batch, 
     if (strcmp(cohort_ctx_node_id(ctx), "node-a") != 0)
         return true;
 
-    mongoc_client_t *own = cohort_store_pop(store);
+    mongoc_client_t *own = cohort_store_pop(fx.store);
     int64_t deadline = test_now_ms() + 10 * TAKEOVER_MS;
     cohort_election_t *e = &f->b->service->election;
     while (!cohort_election_has_lease(e) && test_now_ms() < deadline) {
         resync();
         bson_error_t db_error;
-        if (!cohort_election_tick(e, store, own, &db_error))
+        if (!cohort_election_tick(e, fx.store, own, &db_error))
             break;
         if (!cohort_election_has_lease(e))
             test_sleep_ms(20);
     }
-    cohort_store_push(store, own);
+    cohort_store_push(fx.store, own);
     f->b_took_over = cohort_election_has_lease(e);
     f->a_lease_expired = !cohort_ctx_is_primary(ctx);
     return true;
@@ -692,10 +617,10 @@ static bool take_over_during_callback(cohort_ctx_t *ctx, cohort_batch_t *batch, 
 
 Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_once)
 {
-    node_t *a = start_node(0, "node-a", false, NULL);
-    node_t *b = start_node(1, "node-b", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *b = start_node(1, "node-b", false, NULL);
     failover_t f = {.b = b, .set_error = -1};
-    ((probe_set_completed_hook_fn)probe_symbol("probe_set_completed_hook"))(
+    ((probe_set_completed_hook_fn)test_probe_symbol(&fx, "probe_set_completed_hook"))(
         take_over_during_callback, &f);
     tick(a);
     tick(b);
@@ -716,22 +641,22 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
     cr_assert(f.a_lease_expired, "node-a still had a lease when node-b took over");
     cr_assert_eq(f.set_error, COHORT_OK, "cohort_set inside the callback: %lld",
                  (long long)f.set_error);
-    cr_assert_eq(record->calls, 1);
-    cr_assert_str_eq(record->call[0].node, "node-a");
-    cr_assert(record->call[0].returned);
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert_str_eq(fx.record->call[0].node, "node-a");
+    cr_assert(fx.record->call[0].returned);
     cr_assert(strstr(log, "primacy moved on before its completion was recorded"), "log: %s", log);
     free(log);
     assert_state(2, 1, 0, "after the deposed primary's callback");
     bson_t doc;
-    read_service(&doc);
-    cr_assert_not(has_at(&doc, "data.completed_by"), "node-a's cohort_set was applied");
-    cr_assert_not(has_at(&doc, "last_batch"));
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "data.completed_by"), "node-a's cohort_set was applied");
+    cr_assert_not(test_doc_has(&doc, "last_batch"));
     bson_destroy(&doc);
     cr_assert_eq(atomic_load(&a->service->stats.batches_completed), 0);
 
     tick(b); /* the new primary runs the callback again and records it */
-    cr_assert_eq(record->calls, 2);
-    const probe_call_t *again = &record->call[1];
+    cr_assert_eq(fx.record->calls, 2);
+    const probe_call_t *again = &fx.record->call[1];
     cr_assert_str_eq(again->node, "node-b");
     cr_assert_eq(again->epoch, 2);
     cr_assert_eq(again->batch_id, 1);
@@ -741,8 +666,8 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
     assert_call_ids(1, ids, 3);
     assert_state(2, 0, 1, "after the new primary's callback");
     assert_last_batch(1, 3, 1, "node-b", 2);
-    read_service(&doc);
-    cr_assert_str_eq(str_at(&doc, "data.completed_by"), "node-b");
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "data.completed_by"), "node-b");
     bson_destroy(&doc);
     cr_assert_eq(atomic_load(&b->service->stats.batches_completed), 1);
 
@@ -752,7 +677,7 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
         tick(b);
         test_sleep_ms(10);
     }
-    cr_assert_eq(record->calls, 2, "the callback ran a third time");
+    cr_assert_eq(fx.record->calls, 2, "the callback ran a third time");
     assert_state(2, 0, 1, "later");
     cr_assert_eq(cohort_election_epoch(&a->service->election), 0);
     cr_assert_eq(cohort_election_epoch(&b->service->election), 2);
@@ -763,9 +688,9 @@ Test(batches, a_failover_during_the_callback_reruns_it_and_records_the_batch_onc
 /* True if some callback iterated the task `hex`. */
 static bool iterated_by_a_callback(const char *hex)
 {
-    for (int i = 0; i < record->calls && i < PROBE_MAX_CALLS; i++)
-        for (int64_t k = 0; k < record->call[i].iterated && k < PROBE_MAX_IDS; k++)
-            if (strcmp(record->call[i].ids[k], hex) == 0)
+    for (int i = 0; i < fx.record->calls && i < PROBE_MAX_CALLS; i++)
+        for (int64_t k = 0; k < fx.record->call[i].iterated && k < PROBE_MAX_IDS; k++)
+            if (strcmp(fx.record->call[i].ids[k], hex) == 0)
                 return true;
     return false;
 }
@@ -776,13 +701,14 @@ Test(batches, a_task_that_lands_in_a_completed_batch_still_reaches_a_callback)
      * reads batch_seq once and then inserts in chunks of 10,000; a secondary's
      * cohort_task_create reads it before each insert. If the batch closes and completes in
      * between (a slow writer, a long enqueue), the task lands in a completed batch. */
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     create_task(a, "{}", true);
     cr_assert_eq(process_all(a), 1);
     cohort_batch_state_t seen;
     bson_error_t error;
-    cr_assert(cohort_store_batch_state(store, client, SERVICE, &seen, &error), "%s", error.message);
+    cr_assert(cohort_store_batch_state(fx.store, fx.client, SERVICE, &seen, &error), "%s",
+              error.message);
     cr_assert_eq(seen.open, 1);
     tick(a); /* closes batch 1 */
     tick(a); /* completes it */
@@ -793,8 +719,9 @@ Test(batches, a_task_that_lands_in_a_completed_batch_still_reaches_a_callback)
                               .created_by = "slow-writer",
                               .now_ms = cohort_clock_cluster_ms()};
     bson_oid_t oid;
-    cr_assert(cohort_store_insert_task(store, client, SERVICE, &late, &oid, NULL, NULL, &error), "%s",
-              error.message);
+    cr_assert(cohort_store_insert_task(fx.store, fx.client, SERVICE, &late, &oid, NULL, NULL,
+                                       &error),
+              "%s", error.message);
     char hex[25];
     bson_oid_to_string(&oid, hex);
     cr_assert_eq(process_all(a), 1);
@@ -804,7 +731,7 @@ Test(batches, a_task_that_lands_in_a_completed_batch_still_reaches_a_callback)
               "tracked task %s succeeded but no on_tasks_completed ever saw it: it was written "
               "into batch %lld after that batch completed, and nothing moves it to an open "
               "batch (callbacks: %d)",
-              hex, (long long)seen.open, record->calls);
+              hex, (long long)seen.open, fx.record->calls);
 }
 
 Test(batches, a_service_document_from_before_batches_completes_batches)
@@ -812,7 +739,7 @@ Test(batches, a_service_document_from_before_batches_completes_batches)
     /* The previous release created service documents without batch_seq, draining,
      * batches_completed and data; cohort_store_ensure_service() fills them in only when it
      * inserts the document. */
-    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    mongoc_collection_t *services = mongoc_client_get_collection(fx.client, fx.db, "services");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(SERVICE));
     bson_t *update = BCON_NEW("$unset", "{", "batch_seq", BCON_UTF8(""), "draining", BCON_UTF8(""),
                               "batches_completed", BCON_UTF8(""), "data", BCON_UTF8(""), "}");
@@ -823,23 +750,24 @@ Test(batches, a_service_document_from_before_batches_completes_batches)
     bson_destroy(filter);
     mongoc_collection_destroy(services);
     /* a node of this release starts on it */
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
+    cr_assert(cohort_store_ensure_service(fx.store, fx.client, SERVICE, &error), "%s",
+              error.message);
 
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     task_id_t ids[2] = {create_task(a, "{}", true), create_task(a, "{}", true)};
     cr_assert_eq(process_all(a), 2);
-    for (int t = 0; t < 6 && record->calls == 0; t++)
+    for (int t = 0; t < 6 && fx.record->calls == 0; t++)
         tick(a);
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     char json[1024];
     char *text = bson_as_relaxed_extended_json(&doc, NULL);
     snprintf(json, sizeof json, "%s", text);
     bson_free(text);
-    int64_t completed = int_at(&doc, "batches_completed");
+    int64_t completed = test_doc_int(&doc, "batches_completed");
     bson_destroy(&doc);
-    cr_assert_eq(record->calls, 1,
+    cr_assert_eq(fx.record->calls, 1,
                  "batch 1 never completed on an upgraded service document (the close is fenced "
                  "on batch_seq, which the document lacks): %s",
                  json);
@@ -851,14 +779,14 @@ Test(batches, a_tracked_task_enqueued_by_another_program_reaches_a_callback)
 {
     /* docs/SCHEMA.md, "Enqueueing from another program": insert {status: "pending", data,
      * tracked: true} into queue_<service>. Such a task has no batch field. */
-    node_t *a = start_node(0, "node-a", false, NULL);
+    test_node_t *a = start_node(0, "node-a", false, NULL);
     tick(a);
     bson_oid_t oid;
     bson_oid_init(&oid, NULL);
     bson_t *doc = BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("pending"), "data", "{",
                            "from", BCON_UTF8("another program"), "}", "tracked", BCON_BOOL(true),
                            "run_at", BCON_DATE_TIME(cohort_clock_cluster_ms()));
-    mongoc_collection_t *coll = mongoc_client_get_collection(client, db, QUEUE);
+    mongoc_collection_t *coll = mongoc_client_get_collection(fx.client, fx.db, QUEUE);
     bson_error_t error;
     cr_assert(mongoc_collection_insert_one(coll, doc, NULL, NULL, &error), "%s", error.message);
     mongoc_collection_destroy(coll);
@@ -873,5 +801,5 @@ Test(batches, a_tracked_task_enqueued_by_another_program_reaches_a_callback)
     cr_assert(iterated_by_a_callback(hex),
               "a tracked task enqueued as docs/SCHEMA.md describes succeeded but no callback "
               "saw it (it has no batch field, so no batch ever counts it; callbacks: %d)",
-              record->calls);
+              fx.record->calls);
 }

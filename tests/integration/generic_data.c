@@ -14,7 +14,6 @@
  * Handler: tests/support/handlers/probe.c (its hooks run the test's code in the callbacks).
  */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,77 +32,39 @@
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 #define LONGEST_KEY "k-64-chars-abcdefghijklmnopqrstuvwxyz-0123456789-abcdefghijklmno"
 
-typedef struct node {
-    cohort_service_config_t config;
-    cohort_service_t *service;
-} node_t;
-
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static node_t nodes[2];
-static void *probe_dl;
-static probe_record_t *record;
-
-static void *probe_symbol(const char *name)
-{
-    void *sym = dlsym(probe_dl, name);
-    cr_assert_not_null(sym, "the probe handler does not export %s", name);
-    return sym;
-}
+static test_probe_fixture_t fx;
 
 static void setup(void)
 {
-    db = test_db_name("gdata");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    test_sync_clock(store, client, cohort_election_max_rtt_ms(TAKEOVER_MS));
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
-    probe_dl = dlopen(test_handler_path("probe"), RTLD_NOW | RTLD_LOCAL);
-    cr_assert_not_null(probe_dl, "cannot load the probe handler: %s", dlerror());
-    ((probe_reset_fn)probe_symbol("probe_reset"))();
-    record = ((probe_record_fn)probe_symbol("probe_record"))();
+    test_probe_fixture_open(&fx, "gdata", SERVICE, TAKEOVER_MS);
 }
 
 static void teardown(void)
 {
-    for (size_t i = 0; i < 2; i++) {
-        if (nodes[i].service)
-            cohort_service_destroy(nodes[i].service, client);
-        free(nodes[i].config.handler_path);
-    }
-    if (probe_dl)
-        dlclose(probe_dl);
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_probe_fixture_close(&fx);
 }
 
 TestSuite(generic_data, .init = setup, .fini = teardown, .timeout = 30);
 
 /* Node i of the service on the probe handler; its tasks are run by the test thread. */
-static node_t *make_node(size_t i, const char *node_id)
+static test_node_t *make_node(size_t i, const char *node_id)
 {
-    node_t *n = &nodes[i];
+    test_node_t *n = &fx.nodes[i];
     n->config = test_service_config(SERVICE, test_handler_path("probe"));
-    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, store, client);
+    n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, fx.store, fx.client);
     return n;
 }
 
-static void tick(node_t *n)
+static void tick(test_node_t *n)
 {
-    cohort_service_tick(n->service, client);
+    cohort_service_tick(n->service, fx.client);
 }
 
 /* A context like a worker's (unfenced) or like primary_work's (fenced) for node n. */
-static cohort_ctx_t context(node_t *n, bool fenced)
+static cohort_ctx_t context(test_node_t *n, bool fenced)
 {
     cohort_ctx_t ctx;
-    cohort_ctx_init(&ctx, n->service, client, fenced);
+    cohort_ctx_init(&ctx, n->service, fx.client, fenced);
     return ctx;
 }
 
@@ -145,20 +106,11 @@ static char *value_json(const bson_value_t *v)
     return json;
 }
 
-static void read_service(bson_t *doc)
-{
-    bool found = false;
-    bson_error_t error;
-    cr_assert(cohort_store_read_service(store, client, SERVICE, doc, &found, &error), "%s",
-              error.message);
-    cr_assert(found, "the service document is missing");
-}
-
 /* data.<key> of the service document: true and a copy in *value if it is there. */
 static bool db_data(const char *key, bson_value_t *value)
 {
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     char path[128];
     snprintf(path, sizeof path, "data.%s", key);
     bson_iter_t it, found;
@@ -182,7 +134,7 @@ static bool db_has(const char *key)
 static int db_data_keys(void)
 {
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     bson_iter_t it, child;
     int n = -1;
     if (bson_iter_init_find(&it, &doc, "data") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
@@ -214,8 +166,8 @@ static int64_t db_int64(const char *key)
 
 Test(generic_data, values_of_many_types_round_trip)
 {
-    node_t *a = make_node(0, "node-a");
-    node_t *b = make_node(1, "node-b");
+    test_node_t *a = make_node(0, "node-a");
+    test_node_t *b = make_node(1, "node-b");
     cohort_ctx_t ctx = context(a, false);
     static const struct {
         const char *key;
@@ -297,7 +249,7 @@ Test(generic_data, values_of_many_types_round_trip)
 
 Test(generic_data, invalid_keys_are_refused)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     cohort_ctx_t ctx = context(a, false);
     char long_key[66];
     memset(long_key, 'k', 65);
@@ -352,9 +304,10 @@ static bool outlive_the_lease(cohort_ctx_t *ctx, void *arg)
 
 Test(generic_data, a_fenced_set_after_the_lease_ran_out_is_refused)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     expiry_t x = {.before_code = -1, .after_code = -1, .remove_code = -1};
-    ((probe_set_primary_hook_fn)probe_symbol("probe_set_primary_hook"))(outlive_the_lease, &x);
+    ((probe_set_primary_hook_fn)test_probe_symbol(&fx, "probe_set_primary_hook"))(
+        outlive_the_lease, &x);
     tick(a);
     cr_assert_eq(x.calls, 1, "primary_work did not run");
     cr_assert_eq(x.before_code, COHORT_OK, "a set under a valid lease failed");
@@ -373,7 +326,7 @@ Test(generic_data, a_fenced_set_after_the_lease_ran_out_is_refused)
 
 Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     tick(a);
     cr_assert_eq(cohort_election_epoch(&a->service->election), 1);
     cohort_ctx_t fenced = context(a, true);
@@ -383,7 +336,7 @@ Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
     /* another node takes over while node-a's lease still looks valid to node-a */
     bson_error_t db_error;
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(store, client, SERVICE, "node-b",
+    cr_assert(cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
                                         cohort_clock_cluster_ms() + 60000, &t, &db_error));
     cr_assert(t.taken);
     cr_assert(cohort_ctx_is_primary(&fenced), "the lease ran out too soon for this test");
@@ -399,7 +352,7 @@ Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
 /* ---- inside on_tasks_completed ------------------------------------------------------------- */
 
 /* Runs tracked tasks to completion and ticks node a until its batch is draining. */
-static void drain_a_batch(node_t *a, int tasks)
+static void drain_a_batch(test_node_t *a, int tasks)
 {
     tick(a);
     cr_assert_eq(cohort_election_epoch(&a->service->election), 1);
@@ -412,7 +365,7 @@ static void drain_a_batch(node_t *a, int tasks)
         bson_t claimed;
         bool found = false;
         bson_error_t error;
-        cr_assert(cohort_store_claim_task(store, client, SERVICE, "node-a",
+        cr_assert(cohort_store_claim_task(fx.store, fx.client, SERVICE, "node-a",
                                           cohort_clock_cluster_ms(), NULL, &claimed, &found, &error));
         cr_assert(found);
         cohort_task_execute(&ctx, 0, &claimed);
@@ -420,7 +373,7 @@ static void drain_a_batch(node_t *a, int tasks)
     }
     tick(a); /* closes the batch; the next tick runs the callback */
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     bson_iter_t it, seq;
     cr_assert(bson_iter_init(&it, &doc) && bson_iter_find_descendant(&it, "draining.seq", &seq),
               "the batch did not close");
@@ -430,7 +383,7 @@ static void drain_a_batch(node_t *a, int tasks)
 static int64_t batches_completed(void)
 {
     bson_t doc;
-    read_service(&doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     bson_iter_t it;
     int64_t n = -1;
     if (bson_iter_init_find(&it, &doc, "batches_completed") && BSON_ITER_HOLDS_NUMBER(&it))
@@ -492,16 +445,16 @@ static bool write_inside_the_callback(cohort_ctx_t *ctx, cohort_batch_t *batch, 
 
 Test(generic_data, callback_writes_apply_only_with_the_completion)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     cohort_ctx_t ctx = context(a, false);
     set_int64(&ctx, "old", 1);
     set_int64(&ctx, "untouched", 7);
     pending_t p = {.read_total = -1, .read_old_code = -1, .read_untouched = -1};
-    ((probe_set_completed_hook_fn)probe_symbol("probe_set_completed_hook"))(
+    ((probe_set_completed_hook_fn)test_probe_symbol(&fx, "probe_set_completed_hook"))(
         write_inside_the_callback, &p);
     drain_a_batch(a, 2);
     tick(a);
-    cr_assert_eq(record->calls, 1);
+    cr_assert_eq(fx.record->calls, 1);
     cr_assert_eq(p.set_failures, 0, "a cohort_set inside the callback failed");
     cr_assert_not(p.db_had_total, "a callback write was in the database before completion");
     cr_assert_not(p.db_lost_old, "a callback removal was applied before completion");
@@ -540,10 +493,10 @@ static bool fail_once_after_writing(cohort_ctx_t *ctx, cohort_batch_t *batch, vo
 
 Test(generic_data, callback_writes_vanish_when_the_callback_fails)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     int calls = 0;
-    ((probe_set_completed_hook_fn)probe_symbol("probe_set_completed_hook"))(fail_once_after_writing,
-                                                                            &calls);
+    ((probe_set_completed_hook_fn)test_probe_symbol(&fx, "probe_set_completed_hook"))(
+        fail_once_after_writing, &calls);
     drain_a_batch(a, 1);
     tick(a);
     cr_assert_eq(calls, 1);
@@ -566,7 +519,7 @@ static bool lose_primacy_after_writing(cohort_ctx_t *ctx, cohort_batch_t *batch,
     bson_error_t error;
     cohort_takeover_t t;
     ok = ok &&
-         cohort_store_take_primacy(store, client, SERVICE, "node-b",
+         cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
                                    cohort_clock_cluster_ms() + 60000, &t, &error) &&
          t.taken;
     return ok;
@@ -574,13 +527,13 @@ static bool lose_primacy_after_writing(cohort_ctx_t *ctx, cohort_batch_t *batch,
 
 Test(generic_data, callback_writes_vanish_when_the_completion_is_not_applied)
 {
-    node_t *a = make_node(0, "node-a");
-    ((probe_set_completed_hook_fn)probe_symbol("probe_set_completed_hook"))(
+    test_node_t *a = make_node(0, "node-a");
+    ((probe_set_completed_hook_fn)test_probe_symbol(&fx, "probe_set_completed_hook"))(
         lose_primacy_after_writing, NULL);
     drain_a_batch(a, 1);
     tick(a);
-    cr_assert_eq(record->calls, 1);
-    cr_assert(record->call[0].returned, "the hook failed");
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert(fx.record->call[0].returned, "the hook failed");
     cr_assert_eq(batches_completed(), 0, "a completion was recorded after primacy moved on");
     cr_assert_not(db_has("z"), "a write of a callback whose completion failed was applied");
 }
@@ -590,7 +543,7 @@ Test(generic_data, callback_writes_vanish_when_the_completion_is_not_applied)
 /* Runs cohortctl --database DB with the arguments (NULL-terminated). */
 static test_run_result_t ctl_run(const char *const args[])
 {
-    const char *argv[16] = {COHORTCTL, "--database", db};
+    const char *argv[16] = {COHORTCTL, "--database", fx.db};
     size_t n = 3;
     for (size_t i = 0; args[i] && n < 15; i++)
         argv[n++] = args[i];
@@ -604,7 +557,7 @@ static test_run_result_t ctl_run(const char *const args[])
 
 Test(generic_data, cohortctl_sets_gets_and_unsets_json_values)
 {
-    node_t *a = make_node(0, "node-a");
+    test_node_t *a = make_node(0, "node-a");
     cohort_ctx_t ctx = context(a, false);
     static const char *const values[] = {
         "42",
@@ -727,6 +680,6 @@ Test(generic_data, cohortctl_names_an_unknown_service)
                   verbs[v][1], r.err);
         test_run_result_free(&r);
     }
-    cr_assert_eq(test_count(client, db, "services", "{\"_id\": \"nosuch\"}"), 0,
+    cr_assert_eq(test_count(fx.client, fx.db, "services", "{\"_id\": \"nosuch\"}"), 0,
                  "cohortctl created a service document");
 }

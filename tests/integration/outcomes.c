@@ -137,33 +137,6 @@ static void read_task(const bson_oid_t *oid, bson_t *doc)
     cr_assert(test_find_one(client, db, QUEUE, filter, doc), "task %s is gone", hex);
 }
 
-static const char *str_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
-        BSON_ITER_HOLDS_UTF8(&found))
-        return bson_iter_utf8(&found, NULL);
-    return NULL;
-}
-
-static int64_t int_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
-        if (BSON_ITER_HOLDS_NUMBER(&found))
-            return bson_iter_as_int64(&found);
-        if (BSON_ITER_HOLDS_DATE_TIME(&found))
-            return bson_iter_date_time(&found);
-    }
-    return INT64_MIN;
-}
-
-static bool has_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
-}
-
 static uint32_t history_length(const bson_t *doc)
 {
     bson_iter_t it, entries;
@@ -188,7 +161,7 @@ static void tick_until_status(const bson_oid_t *oid, const char *status, int64_t
     for (;;) {
         cohort_service_tick(service, client);
         read_task(oid, doc);
-        const char *now = str_field(doc, "status");
+        const char *now = test_doc_str(doc, "status");
         if (now && strcmp(now, status) == 0)
             return;
         if (test_now_ms() >= deadline) {
@@ -207,28 +180,28 @@ static void assert_history(const bson_t *doc, int i, int attempt, const char *ou
 {
     char path[64];
     snprintf(path, sizeof path, "history.%d.attempt", i);
-    cr_assert_eq(int_field(doc, path), attempt, "history[%d].attempt", i);
+    cr_assert_eq(test_doc_int(doc, path), attempt, "history[%d].attempt", i);
     snprintf(path, sizeof path, "history.%d.outcome", i);
-    const char *got = str_field(doc, path);
+    const char *got = test_doc_str(doc, path);
     cr_assert(got && strcmp(got, outcome) == 0, "history[%d].outcome is %s, want %s", i,
               got ? got : "(none)", outcome);
     snprintf(path, sizeof path, "history.%d.node", i);
-    cr_assert(str_field(doc, path) && strcmp(str_field(doc, path), NODE) == 0, "history[%d].node",
-              i);
+    cr_assert(test_doc_str(doc, path) && strcmp(test_doc_str(doc, path), NODE) == 0,
+              "history[%d].node", i);
     snprintf(path, sizeof path, "history.%d.started_at", i);
-    int64_t started = int_field(doc, path);
+    int64_t started = test_doc_int(doc, path);
     snprintf(path, sizeof path, "history.%d.ended_at", i);
-    int64_t ended = int_field(doc, path);
+    int64_t ended = test_doc_int(doc, path);
     cr_assert(started != INT64_MIN && ended != INT64_MIN, "history[%d] lacks its times", i);
     cr_assert_geq(ended + cohort_clock_uncertainty_ms() + 1, started,
                   "history[%d] ended before it started", i);
     snprintf(path, sizeof path, "history.%d.error", i);
     if (error_part) {
-        const char *error = str_field(doc, path);
+        const char *error = test_doc_str(doc, path);
         cr_assert(error && strstr(error, error_part), "history[%d].error is %s, want \"%s\"", i,
                   error ? error : "(none)", error_part);
     } else {
-        cr_assert_not(has_field(doc, path), "history[%d] has an error but succeeded", i);
+        cr_assert_not(test_doc_has(doc, path), "history[%d] has an error but succeeded", i);
     }
 }
 
@@ -241,19 +214,21 @@ Test(outcomes, retries_then_succeeds)
     bson_t doc;
     tick_until_status(&id, "succeeded", 15000, &doc);
     char *json = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 3, "succeeds on attempt n+1: %s", json);
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 3, "succeeds on attempt n+1: %s", json);
     cr_assert_eq(history_length(&doc), 3, "%s", json);
     assert_history(&doc, 0, 1, "retry", "failing attempt 1");
     assert_history(&doc, 1, 2, "retry", "failing attempt 2");
     assert_history(&doc, 2, 3, "succeeded", NULL);
-    cr_assert(has_field(&doc, "finished_at"), "%s", json);
-    cr_assert_eq(int_field(&doc, "data.n"), 1, "data survives the retries");
+    cr_assert(test_doc_has(&doc, "finished_at"), "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "data.n"), 1, "data survives the retries");
 
     /* the retries waited: base*2^0 after attempt 1, base*2^1 after attempt 2 (the slack
      * covers clock error and the moment between computing run_at and ended_at) */
     int64_t slack = 2 * cohort_clock_uncertainty_ms() + 30;
-    int64_t gap1 = int_field(&doc, "history.1.started_at") - int_field(&doc, "history.0.ended_at");
-    int64_t gap2 = int_field(&doc, "history.2.started_at") - int_field(&doc, "history.1.ended_at");
+    int64_t gap1 =
+        test_doc_int(&doc, "history.1.started_at") - test_doc_int(&doc, "history.0.ended_at");
+    int64_t gap2 =
+        test_doc_int(&doc, "history.2.started_at") - test_doc_int(&doc, "history.1.ended_at");
     cr_assert_geq(gap1 + slack, 100, "retry 1 ran %lld ms after attempt 1 (want 100)",
                   (long long)gap1);
     cr_assert_geq(gap2 + slack, 200, "retry 2 ran %lld ms after attempt 2 (want 200)",
@@ -274,14 +249,14 @@ Test(outcomes, retries_exhausted_fail_the_task)
     bson_t doc;
     tick_until_status(&id, "failed", 15000, &doc);
     char *json = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 3, "attempts == max_attempts: %s", json);
-    const char *last_error = str_field(&doc, "last_error");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 3, "attempts == max_attempts: %s", json);
+    const char *last_error = test_doc_str(&doc, "last_error");
     cr_assert(last_error && strstr(last_error, "failing attempt 3"), "last_error: %s", json);
     cr_assert_eq(history_length(&doc), 3);
     assert_history(&doc, 0, 1, "retry", "failing attempt 1");
     assert_history(&doc, 1, 2, "retry", "failing attempt 2");
     assert_history(&doc, 2, 3, "failed", "failing attempt 3");
-    cr_assert(has_field(&doc, "finished_at"));
+    cr_assert(test_doc_has(&doc, "finished_at"));
 
     /* it stays failed: nothing claims it again */
     for (int i = 0; i < 5; i++) {
@@ -290,8 +265,8 @@ Test(outcomes, retries_exhausted_fail_the_task)
     }
     bson_destroy(&doc);
     read_task(&id, &doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 3);
-    cr_assert_str_eq(str_field(&doc, "status"), "failed");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 3);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
     cr_assert_eq(atomic_load(&service->stats.failed), 1);
     cr_assert_eq(atomic_load(&service->stats.retried), 2);
     bson_free(json);
@@ -305,15 +280,15 @@ Test(outcomes, permanent_failure_fails_at_once)
     bson_oid_t without = insert_task("{\"outcome\": 2}");
     bson_t doc;
     tick_until_status(&with_message, "failed", 10000, &doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 1);
-    cr_assert_str_eq(str_field(&doc, "last_error"), "bad input: no user 7");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1);
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "bad input: no user 7");
     cr_assert_eq(history_length(&doc), 1);
     assert_history(&doc, 0, 1, "failed", "bad input: no user 7");
     bson_destroy(&doc);
 
     tick_until_status(&without, "failed", 10000, &doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 1);
-    cr_assert_str_eq(str_field(&doc, "last_error"), "handler reported a permanent failure");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1);
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "handler reported a permanent failure");
     bson_destroy(&doc);
     cr_assert_eq(outcome_calls(), 2, "each ran exactly once");
     cr_assert_eq(atomic_load(&service->stats.retried), 0);
@@ -326,12 +301,12 @@ Test(outcomes, invalid_outcome_fails_the_task)
     bson_oid_t negative = insert_task("{\"outcome\": -1}");
     bson_t doc;
     tick_until_status(&garbage, "failed", 10000, &doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 1, "an invalid outcome is not retried");
-    cr_assert_str_eq(str_field(&doc, "last_error"), "handler returned invalid outcome 42");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1, "an invalid outcome is not retried");
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "handler returned invalid outcome 42");
     assert_history(&doc, 0, 1, "failed", "invalid outcome 42");
     bson_destroy(&doc);
     tick_until_status(&negative, "failed", 10000, &doc);
-    cr_assert_str_eq(str_field(&doc, "last_error"), "handler returned invalid outcome -1");
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "handler returned invalid outcome -1");
     bson_destroy(&doc);
     cr_assert_eq(outcome_calls(), 2);
 }
@@ -342,9 +317,9 @@ Test(outcomes, a_handler_error_with_success_is_still_success)
     bson_oid_t id = insert_task("{\"outcome\": 0, \"error\": \"just a note\"}");
     bson_t doc;
     tick_until_status(&id, "succeeded", 10000, &doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 1);
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1);
     cr_assert_eq(history_length(&doc), 1);
-    cr_assert_str_eq(str_field(&doc, "history.0.outcome"), "succeeded");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.outcome"), "succeeded");
     bson_destroy(&doc);
 }
 
@@ -383,13 +358,13 @@ Test(outcomes, retry_run_at_follows_the_schedule)
 
         read_task(&id, &doc);
         char *json = as_json(&doc);
-        cr_assert_str_eq(str_field(&doc, "status"), "pending", "%s", json);
-        cr_assert_eq(int_field(&doc, "attempts"), n + 1);
-        cr_assert_str_eq(str_field(&doc, "last_error"), "try later");
-        int64_t run_at = int_field(&doc, "run_at");
+        cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "%s", json);
+        cr_assert_eq(test_doc_int(&doc, "attempts"), n + 1);
+        cr_assert_str_eq(test_doc_str(&doc, "last_error"), "try later");
+        int64_t run_at = test_doc_int(&doc, "run_at");
         char path[64];
         snprintf(path, sizeof path, "history.%d.ended_at", n);
-        int64_t ended = int_field(&doc, path);
+        int64_t ended = test_doc_int(&doc, path);
         cr_assert(run_at - ended <= delay && run_at - ended >= delay - 100,
                   "after attempt %d run_at is %lld ms after it ended, want %lld", n + 1,
                   (long long)(run_at - ended), (long long)delay);
@@ -422,9 +397,9 @@ Test(outcomes, last_retry_uses_the_final_attempt)
     }
     bson_t doc;
     read_task(&id, &doc);
-    cr_assert_str_eq(str_field(&doc, "status"), "failed");
-    cr_assert_eq(int_field(&doc, "attempts"), 2);
-    cr_assert_str_eq(str_field(&doc, "last_error"), "handler asked for a retry");
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 2);
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "handler asked for a retry");
     bson_destroy(&doc);
 }
 
@@ -457,8 +432,8 @@ Test(outcomes, outcome_from_a_node_without_the_claim_is_not_applied)
     read_task(&id, &after);
     cr_assert(bson_equal(&before, &after), "the task changed:\nbefore %s\nafter  %s",
               as_json(&before), as_json(&after));
-    cr_assert_str_eq(str_field(&after, "status"), "claimed");
-    cr_assert_str_eq(str_field(&after, "claimed_by"), NODE);
+    cr_assert_str_eq(test_doc_str(&after, "status"), "claimed");
+    cr_assert_str_eq(test_doc_str(&after, "claimed_by"), NODE);
     cr_assert_eq(history_length(&after), 0);
 
     /* the holder of the claim can still finish it */
@@ -468,7 +443,7 @@ Test(outcomes, outcome_from_a_node_without_the_claim_is_not_applied)
     cr_assert(applied);
     bson_destroy(&after);
     read_task(&id, &after);
-    cr_assert_str_eq(str_field(&after, "status"), "succeeded");
+    cr_assert_str_eq(test_doc_str(&after, "status"), "succeeded");
     bson_destroy(&before);
     bson_destroy(&after);
 }
@@ -504,8 +479,8 @@ Test(outcomes, a_running_task_whose_claim_moved_on_is_not_overwritten)
     cr_assert_eq(atomic_load(&service->stats.succeeded), 0, "a lost claim counted as success");
     read_task(&id, &doc);
     char *json = as_json(&doc);
-    cr_assert_str_eq(str_field(&doc, "status"), "claimed", "%s", json);
-    cr_assert_str_eq(str_field(&doc, "claimed_by"), "thief", "%s", json);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "claimed", "%s", json);
+    cr_assert_str_eq(test_doc_str(&doc, "claimed_by"), "thief", "%s", json);
     cr_assert_eq(history_length(&doc), 0, "the stale outcome was recorded: %s", json);
     cr_assert_eq(outcome_calls(), 1);
     bson_free(json);
@@ -524,8 +499,8 @@ Test(outcomes, attempts_beyond_max_fail_without_running)
     bson_t doc;
     tick_until_status(&id, "failed", 10000, &doc);
     char *json = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 4, "%s", json);
-    const char *last_error = str_field(&doc, "last_error");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 4, "%s", json);
+    const char *last_error = test_doc_str(&doc, "last_error");
     cr_assert(last_error && strstr(last_error, "exceeds max_attempts 3"), "%s", json);
     cr_assert_eq(history_length(&doc), 1);
     assert_history(&doc, 0, 4, "failed", "exceeds max_attempts");
@@ -548,11 +523,11 @@ Test(outcomes, malformed_data_is_quarantined)
         bson_t doc;
         tick_until_status(ids[i], "failed", 10000, &doc);
         char *json = as_json(&doc);
-        const char *last_error = str_field(&doc, "last_error");
+        const char *last_error = test_doc_str(&doc, "last_error");
         cr_assert(last_error && strstr(last_error, "task data") &&
                       strstr(last_error, "not a document"),
                   "no clear reason: %s", json);
-        cr_assert_eq(int_field(&doc, "attempts"), 1, "quarantined, not retried: %s", json);
+        cr_assert_eq(test_doc_int(&doc, "attempts"), 1, "quarantined, not retried: %s", json);
         cr_assert_eq(history_length(&doc), 1);
         assert_history(&doc, 0, 1, "failed", "not a document");
         bson_free(json);
@@ -569,7 +544,7 @@ Test(outcomes, history_keeps_the_last_ten_runs)
     bson_t doc;
     tick_until_status(&id, "failed", 20000, &doc);
     char *json = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 14, "%s", json);
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 14, "%s", json);
     cr_assert_eq(history_length(&doc), COHORT_HISTORY_MAX, "history has %u entries: %s",
                  history_length(&doc), json);
     for (int i = 0; i < COHORT_HISTORY_MAX; i++) {

@@ -139,33 +139,6 @@ static bson_oid_t insert(const cohort_new_task_t *task)
     return oid;
 }
 
-static const char *str_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
-        BSON_ITER_HOLDS_UTF8(&found))
-        return bson_iter_utf8(&found, NULL);
-    return NULL;
-}
-
-static int64_t int_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
-        if (BSON_ITER_HOLDS_NUMBER(&found))
-            return bson_iter_as_int64(&found);
-        if (BSON_ITER_HOLDS_DATE_TIME(&found))
-            return bson_iter_date_time(&found);
-    }
-    return INT64_MIN;
-}
-
-static bool has_field(const bson_t *doc, const char *path)
-{
-    bson_iter_t it, found;
-    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
-}
-
 static bool is_null_or_absent(const bson_t *doc, const char *path)
 {
     bson_iter_t it, found;
@@ -219,7 +192,7 @@ static const char *status_of(const bson_oid_t *oid, char *buf, size_t len)
 {
     bson_t doc;
     read_task(oid, &doc);
-    const char *s = str_field(&doc, "status");
+    const char *s = test_doc_str(&doc, "status");
     snprintf(buf, len, "%s", s ? s : "(none)");
     bson_destroy(&doc);
     return buf;
@@ -251,7 +224,7 @@ static int64_t claim_next_i(void)
     bson_t doc;
     if (!claim_one(NODE, cohort_clock_cluster_ms(), NULL, &doc))
         return -1;
-    int64_t i = int_field(&doc, "data.i");
+    int64_t i = test_doc_int(&doc, "data.i");
     bson_destroy(&doc);
     return i;
 }
@@ -336,8 +309,8 @@ Test(scheduling, priority_order_then_fifo_within_a_priority)
         bson_t doc;
         bson_oid_t oid = oid_from_hex(id);
         read_task(&oid, &doc);
-        cr_assert_eq(int_field(&doc, "priority"), priorities[i]);
-        cr_assert_eq(int_field(&doc, "base_priority"), priorities[i]);
+        cr_assert_eq(test_doc_int(&doc, "priority"), priorities[i]);
+        cr_assert_eq(test_doc_int(&doc, "base_priority"), priorities[i]);
         bson_destroy(&doc);
     }
     /* priority descending; within one priority the order of creation */
@@ -372,7 +345,7 @@ Test(scheduling, service_default_and_kind_priority_apply_to_tasks_without_one)
         bson_oid_t oid = oid_from_hex(ids[i]);
         bson_t doc;
         read_task(&oid, &doc);
-        cr_assert_eq(int_field(&doc, "priority"), want[i], "task %d", i);
+        cr_assert_eq(test_doc_int(&doc, "priority"), want[i], "task %d", i);
         bson_destroy(&doc);
     }
     c->kinds = NULL;
@@ -394,8 +367,8 @@ Test(scheduling, not_before_hides_a_task_until_then)
 
     bson_t doc;
     read_task(&later_id, &doc);
-    cr_assert_eq(int_field(&doc, "run_at"), now + 60000, "run_at = not_before");
-    cr_assert_eq(int_field(&doc, "not_before"), now + 60000);
+    cr_assert_eq(test_doc_int(&doc, "run_at"), now + 60000, "run_at = not_before");
+    cr_assert_eq(test_doc_int(&doc, "not_before"), now + 60000);
     bson_destroy(&doc);
 
     cr_assert(claim_one(NODE, now, NULL, &doc), "the due task is claimable");
@@ -430,25 +403,25 @@ Test(scheduling, delay_ms_and_not_before_options_set_the_due_time)
     bson_oid_t oid = oid_from_hex(delayed);
     read_task(&oid, &doc);
     char *text = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "run_at") - int_field(&doc, "created_at"), 1500, "%s", text);
-    cr_assert_eq(int_field(&doc, "not_before"), int_field(&doc, "run_at"), "%s", text);
-    int64_t run_at = int_field(&doc, "run_at");
+    cr_assert_eq(test_doc_int(&doc, "run_at") - test_doc_int(&doc, "created_at"), 1500, "%s", text);
+    cr_assert_eq(test_doc_int(&doc, "not_before"), test_doc_int(&doc, "run_at"), "%s", text);
+    int64_t run_at = test_doc_int(&doc, "run_at");
     bson_free(text);
     bson_destroy(&doc);
 
     oid = oid_from_hex(past);
     read_task(&oid, &doc);
-    cr_assert_eq(int_field(&doc, "not_before"), long_ago);
-    cr_assert_eq(int_field(&doc, "run_at"), int_field(&doc, "created_at"),
+    cr_assert_eq(test_doc_int(&doc, "not_before"), long_ago);
+    cr_assert_eq(test_doc_int(&doc, "run_at"), test_doc_int(&doc, "created_at"),
                  "a not_before in the past is due now");
     bson_destroy(&doc);
 
     oid = oid_from_hex(relative);
     read_task(&oid, &doc);
-    cr_assert_eq(int_field(&doc, "not_after") - int_field(&doc, "created_at"), 1500,
+    cr_assert_eq(test_doc_int(&doc, "not_after") - test_doc_int(&doc, "created_at"), 1500,
                  "not_after_ms counts from when the task is due");
-    int64_t rel_run_at = int_field(&doc, "run_at");
-    cr_assert_eq(rel_run_at - int_field(&doc, "created_at"), 1000);
+    int64_t rel_run_at = test_doc_int(&doc, "run_at");
+    cr_assert_eq(rel_run_at - test_doc_int(&doc, "created_at"), 1000);
     bson_destroy(&doc);
 
     /* Only the past one is claimable now; the others exactly from their run_at. */
@@ -488,8 +461,8 @@ Test(scheduling, a_delayed_task_runs_within_a_tick_of_its_not_before)
     tick_until_count("{\"status\": \"succeeded\"}", 1, 10000);
     bson_t doc;
     read_task(&oid, &doc);
-    int64_t started = int_field(&doc, "history.0.started_at");
-    int64_t not_before = int_field(&doc, "not_before");
+    int64_t started = test_doc_int(&doc, "history.0.started_at");
+    int64_t not_before = test_doc_int(&doc, "not_before");
     int64_t slack = 2 * cohort_clock_uncertainty_ms() + 5;
     cr_assert_geq(started + slack, not_before, "ran %lld ms before its not_before",
                   (long long)(not_before - started));
@@ -512,8 +485,8 @@ Test(scheduling, promote_overdue_raises_priority_once_and_the_task_overtakes)
     bson_oid_t old_id = oid_from_hex(old);
     bson_t doc;
     read_task(&old_id, &doc);
-    int64_t not_after = int_field(&doc, "not_after");
-    cr_assert_eq(not_after - int_field(&doc, "run_at"), 500);
+    int64_t not_after = test_doc_int(&doc, "not_after");
+    cr_assert_eq(not_after - test_doc_int(&doc, "run_at"), 500);
     bson_destroy(&doc);
 
     int64_t promoted = -1;
@@ -527,10 +500,10 @@ Test(scheduling, promote_overdue_raises_priority_once_and_the_task_overtakes)
               "%s", error.message);
     cr_assert_eq(promoted, 1);
     read_task(&old_id, &doc);
-    cr_assert_eq(int_field(&doc, "priority"), 10);
-    cr_assert_eq(int_field(&doc, "base_priority"), 0);
-    cr_assert(has_field(&doc, "promoted_at"));
-    int64_t promoted_at = int_field(&doc, "promoted_at");
+    cr_assert_eq(test_doc_int(&doc, "priority"), 10);
+    cr_assert_eq(test_doc_int(&doc, "base_priority"), 0);
+    cr_assert(test_doc_has(&doc, "promoted_at"));
+    int64_t promoted_at = test_doc_int(&doc, "promoted_at");
     bson_destroy(&doc);
 
     /* idempotent: a second (and a later) promotion changes nothing */
@@ -541,8 +514,8 @@ Test(scheduling, promote_overdue_raises_priority_once_and_the_task_overtakes)
         cr_assert_eq(promoted, 0, "promoted twice");
     }
     read_task(&old_id, &doc);
-    cr_assert_eq(int_field(&doc, "priority"), 10);
-    cr_assert_eq(int_field(&doc, "promoted_at"), promoted_at);
+    cr_assert_eq(test_doc_int(&doc, "priority"), 10);
+    cr_assert_eq(test_doc_int(&doc, "promoted_at"), promoted_at);
     bson_destroy(&doc);
 
     /* 12, then the promoted 10 before the 5 created after it */
@@ -573,20 +546,20 @@ Test(scheduling, the_primary_promotes_on_its_tick_and_a_secondary_does_not)
     cr_assert_eq(cohort_election_epoch(&b->election), 0, "node-b became primary");
     bson_t doc;
     read_task(&late_id, &doc);
-    cr_assert_eq(int_field(&doc, "priority"), 1, "a secondary promoted the task");
-    cr_assert_not(has_field(&doc, "promoted_at"));
+    cr_assert_eq(test_doc_int(&doc, "priority"), 1, "a secondary promoted the task");
+    cr_assert_not(test_doc_has(&doc, "promoted_at"));
     bson_destroy(&doc);
 
     cohort_service_tick(a, client);
     read_task(&late_id, &doc);
-    cr_assert_eq(int_field(&doc, "priority"), 101, "the primary's tick did not promote");
-    cr_assert_eq(int_field(&doc, "base_priority"), 1);
-    cr_assert(has_field(&doc, "promoted_at"));
+    cr_assert_eq(test_doc_int(&doc, "priority"), 101, "the primary's tick did not promote");
+    cr_assert_eq(test_doc_int(&doc, "base_priority"), 1);
+    cr_assert(test_doc_has(&doc, "promoted_at"));
     bson_destroy(&doc);
     cohort_service_tick(a, client);
     cohort_service_tick(a, client);
     read_task(&late_id, &doc);
-    cr_assert_eq(int_field(&doc, "priority"), 101, "promoted on more than one tick");
+    cr_assert_eq(test_doc_int(&doc, "priority"), 101, "promoted on more than one tick");
     bson_destroy(&doc);
 
     cr_assert_eq(claim_next_i(), 0, "the promoted task (101) did not overtake 50");
@@ -613,7 +586,7 @@ Test(scheduling, a_handler_with_kinds_claims_only_those_and_kindless_tasks)
     bson_oid_t taken[5];
     int seen = 0;
     while (seen < 5 && claim_one("node-filter", cohort_clock_cluster_ms(), &filter, &doc)) {
-        const char *kind = str_field(&doc, "kind");
+        const char *kind = test_doc_str(&doc, "kind");
         cr_assert(!kind || strcmp(kind, "email") == 0 || strcmp(kind, "sms") == 0,
                   "claimed a task of kind %s", kind);
         taken[seen++] = oid_of(&doc);
@@ -677,9 +650,9 @@ Test(scheduling, blocking_the_service_stops_every_claim_and_keeps_the_reason)
     cr_assert(cohort_store_read_service(store, client, SERVICE, &svc, &found, &error), "%s",
               error.message);
     cr_assert(found);
-    cr_assert_str_eq(str_field(&svc, "block.*.reason"), "incident 1234: bad deploy");
-    cr_assert_str_eq(str_field(&svc, "block.*.by"), "sched-test");
-    cr_assert(has_field(&svc, "block.*.at"));
+    cr_assert_str_eq(test_doc_str(&svc, "block.*.reason"), "incident 1234: bad deploy");
+    cr_assert_str_eq(test_doc_str(&svc, "block.*.by"), "sched-test");
+    cr_assert(test_doc_has(&svc, "block.*.at"));
     bson_destroy(&svc);
 
     char id[25];
@@ -704,8 +677,8 @@ Test(scheduling, blocking_the_service_stops_every_claim_and_keeps_the_reason)
                  (long long)(test_now_ms() - resumed));
     cr_assert(cohort_store_read_service(store, client, SERVICE, &svc, &found, &error), "%s",
               error.message);
-    cr_assert_not(has_field(&svc, "block.*"), "the block is still recorded");
-    cr_assert_not(has_field(&svc, "pause.*"), "the pause is still recorded");
+    cr_assert_not(test_doc_has(&svc, "block.*"), "the block is still recorded");
+    cr_assert_not(test_doc_has(&svc, "pause.*"), "the pause is still recorded");
     bson_destroy(&svc);
 }
 
@@ -759,10 +732,10 @@ Test(scheduling, a_thousand_creations_on_ten_keys_are_ten_tasks_and_ten_runs, .t
         read_task(&oid, &doc);
         char key[16];
         snprintf(key, sizeof key, "key-%d", k);
-        cr_assert_str_eq(str_field(&doc, "coalesce_key"), key);
-        cr_assert_eq(int_field(&doc, "creations"), 100, "key %d", k);
-        cr_assert_eq(int_field(&doc, "data.n"), 990 + k, "the latest creation's data wins");
-        creations += int_field(&doc, "creations");
+        cr_assert_str_eq(test_doc_str(&doc, "coalesce_key"), key);
+        cr_assert_eq(test_doc_int(&doc, "creations"), 100, "key %d", k);
+        cr_assert_eq(test_doc_int(&doc, "data.n"), 990 + k, "the latest creation's data wins");
+        creations += test_doc_int(&doc, "creations");
         bson_destroy(&doc);
     }
     cr_assert_eq(creations, 1000);
@@ -790,14 +763,14 @@ Test(scheduling, a_claimed_task_no_longer_absorbs_creations)
     cr_assert_eq(count("{\"coalesce_key\": \"k\", \"status\": \"pending\"}"), 1);
     bson_oid_t oid = oid_from_hex(first);
     read_task(&oid, &doc);
-    cr_assert_eq(int_field(&doc, "data.v"), 1, "the claimed task's data changed");
-    cr_assert_eq(int_field(&doc, "creations"), 1);
+    cr_assert_eq(test_doc_int(&doc, "data.v"), 1, "the claimed task's data changed");
+    cr_assert_eq(test_doc_int(&doc, "creations"), 1);
     cr_assert(is_null_or_absent(&doc, "coalesce_pending"));
     bson_destroy(&doc);
     oid = oid_from_hex(again);
     read_task(&oid, &doc);
-    cr_assert_eq(int_field(&doc, "data.v"), 3);
-    cr_assert_eq(int_field(&doc, "creations"), 2);
+    cr_assert_eq(test_doc_int(&doc, "data.v"), 3);
+    cr_assert_eq(test_doc_int(&doc, "creations"), 2);
     bson_destroy(&doc);
 }
 
@@ -858,7 +831,7 @@ Test(scheduling, concurrent_creators_with_one_key_make_one_task)
                  (long long)count("{}"));
     bson_t doc;
     cr_assert(test_find_one(client, db, QUEUE, "{}", &doc));
-    cr_assert_eq(int_field(&doc, "creations"), CREATORS * CREATIONS);
+    cr_assert_eq(test_doc_int(&doc, "creations"), CREATORS * CREATIONS);
     char hex[25];
     bson_oid_t oid = oid_of(&doc);
     bson_oid_to_string(&oid, hex);
@@ -952,11 +925,11 @@ Test(scheduling, one_claimed_task_per_group_holds_the_lock)
     bson_t doc;
     read_task(&b, &doc);
     char *text = as_json(&doc);
-    cr_assert_str_eq(str_field(&doc, "status"), "pending", "%s", text);
-    cr_assert_eq(int_field(&doc, "attempts"), 0, "%s", text);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "%s", text);
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 0, "%s", text);
     cr_assert(is_null_or_absent(&doc, "claimed_by"), "%s", text);
-    cr_assert_not(has_field(&doc, "group_lock"), "%s", text);
-    cr_assert_not(has_field(&doc, "history"), "%s", text);
+    cr_assert_not(test_doc_has(&doc, "group_lock"), "%s", text);
+    cr_assert_not(test_doc_has(&doc, "history"), "%s", text);
     bson_free(text);
     bson_destroy(&doc);
 
@@ -1092,7 +1065,7 @@ Test(scheduling, every_way_out_of_claimed_releases_the_group_lock)
         bson_t doc;
         read_task(&first, &doc);
         char *text = as_json(&doc);
-        cr_assert_not(has_field(&doc, "group_lock"), "%s kept the group lock: %s",
+        cr_assert_not(test_doc_has(&doc, "group_lock"), "%s kept the group lock: %s",
                       exit_names[path], text);
         bson_free(text);
         bson_destroy(&doc);
@@ -1159,15 +1132,15 @@ Test(scheduling, a_long_group_task_does_not_block_other_work_in_the_service)
     cr_assert_str_eq(status_of(&long_id, status, sizeof status), "claimed");
     bson_t doc;
     read_task(&same_group, &doc);
-    cr_assert_str_eq(str_field(&doc, "status"), "pending", "ran beside its group's holder");
-    cr_assert_eq(int_field(&doc, "attempts"), 0, "a give-back counted an attempt");
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "ran beside its group's holder");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 0, "a give-back counted an attempt");
     bson_destroy(&doc);
     tick_until_count("{\"status\": \"succeeded\"}", 8, 10000);
     bson_t a, b;
     read_task(&long_id, &a);
     read_task(&same_group, &b);
-    cr_assert_geq(int_field(&b, "history.0.started_at") + 2 * cohort_clock_uncertainty_ms() + 5,
-                  int_field(&a, "history.0.ended_at"), "the group's runs overlapped");
+    cr_assert_geq(test_doc_int(&b, "history.0.started_at") + 2 * cohort_clock_uncertainty_ms() + 5,
+                  test_doc_int(&a, "history.0.ended_at"), "the group's runs overlapped");
     bson_destroy(&a);
     bson_destroy(&b);
 }
@@ -1209,11 +1182,11 @@ Test(scheduling, batch_claims_follow_claim_order)
         size_t n = claim_batch(NODE, sizes[b], docs);
         cr_assert_eq(n, got_n[b], "batch %d claimed %zu", b, n);
         for (size_t j = 0; j < n; j++, k++) {
-            cr_assert_eq(int_field(&docs[j], "data.i"), want[k], "claim %d: i=%lld, want %lld",
-                         k, (long long)int_field(&docs[j], "data.i"), (long long)want[k]);
-            cr_assert_str_eq(str_field(&docs[j], "status"), "claimed");
-            cr_assert_str_eq(str_field(&docs[j], "claimed_by"), NODE);
-            cr_assert_eq(int_field(&docs[j], "attempts"), 1);
+            cr_assert_eq(test_doc_int(&docs[j], "data.i"), want[k], "claim %d: i=%lld, want %lld",
+                         k, (long long)test_doc_int(&docs[j], "data.i"), (long long)want[k]);
+            cr_assert_str_eq(test_doc_str(&docs[j], "status"), "claimed");
+            cr_assert_str_eq(test_doc_str(&docs[j], "claimed_by"), NODE);
+            cr_assert_eq(test_doc_int(&docs[j], "attempts"), 1);
             bson_destroy(&docs[j]);
         }
     }
@@ -1296,11 +1269,11 @@ Test(scheduling, bulk_outcomes_are_one_command_and_skip_lost_claims)
         bson_t doc;
         read_task(&ids[i], &doc);
         char *text = as_json(&doc);
-        cr_assert_str_eq(str_field(&doc, "status"), want[i], "task %zu: %s", i, text);
+        cr_assert_str_eq(test_doc_str(&doc, "status"), want[i], "task %zu: %s", i, text);
         if (history[i])
-            cr_assert_str_eq(str_field(&doc, "history.0.outcome"), history[i], "%s", text);
+            cr_assert_str_eq(test_doc_str(&doc, "history.0.outcome"), history[i], "%s", text);
         else
-            cr_assert_str_eq(str_field(&doc, "claimed_by"), "node-thief",
+            cr_assert_str_eq(test_doc_str(&doc, "claimed_by"), "node-thief",
                              "a lost claim's outcome was written: %s", text);
         bson_free(text);
         bson_destroy(&doc);
@@ -1473,7 +1446,7 @@ Test(scheduling, a_run_past_its_timeout_is_timed_out_final_and_its_slot_freed)
     bson_oid_t slow_id = oid_from_hex(slow);
     bson_t doc;
     read_task(&slow_id, &doc);
-    cr_assert_eq(int_field(&doc, "task_timeout_ms"), 300);
+    cr_assert_eq(test_doc_int(&doc, "task_timeout_ms"), 300);
     bson_destroy(&doc);
     start(services[0]);
     tick_until_count("{\"status\": \"timed_out\"}", 1, 5000);
@@ -1482,13 +1455,15 @@ Test(scheduling, a_run_past_its_timeout_is_timed_out_final_and_its_slot_freed)
 
     read_task(&slow_id, &doc);
     char *text = as_json(&doc);
-    cr_assert_eq(int_field(&doc, "attempts"), 1, "%s", text);
-    cr_assert_str_eq(str_field(&doc, "history.0.outcome"), "timed_out", "%s", text);
-    cr_assert_eq(int_field(&doc, "history.0.attempt"), 1, "%s", text);
-    cr_assert(str_field(&doc, "last_error") && strstr(str_field(&doc, "last_error"), "timed out"),
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1, "%s", text);
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.outcome"), "timed_out", "%s", text);
+    cr_assert_eq(test_doc_int(&doc, "history.0.attempt"), 1, "%s", text);
+    cr_assert(test_doc_str(&doc, "last_error") &&
+                  strstr(test_doc_str(&doc, "last_error"), "timed out"),
               "%s", text);
-    cr_assert(has_field(&doc, "finished_at"), "%s", text);
-    int64_t ran = int_field(&doc, "history.0.ended_at") - int_field(&doc, "history.0.started_at");
+    cr_assert(test_doc_has(&doc, "finished_at"), "%s", text);
+    int64_t ran =
+        test_doc_int(&doc, "history.0.ended_at") - test_doc_int(&doc, "history.0.started_at");
     cr_assert_geq(ran + 2 * cohort_clock_uncertainty_ms(), 300, "timed out after %lld ms",
                   (long long)ran);
     cr_assert_lt(ran, 1500, "timed out only after %lld ms", (long long)ran);
@@ -1503,8 +1478,8 @@ Test(scheduling, a_run_past_its_timeout_is_timed_out_final_and_its_slot_freed)
     bson_t slow_doc, quick_doc;
     read_task(&slow_id, &slow_doc);
     read_task(&quick_id, &quick_doc);
-    int64_t handler_end = int_field(&slow_doc, "history.0.started_at") + 1500;
-    int64_t quick_start = int_field(&quick_doc, "history.0.started_at");
+    int64_t handler_end = test_doc_int(&slow_doc, "history.0.started_at") + 1500;
+    int64_t quick_start = test_doc_int(&quick_doc, "history.0.started_at");
     cr_assert_geq(quick_start + 2 * cohort_clock_uncertainty_ms() + 5, handler_end,
                   "the next task ran %lld ms before the wedged handler returned",
                   (long long)(handler_end - quick_start));
@@ -1514,8 +1489,8 @@ Test(scheduling, a_run_past_its_timeout_is_timed_out_final_and_its_slot_freed)
 
     read_task(&slow_id, &doc);
     text = as_json(&doc);
-    cr_assert_str_eq(str_field(&doc, "status"), "timed_out", "the late outcome won: %s", text);
-    cr_assert_eq(int_field(&doc, "attempts"), 1, "a timed-out task was retried: %s", text);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "timed_out", "the late outcome won: %s", text);
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 1, "a timed-out task was retried: %s", text);
     bson_iter_t it, entries;
     uint32_t runs = 0;
     if (bson_iter_init_find(&it, &doc, "history") && bson_iter_recurse(&it, &entries))

@@ -83,32 +83,10 @@ static void remove_tree(const char *dir)
 
 /* ---- processes ------------------------------------------------------------------------- */
 
-/* The environment of a child: ours, minus the keys set in `extra`, plus `extra`. */
-static char **child_environment(char *const *extra, size_t n_extra)
-{
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + n_extra + 1, sizeof *env);
-    cr_assert_not_null(env, "out of memory");
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool overridden = false;
-        for (size_t j = 0; j < n_extra && !overridden; j++) {
-            size_t keylen = strcspn(extra[j], "=");
-            overridden = strncmp(environ[i], extra[j], keylen) == 0 && environ[i][keylen] == '=';
-        }
-        if (!overridden)
-            env[k++] = environ[i];
-    }
-    for (size_t j = 0; j < n_extra; j++)
-        env[k++] = extra[j];
-    return env;
-}
-
 /* Spawns argv[0] (a path) with stdin from /dev/null, stdout appended to out_path and stderr
- * to err_path (which may be the same file). Fails the test if it cannot. */
-static pid_t spawn(char *const *argv, char *const *extra_env, size_t n_extra, const char *out_path,
+ * to err_path (which may be the same file), in our environment changed by `env` (see
+ * test_child_environment(); may be NULL). Fails the test if it cannot. */
+static pid_t spawn(char *const *argv, const char *const *env, const char *out_path,
                    const char *err_path)
 {
     posix_spawn_file_actions_t files;
@@ -136,10 +114,10 @@ static pid_t spawn(char *const *argv, char *const *extra_env, size_t n_extra, co
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
-    char **env = child_environment(extra_env, n_extra);
+    char **child_env = test_child_environment(env);
     pid_t pid = 0;
-    int rc = posix_spawn(&pid, argv[0], &files, &attr, argv, env);
-    free(env);
+    int rc = posix_spawn(&pid, argv[0], &files, &attr, argv, child_env);
+    free(child_env);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&files);
     cr_assert_eq(rc, 0, "cannot spawn %s: %s", argv[0], strerror(rc));
@@ -438,18 +416,19 @@ void cluster_node_start(cluster_node_t *n)
     char *cohortd = xstrdup(test_build_path("cohortd"));
     cr_assert_eq(access(cohortd, X_OK), 0, "%s is missing: build the project first", cohortd);
 
-    char *extra[CLUSTER_MAX_ENV + 1];
+    const char *extra[CLUSTER_MAX_ENV + 2];
     size_t n_extra = 0;
     char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
     extra[n_extra++] = uri_env;
     for (size_t i = 0; i < CLUSTER_MAX_ENV && n->env[i]; i++)
         extra[n_extra++] = n->env[i];
+    extra[n_extra] = NULL;
 
     /* setpriv execs cohortd in place (same pid) after arranging SIGKILL on our death. */
     char *with_setpriv[] = {SETPRIV, "--pdeathsig", "KILL", cohortd, "-c", n->config_path, NULL};
     char *direct[] = {cohortd, "-c", n->config_path, NULL};
     char **argv = access(SETPRIV, X_OK) == 0 ? with_setpriv : direct;
-    n->pid = spawn(argv, extra, n_extra, n->log_path, n->log_path);
+    n->pid = spawn(argv, extra, n->log_path, n->log_path);
     n->exited = false;
     n->paused = false;
     free(uri_env);
@@ -760,6 +739,15 @@ bool cluster_wait_primary(cluster_t *c, const char *service, const char *not_thi
     }
 }
 
+void cluster_start_elected(cluster_t *c, size_t count, const char *service, int64_t timeout_ms,
+                           cluster_primacy_t *out)
+{
+    cluster_start_nodes(c, count);
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+    cluster_assert(c, cluster_wait_primary(c, service, NULL, timeout_ms, out),
+                   "no primary in %lld s", (long long)(timeout_ms / 1000));
+}
+
 bool cluster_wait_takeover(cluster_t *c, const char *service, const char *old_primary,
                            int64_t since_ms, int64_t timeout_ms, cluster_takeover_t *out)
 {
@@ -803,22 +791,29 @@ int64_t cluster_count_status(cluster_t *c, const char *service, const char *stat
     return n;
 }
 
-typedef struct succeeded_wait {
+typedef struct count_wait {
     cluster_t *c;
     const char *service;
+    const char *filter_json;
     int64_t count;
-} succeeded_wait_t;
+} count_wait_t;
 
-static bool enough_succeeded(void *arg)
+static bool count_reached(void *arg)
 {
-    succeeded_wait_t *w = arg;
-    return cluster_try_count(w->c, w->service, "{\"status\": \"succeeded\"}") >= w->count;
+    count_wait_t *w = arg;
+    return cluster_try_count(w->c, w->service, w->filter_json) >= w->count;
+}
+
+bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_json,
+                        int64_t count, int64_t timeout_ms)
+{
+    count_wait_t w = {c, service, filter_json, count};
+    return test_wait_until(count_reached, &w, timeout_ms);
 }
 
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms)
 {
-    succeeded_wait_t w = {c, service, count};
-    return test_wait_until(enough_succeeded, &w, timeout_ms);
+    return cluster_wait_count(c, service, "{\"status\": \"succeeded\"}", count, timeout_ms);
 }
 
 /* Runs cohortctl with `args`; its stdout goes to out_path, its stderr to cohortctl.log. */
@@ -837,7 +832,8 @@ static int run_ctl(cluster_t *c, const char *const *args, const char *out_path)
     argv[k] = NULL;
     char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
     char *log = xasprintf("%s/cohortctl.log", c->dir);
-    pid_t pid = spawn(argv, &uri_env, 1, out_path ? out_path : log, log);
+    const char *env[] = {uri_env, NULL};
+    pid_t pid = spawn(argv, env, out_path ? out_path : log, log);
     int status = 0;
     bool exited = wait_exit(pid, 60000, &status);
     if (!exited) {
@@ -1019,7 +1015,7 @@ static int run_localdb_script(const char *const *args, const char *out_path, con
     for (size_t i = 0; args[i] && k < sizeof argv / sizeof argv[0] - 1; i++)
         argv[k++] = (char *)args[i];
     argv[k] = NULL;
-    pid_t pid = spawn(argv, NULL, 0, out_path, err_path);
+    pid_t pid = spawn(argv, NULL, out_path, err_path);
     int status = 0;
     bool exited = wait_exit(pid, 120000, &status);
     if (!exited) {

@@ -185,6 +185,12 @@ bool cluster_read_primacy(cluster_t *c, const char *service, cluster_primacy_t *
 bool cluster_wait_primary(cluster_t *c, const char *service, const char *not_this,
                           int64_t timeout_ms, cluster_primacy_t *out);
 
+/* Starts `count` nodes and waits for them to register (20 s) and for `service` to have a
+ * primary (timeout_ms, a whole number of seconds), which *out then describes. Fails the test
+ * otherwise. */
+void cluster_start_elected(cluster_t *c, size_t count, const char *service, int64_t timeout_ms,
+                           cluster_primacy_t *out);
+
 /* A change of primary, seen by polling the services document every 20 ms. */
 typedef struct cluster_takeover {
     cluster_primacy_t before; /* the last reading that still named the old primary */
@@ -204,6 +210,11 @@ int64_t cluster_try_count(cluster_t *c, const char *service, const char *filter_
 /* Tasks of `service` with status `status` ("pending", "claimed", ...); fails the test on a
  * database error. */
 int64_t cluster_count_status(cluster_t *c, const char *service, const char *status);
+
+/* Polls until at least `count` tasks of `service` match the JSON filter (database errors
+ * just mean "not yet"). */
+bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_json,
+                        int64_t count, int64_t timeout_ms);
 
 /* Polls until `count` tasks of `service` are succeeded (database errors just mean "not
  * yet"). */
@@ -337,5 +348,37 @@ size_t cluster_sleeper_runs(const char *path, cluster_run_t **runs);
 /* Copies the task `id` (24 hex digits) of `service` into *doc (initialised by this call;
  * destroy it). False if there is no such task. Fails the test on a database error. */
 bool cluster_read_task(cluster_t *c, const char *service, const char *id, bson_t *doc);
+
+/* ---- task documents (cluster_tasks.c) ---------------------------------------------------- */
+
+/* A copy of the string at `key` of doc into out (len bytes, truncated); "" if absent or not a
+ * string. */
+void cluster_doc_utf8(const bson_t *doc, const char *key, char *out, size_t len);
+
+/* The number at `key` of doc as an int64; 0 if absent or not a number. */
+int64_t cluster_doc_number(const bson_t *doc, const char *key);
+
+/* What the cluster tests read of a task document; "" and 0 where a field is absent. */
+typedef struct cluster_task_view {
+    char id[25];
+    char status[16];
+    char claimed_by[CLUSTER_ID_MAX];
+    int64_t attempts;
+    int64_t heartbeat_at_ms;        /* server time of the last claim or check-in */
+    int history;                    /* entries */
+    int succeeded_entries;          /* entries with outcome "succeeded" */
+    char last_node[CLUSTER_ID_MAX]; /* node of the last entry */
+    int64_t last_attempt;           /* attempt of the last entry */
+    char last_outcome[16];          /* outcome of the last entry */
+    int64_t last_run_ms;            /* ended_at - started_at of the last entry */
+} cluster_task_view_t;
+
+/* Fills *v from the task document doc. */
+void cluster_task_view(const bson_t *doc, cluster_task_view_t *v);
+
+/* Reads every task of `service` into out (room for max); returns how many. Fails the test if
+ * there are more than max or on a database error. */
+size_t cluster_read_task_views(cluster_t *c, const char *service, cluster_task_view_t *out,
+                               size_t max);
 
 #endif

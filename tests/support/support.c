@@ -3,7 +3,11 @@
  */
 #include "support.h"
 
+#include "handlers/probe.h"
+#include "node/election.h"
+
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,8 +170,7 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 
 extern char **environ;
 
-/* environ with the changes of `env` applied; the array is malloc'd, its strings are not. */
-static char **child_environment(const char *const env[])
+char **test_child_environment(const char *const env[])
 {
     size_t n_base = 0, n_env = 0;
     while (environ[n_base])
@@ -220,7 +223,7 @@ test_run_result_t test_run(const char *const argv[], const char *const env[], in
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-    char **child_env = child_environment(env);
+    char **child_env = test_child_environment(env);
 
     test_run_result_t r = {.exit_code = -1};
     int64_t started = test_now_ms();
@@ -298,16 +301,23 @@ cohort_store_t *test_store_new(const char *db)
     return store;
 }
 
-void test_service_db_open(const char *prefix, const char *service, char **db,
-                          cohort_store_t **store, mongoc_client_t **client)
+/* test_service_db_open() with the clock synced to max_rtt_ms. */
+static void open_service_db(const char *prefix, const char *service, int64_t max_rtt_ms,
+                            char **db, cohort_store_t **store, mongoc_client_t **client)
 {
     *db = test_db_name(prefix);
     *store = test_store_new(*db);
     *client = cohort_store_pop(*store);
-    test_sync_clock(*store, *client, 200);
+    test_sync_clock(*store, *client, max_rtt_ms);
     bson_error_t error;
     cr_assert(cohort_store_ensure_service(*store, *client, service, &error), "%s",
               error.message);
+}
+
+void test_service_db_open(const char *prefix, const char *service, char **db,
+                          cohort_store_t **store, mongoc_client_t **client)
+{
+    open_service_db(prefix, service, 200, db, store, client);
 }
 
 void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client)
@@ -321,6 +331,43 @@ void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **
     *client = NULL;
     free(*db);
     *db = NULL;
+}
+
+int64_t test_doc_int(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found)) {
+        if (BSON_ITER_HOLDS_NUMBER(&found))
+            return bson_iter_as_int64(&found);
+        if (BSON_ITER_HOLDS_DATE_TIME(&found))
+            return bson_iter_date_time(&found);
+    }
+    return INT64_MIN;
+}
+
+const char *test_doc_str(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found) &&
+        BSON_ITER_HOLDS_UTF8(&found))
+        return bson_iter_utf8(&found, NULL);
+    return NULL;
+}
+
+bool test_doc_has(const bson_t *doc, const char *path)
+{
+    bson_iter_t it, found;
+    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &found);
+}
+
+void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       bson_t *doc)
+{
+    bool found = false;
+    bson_error_t error;
+    cr_assert(cohort_store_read_service(store, client, service, doc, &found, &error), "%s",
+              error.message);
+    cr_assert(found, "the service document is missing");
 }
 
 void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms)
@@ -441,4 +488,37 @@ cohort_service_t *test_service_new(const cohort_service_config_t *config, const 
         cohort_service_new(config, node_id, takeover_ms, store, client, err, sizeof err);
     cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id, err);
     return service;
+}
+
+void *test_probe_symbol(const test_probe_fixture_t *fx, const char *name)
+{
+    void *sym = dlsym(fx->probe, name);
+    cr_assert_not_null(sym, "the probe handler does not export %s", name);
+    return sym;
+}
+
+void test_probe_fixture_open(test_probe_fixture_t *fx, const char *prefix, const char *service,
+                             int64_t takeover_ms)
+{
+    *fx = (test_probe_fixture_t){0};
+    open_service_db(prefix, service, cohort_election_max_rtt_ms(takeover_ms), &fx->db,
+                    &fx->store, &fx->client);
+    /* The services load the same object: this handle keeps its record alive and in reach. */
+    fx->probe = dlopen(test_handler_path("probe"), RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(fx->probe, "cannot load the probe handler: %s", dlerror());
+    ((probe_reset_fn)test_probe_symbol(fx, "probe_reset"))();
+    fx->record = ((probe_record_fn)test_probe_symbol(fx, "probe_record"))();
+}
+
+void test_probe_fixture_close(test_probe_fixture_t *fx)
+{
+    for (size_t i = 0; i < sizeof fx->nodes / sizeof fx->nodes[0]; i++) {
+        if (fx->nodes[i].service)
+            cohort_service_destroy(fx->nodes[i].service, fx->client);
+        free(fx->nodes[i].config.handler_path);
+    }
+    if (fx->probe)
+        dlclose(fx->probe);
+    test_service_db_close(&fx->db, &fx->store, &fx->client);
+    *fx = (test_probe_fixture_t){0};
 }

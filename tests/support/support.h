@@ -82,6 +82,11 @@ typedef struct test_run_result {
 test_run_result_t test_run(const char *const argv[], const char *const env[], int64_t timeout_ms);
 void test_run_result_free(test_run_result_t *result);
 
+/* This process's environment changed by `env` (as for test_run(); may be NULL), for a child
+ * about to be spawned. The array is malloc'd (free it); its strings are not copied, so `env`
+ * and environ must outlive it. */
+char **test_child_environment(const char *const env[]);
+
 /* Writes `text` to dir/name and returns the path (caller frees). Fails the test on error. */
 char *test_write_file(const char *dir, const char *name, const char *text);
 
@@ -97,6 +102,18 @@ void test_service_db_open(const char *prefix, const char *service, char **db,
 /* Undoes test_service_db_open() (safe after a failed or partial open): gives the client
  * back, destroys the store, drops the database and frees its name. */
 void test_service_db_close(char **db, cohort_store_t **store, mongoc_client_t **client);
+
+/* The value at a dotted path of doc: a number or date as int64 (INT64_MIN if absent or of
+ * another type), a string (NULL if absent or not a string; points into doc), or whether
+ * anything is there at all. */
+int64_t test_doc_int(const bson_t *doc, const char *path);
+const char *test_doc_str(const bson_t *doc, const char *path);
+bool test_doc_has(const bson_t *doc, const char *path);
+
+/* Copies `service`'s document into *doc (initialised by this call; destroy it). Fails the
+ * test on error or if there is none. */
+void test_read_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       bson_t *doc);
 
 /* Syncs the cluster clock from the server the way a node does (a node ping under the id
  * "test-clock"), retrying until a sample's round trip is at most max_rtt_ms. Fails the test
@@ -116,5 +133,43 @@ char *test_stderr_end(void);
 /* Path of the test handler built from tests/support/handlers/<name>.c; static buffer. Fails
  * the test if it is not built. */
 const char *test_handler_path(const char *name);
+
+/* ---- in-process services on the probe handler (tests/support/handlers/probe.c) --------- */
+
+/* A node of an in-process test: its service section, room for four handler options that the
+ * section's `options` may point at, and its service (NULL until the test creates it). */
+typedef struct test_node {
+    cohort_service_config_t config;
+    cohort_option_t options[4];
+    cohort_service_t *service;
+} test_node_t;
+
+/* The fixture of the integration tests that drive services on the probe handler (batches.c,
+ * generic_data.c). The record's type is in handlers/probe.h, which those tests include. */
+typedef struct test_probe_fixture {
+    char *db;                     /* the test's database; owned */
+    cohort_store_t *store;        /* owned */
+    mongoc_client_t *client;      /* popped from store for the test thread */
+    test_node_t nodes[2];         /* the test creates them; their services and handler paths
+                                   * are freed at close */
+    void *probe;                  /* dlopen() handle of the probe handler */
+    struct probe_record *record;  /* the handler's record (inside it); valid until close */
+} test_probe_fixture_t;
+
+/* Opens the fixture: test_service_db_open() with the clock synced within
+ * cohort_election_max_rtt_ms(takeover_ms) (what a node of that takeover accepts), then the
+ * probe handler opened in this process (the services load the same object, so the handle keeps
+ * the record alive and in reach) and reset: no calls recorded, no hooks. Fails the test on
+ * error. */
+void test_probe_fixture_open(test_probe_fixture_t *fx, const char *prefix, const char *service,
+                             int64_t takeover_ms);
+
+/* Destroys the nodes' services, closes the probe handler and the database (safe after a failed
+ * or partial open), and zeroes *fx. */
+void test_probe_fixture_close(test_probe_fixture_t *fx);
+
+/* A function the probe handler exports (cast it to its probe_*_fn type); fails the test if
+ * there is none. */
+void *test_probe_symbol(const test_probe_fixture_t *fx, const char *name);
 
 #endif

@@ -19,29 +19,14 @@
  *
  * In thread isolation these tasks take the whole node down: use them with isolation = process.
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cohort/handler.h>
 
-static int64_t data_int(const bson_t *data, const char *key, int64_t fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, key) && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return fallback;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
+#include "test_handler.h"
 
 static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
@@ -57,10 +42,10 @@ static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *t
         } else if (strcmp(how, "abort") == 0) {
             abort();
         } else if (strcmp(how, "exit") == 0) {
-            _exit((int)data_int(data, "exit_code", 3));
+            _exit((int)task_data_int(data, "exit_code", 3));
         } else if (strcmp(how, "fork_segv") == 0) {
             if (fork() == 0) {
-                sleep_ms(3000);
+                task_sleep_ms(3000);
                 _exit(0);
             }
             signal(SIGSEGV, SIG_DFL);
@@ -69,9 +54,7 @@ static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *t
         cohort_task_set_error(task, "unknown crash '%s' (segv, abort, exit or fork_segv)", how);
         return COHORT_TASK_FAILED;
     }
-    int64_t ms = data_int(data, "sleep_ms", 0);
-    if (ms > 0)
-        sleep_ms(ms);
+    task_sleep_ms(task_data_int(data, "sleep_ms", 0));
     return COHORT_TASK_SUCCEEDED;
 }
 

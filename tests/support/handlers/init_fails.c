@@ -7,6 +7,8 @@
 
 #include <cohort/handler.h>
 
+#include "test_handler.h"
+
 static bool init(cohort_ctx_t *ctx, const cohort_option_t *options, size_t n_options, void **state)
 {
     (void)state;
@@ -18,17 +20,9 @@ static bool init(cohort_ctx_t *ctx, const cohort_option_t *options, size_t n_opt
     return false;
 }
 
-static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
-{
-    (void)ctx;
-    (void)state;
-    (void)task;
-    return COHORT_TASK_SUCCEEDED;
-}
-
 COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
     .abi_version = COHORT_HANDLER_ABI_VERSION,
     .name = "init_fails",
     .init = init,
-    .process_task = process,
+    .process_task = test_handler_succeed,
 };

@@ -10,11 +10,11 @@
  * outcome_handler_calls() (dlsym on the already loaded object), to prove that a task was
  * or was not handed to the handler.
  */
-#include <errno.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include <cohort/handler.h>
+
+#include "test_handler.h"
 
 static _Atomic long long calls;
 
@@ -24,30 +24,17 @@ long long outcome_handler_calls(void)
     return atomic_load(&calls);
 }
 
-static int64_t data_int(const bson_t *data, const char *key, int64_t fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, key) && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return fallback;
-}
-
 static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     (void)ctx;
     (void)state;
     atomic_fetch_add(&calls, 1);
     const bson_t *data = cohort_task_data(task);
-    int64_t sleep_ms = data_int(data, "sleep_ms", 0);
-    if (sleep_ms > 0) {
-        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-    }
+    task_sleep_ms(task_data_int(data, "sleep_ms", 0));
     bson_iter_t it;
     if (bson_iter_init_find(&it, data, "error") && BSON_ITER_HOLDS_UTF8(&it))
         cohort_task_set_error(task, "%s", bson_iter_utf8(&it, NULL));
-    return (cohort_outcome_t)data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
+    return (cohort_outcome_t)task_data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
 }
 
 COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {

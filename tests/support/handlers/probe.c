@@ -28,9 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "probe.h"
+#include "test_handler.h"
 
 typedef struct probe_options {
     long fail_callbacks;
@@ -136,27 +136,14 @@ static bool probe_primary_work(cohort_ctx_t *ctx, void *state)
     return primary_hook ? primary_hook(ctx, primary_arg) : true;
 }
 
-static int64_t data_int(const bson_t *data, const char *key, int64_t fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, key) && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return fallback;
-}
-
 static cohort_outcome_t probe_process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     (void)ctx;
     (void)state;
     atomic_fetch_add(&processed, 1);
     const bson_t *data = cohort_task_data(task);
-    int64_t sleep_ms = data_int(data, "sleep_ms", 0);
-    if (sleep_ms > 0) {
-        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-    }
-    return (cohort_outcome_t)data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
+    task_sleep_ms(task_data_int(data, "sleep_ms", 0));
+    return (cohort_outcome_t)task_data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
 }
 
 /* cohort_set(key, batch id), then cohort_get(key): true if it read back what it set. */

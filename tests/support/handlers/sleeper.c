@@ -21,10 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cohort/handler.h>
+
+#include "test_handler.h"
 
 typedef struct sleeper {
     int journal_fd; /* -1: no journal */
@@ -70,28 +71,11 @@ static void destroy(void *state)
     free(s);
 }
 
-static int64_t data_int(const bson_t *data, const char *key, int64_t fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, key) && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return fallback;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     sleeper_t *s = state;
     int64_t start = cohort_now_ms(ctx);
-    int64_t ms = data_int(cohort_task_data(task), "sleep_ms", 0);
-    if (ms > 0)
-        sleep_ms(ms);
+    task_sleep_ms(task_data_int(cohort_task_data(task), "sleep_ms", 0));
     int64_t end = cohort_now_ms(ctx);
     if (s->journal_fd < 0)
         return COHORT_TASK_SUCCEEDED;

@@ -4,16 +4,10 @@
  */
 #include <cohort/handler.h>
 
-static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
-{
-    (void)ctx;
-    (void)state;
-    (void)task;
-    return COHORT_TASK_SUCCEEDED;
-}
+#include "test_handler.h"
 
 COHORT_HANDLER_EXPORT const cohort_handler_t cohort_handler = {
     .abi_version = COHORT_HANDLER_ABI_VERSION + 1,
     .name = "wrong_version",
-    .process_task = process,
+    .process_task = test_handler_succeed,
 };
