@@ -1,14 +1,20 @@
 /*
- * store.h - every MongoDB read and write Cohort makes, in one place.
+ * store.h - every MongoDB read and write Cohort makes, in one place: the store layer's API.
  *
  * Collections (see docs/SCHEMA.md):
  *   services        one config document per service: primacy, epoch, last_active
  *   nodes           one document per node: identity and its last ping (server time)
  *   queue_<service> the service's tasks
  *
+ * One file per collection or concern implements it: client.c (the pool, command counting),
+ * services.c, primacy.c, nodes.c, insert.c, claims.c, outcomes.c, upkeep.c, batches.c,
+ * data.c, queries.c; internal.h holds what they share and no other layer includes it.
+ *
  * A store owns a client pool; a thread pops a client for as long as it runs and passes it
- * to every call. Every call returns false and fills `error` on a database failure; none
- * aborts. Commands are counted through libmongoc's APM callbacks.
+ * to every call. Every call returns false and fills `error` (Cohort's one error type: the
+ * driver's domain and code for a database failure) and none aborts. Strings and documents
+ * passed in stay the caller's; what a call hands back is said at the call. Commands are
+ * counted through libmongoc's APM callbacks.
  */
 #ifndef COHORT_STORE_H
 #define COHORT_STORE_H
@@ -37,7 +43,6 @@ void cohort_store_destroy(cohort_store_t *store);
 mongoc_client_t *cohort_store_pop(cohort_store_t *store);
 void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
 
-const char *cohort_store_database(const cohort_store_t *store);
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
 
 /* Creates the service's config document (if missing) and the queue's indexes. Idempotent. */
@@ -85,18 +90,11 @@ typedef struct cohort_batch_state {
     int64_t draining; /* the closed batch awaiting its callback, 0 if none */
 } cohort_batch_state_t;
 
-
 /* Renews primacy held under `epoch`: sets last_active to server time if the document still
- * names this node and epoch (one findAndModify). *renewed tells whether it did; if so,
- * `batches` receives the batch state, which saves the primary a read every tick. */
-bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, const char *node_id, int64_t epoch,
-                                bool *renewed, cohort_batch_state_t *batches,
-                                bson_error_t *error);
-
-/* The renewal a node runs: the same, and it also declares `lease_ms`, the takeover time it
- * holds itself to, in the same write as last_active (and its tick_ms, for tools); `doc` (initialised by the call; destroy
- * it) receives the renewed document (settings, batch state). */
+ * names this node and epoch (one findAndModify), and declares `lease_ms`, the takeover time
+ * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
+ * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
+ * (settings, switches, batch state), which saves the primary a read every tick. */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
                               int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
@@ -110,15 +108,10 @@ typedef struct cohort_takeover {
 } cohort_takeover_t;
 
 /* Claims primacy if the primary is null, this node, or last active before `cutoff_ms`
- * (cluster clock); increments the epoch. One atomic findAndModify. */
-bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
-                               const char *service, const char *node_id, int64_t cutoff_ms,
-                               cohort_takeover_t *result, bson_error_t *error);
-
-/* The takeover a node runs after reading the document: claims primacy under the seed's
- * conditions with `cutoff_ms` computed from the lease the current primary declared, and only
- * if that declaration is still `seen_lease_ms` (0: none), so a renewal that changed it in the
- * meantime makes the takeover match nothing. Declares `lease_ms` for the new primacy. */
+ * (cluster clock, computed from the lease the current primary declared), and only if that
+ * declaration is still `seen_lease_ms` (0: none declared; < 0: whatever it is), so a renewal
+ * that changed it in the meantime makes the takeover match nothing. Increments the epoch and
+ * declares `lease_ms` (if > 0) for the new primacy. One atomic findAndModify. */
 bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
                              int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error);
@@ -219,7 +212,8 @@ bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const 
                           const char *coalesce_key, bson_error_t *error);
 
 /* The groups whose lock is held right now (at most `max`; `groups` receives strdup()ed names
- * the caller frees). One query on the group_lock index. */
+ * the caller frees). One query on the group_lock index. On failure (the database, or out of
+ * memory) *n is 0 and nothing is left to free. */
 bool cohort_store_busy_groups(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               char **groups, size_t max, size_t *n, bson_error_t *error);
 
@@ -244,15 +238,9 @@ typedef struct cohort_task_result {
     int64_t ended_at_ms;     /* cluster clock */
 } cohort_task_result_t;
 
-/* Writes the outcome of the attempt `attempt` of task `id`, conditional on this node still
- * holding the claim. *applied is false if the claim was lost (nothing written). */
-bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, const bson_oid_t *id, const char *node_id,
-                              int32_t attempt, const cohort_task_result_t *result, bool *applied,
-                              bson_error_t *error);
-
-/* The same for a task whose _id is not an ObjectId (written by hand or by another program):
- * such a task is failed without running, and this records that. */
+/* Writes the outcome of the attempt `attempt` of task `id` (any _id type: an ObjectId, or a
+ * value written by hand or by another program), conditional on this node still holding the
+ * claim. *applied is false if the claim was lost (nothing written). */
 bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
                                     const char *service, const bson_value_t *id,
                                     const char *node_id, int32_t attempt,
