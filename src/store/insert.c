@@ -162,11 +162,10 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
             ok = mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, error);
             bson_destroy(&doc);
         }
-        bson_t reply;
+        int64_t acknowledged = 0;
         if (ok) {
-            ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
-            *inserted += store_int64_field(&reply, "nInserted", 0);
-            bson_destroy(&reply);
+            ok = store_bulk_execute(bulk, "nInserted", &acknowledged, error);
+            *inserted += acknowledged;
         }
         mongoc_bulk_operation_destroy(bulk);
         bson_destroy(opts);

@@ -76,6 +76,35 @@ bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const
     return ok;
 }
 
+bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc, bool *found,
+                    bson_error_t *error)
+{
+    bson_init(doc);
+    *found = false;
+    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *next;
+    if (mongoc_cursor_next(cursor, &next)) {
+        bson_destroy(doc);
+        bson_copy_to(next, doc);
+        *found = true;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    return ok;
+}
+
+bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field, int64_t *count,
+                        bson_error_t *error)
+{
+    bson_t reply;
+    bool ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
+    *count = store_int64_field(&reply, field, 0);
+    bson_destroy(&reply);
+    return ok;
+}
+
 /* Runs a find and collects the _id of every document into the array `ids` (*n of them). */
 bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
                     bson_t *ids, uint32_t *n, bson_error_t *error)

@@ -52,6 +52,16 @@ STORE_INTERNAL bool store_find_and_modify(mongoc_collection_t *coll, const bson_
                                           const bson_t *fields, bool return_new, bool upsert,
                                           bson_t *out, bool *found, bson_error_t *error);
 
+/* The first document `filter` matches, copied into `doc` (initialised by the call whatever
+ * happens; the caller destroys it). *found tells whether there was one. */
+STORE_INTERNAL bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc,
+                                   bool *found, bson_error_t *error);
+
+/* Executes `bulk` and reads the count `field` of its reply (nInserted, nMatched) into
+ * *count: a bulk write that failed part-way counts what it did too. */
+STORE_INTERNAL bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field,
+                                       int64_t *count, bson_error_t *error);
+
 /* Runs a find and appends the _id of every document to the array `ids`, numbering from *n
  * (*n counts them). */
 STORE_INTERNAL bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter,
@@ -77,7 +87,16 @@ STORE_INTERNAL bool store_date_field(const bson_t *doc, const char *key, int64_t
 /* Whether a failed write hit a unique index (E11000). */
 STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
 
-/* ---- shared by claims, outcomes, counts (defined in claims.c and queries.c) ------------- */
+/* ---- shared by claims, outcomes, counts, upkeep (defined in claims.c, queries.c, upkeep.c) */
+
+/* Sends the claimed tasks matching `filter` back to pending with `reason` as their
+ * last_error and without their group lock: a claim lost by its node (expired, restarted,
+ * stalled). Unlike an unclaim, the attempt stays counted. *released (may be NULL) counts
+ * them. */
+STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const bson_t *filter,
+                                         const char *reason, int64_t *released,
+                                         bson_error_t *error);
 
 /* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held.
  * Returns a new document the caller destroys. */

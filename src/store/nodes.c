@@ -12,6 +12,18 @@
 
 #include <string.h>
 
+/* updateOne of the node's document. */
+static bool update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                        const bson_t *update, bson_error_t *error)
+{
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
+    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
                             int64_t *server_ms, bool *expired, bson_error_t *error)
@@ -74,27 +86,19 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
                              bson_error_t *error)
 {
-    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
     bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
-    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bool ok = update_node(store, client, node_id, update, error);
     bson_destroy(update);
-    bson_destroy(filter);
-    mongoc_collection_destroy(nodes);
     return ok;
 }
 
 bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
                                   const char *node_id, bson_error_t *error)
 {
-    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
     bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
                               "registered_at", BCON_BOOL(true), "}");
-    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bool ok = update_node(store, client, node_id, update, error);
     bson_destroy(update);
-    bson_destroy(filter);
-    mongoc_collection_destroy(nodes);
     return ok;
 }
 
@@ -129,12 +133,8 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_DOCUMENT_BEGIN(&release, "claimed_by", &in);
         BSON_APPEND_ARRAY(&in, "$in", &ids);
         bson_append_document_end(&release, &in);
-        bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                                  BCON_NULL, "last_error",
-                                  BCON_UTF8("released: its node expired (no ping)"), "}",
-                                  "$unset", "{", "group_lock", BCON_UTF8(""), "}");
-        ok = store_update_queue(store, client, service, &release, update, released, error);
-        bson_destroy(update);
+        ok = store_release_claims(store, client, service, &release,
+                                  "released: its node expired (no ping)", released, error);
         bson_destroy(&release);
 
         if (ok) {

@@ -141,11 +141,10 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
         bson_destroy(&update);
         bson_destroy(filter);
     }
+    int64_t matched = 0;
     if (ok) {
-        bson_t reply;
-        ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
-        *applied = (size_t)store_int64_field(&reply, "nMatched", 0);
-        bson_destroy(&reply);
+        ok = store_bulk_execute(bulk, "nMatched", &matched, error);
+        *applied = (size_t)matched;
     }
     mongoc_bulk_operation_destroy(bulk);
     bson_destroy(opts);

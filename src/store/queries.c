@@ -141,14 +141,7 @@ bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, cons
     bson_oid_init_from_string(&oid, id);
     bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
     mongoc_collection_t *tasks = store_queue(store, client, service);
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, NULL, NULL);
-    const bson_t *row;
-    if (mongoc_cursor_next(cursor, &row)) {
-        bson_copy_to(row, doc);
-        *found = true;
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_find_one(tasks, filter, doc, found, error);
     mongoc_collection_destroy(tasks);
     bson_destroy(filter);
     return ok;

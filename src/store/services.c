@@ -95,21 +95,9 @@ bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bson_t *doc, bool *found,
                                bson_error_t *error)
 {
-    bson_init(doc);
-    *found = false;
     mongoc_collection_t *services = store_collection(store, client, "services");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
-    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(services, filter, opts, NULL);
-    const bson_t *next;
-    if (mongoc_cursor_next(cursor, &next)) {
-        bson_destroy(doc);
-        bson_copy_to(next, doc);
-        *found = true;
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
-    bson_destroy(opts);
+    bool ok = store_find_one(services, filter, doc, found, error);
     bson_destroy(filter);
     mongoc_collection_destroy(services);
     return ok;
@@ -175,13 +163,10 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
 bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
                             const char *node_id, int64_t epoch, bson_error_t *error)
 {
-    mongoc_collection_t *services = store_collection(store, client, "services");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
-                              BCON_INT64(epoch));
     bson_t *update = BCON_NEW("$set", "{", "primary", BCON_NULL, "}");
-    bool ok = mongoc_collection_update_one(services, filter, update, NULL, NULL, error);
+    bool stepped_down; /* false: primacy had moved on already, which is as good */
+    bool ok = store_fenced_update(store, client, service, node_id, epoch, NULL, update,
+                                  &stepped_down, error);
     bson_destroy(update);
-    bson_destroy(filter);
-    mongoc_collection_destroy(services);
     return ok;
 }

@@ -92,17 +92,26 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const bson_t *filter, const char *reason, int64_t *released,
+                          bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
+                              "group_lock", BCON_UTF8(""), "}");
+    bool ok = store_update_queue(store, client, service, filter, update, released, error);
+    bson_destroy(update);
+    return ok;
+}
+
 bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, const char *node_id, int64_t *released,
                                  bson_error_t *error)
 {
     bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "claimed_by", BCON_UTF8(node_id));
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                              BCON_NULL, "last_error",
-                              BCON_UTF8("released: its node restarted while running it"), "}",
-                              "$unset", "{", "group_lock", BCON_UTF8(""), "}");
-    bool ok = store_update_queue(store, client, service, filter, update, released, error);
-    bson_destroy(update);
+    bool ok = store_release_claims(store, client, service, filter,
+                                   "released: its node restarted while running it", released,
+                                   error);
     bson_destroy(filter);
     return ok;
 }
@@ -117,12 +126,9 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                               "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
                               "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
                               BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                              BCON_NULL, "last_error",
-                              BCON_UTF8("stalled: its node stopped checking in; reset to pending"),
-                              "}", "$unset", "{", "group_lock", BCON_UTF8(""), "}");
-    bool ok = store_update_queue(store, client, service, filter, update, reset, error);
-    bson_destroy(update);
+    bool ok = store_release_claims(store, client, service, filter,
+                                   "stalled: its node stopped checking in; reset to pending",
+                                   reset, error);
     bson_destroy(filter);
     return ok;
 }
