@@ -1,7 +1,8 @@
 /*
  * services.c - the `services` collection: one config document per service (see
- * docs/SCHEMA.md). Creating it with the queue's indexes, reading it, and the operator's
- * writes to it: live settings, pause and block switches, a clean step-down.
+ * docs/SCHEMA.md). Creating it with the queue's indexes, reading it, the operator's writes
+ * to it (live settings, pause and block switches) and the primary's clean step-down. The
+ * lease itself is primacy.c's, batches batches.c's, generic data data.c's.
  *
  * Creation is idempotent and fills in fields that older documents lack, so a node may run
  * it at every start.
