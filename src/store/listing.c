@@ -6,6 +6,8 @@
  */
 #include "store/listing.h"
 
+#include "store/internal.h"
+
 /* Drains `cursor` into `fn`, then destroys it. */
 static bool walk(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
                  bson_error_t *error)
@@ -25,8 +27,7 @@ static bool find(cohort_store_t *store, mongoc_client_t *client, const char *nam
                  const bson_t *filter, const bson_t *opts, cohort_store_doc_fn fn, void *user,
                  bson_error_t *error)
 {
-    mongoc_collection_t *coll =
-        mongoc_client_get_collection(client, cohort_store_database(store), name);
+    mongoc_collection_t *coll = store_collection(store, client, name);
     bool ok = walk(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
     mongoc_collection_destroy(coll);
     return ok;

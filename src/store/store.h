@@ -1,14 +1,20 @@
 /*
- * store.h - every MongoDB read and write Cohort makes, in one place.
+ * store.h - every MongoDB read and write Cohort makes, in one place: the store layer's API.
  *
  * Collections (see docs/SCHEMA.md):
  *   services        one config document per service: primacy, epoch, last_active
  *   nodes           one document per node: identity and its last ping (server time)
  *   queue_<service> the service's tasks
  *
+ * One file per collection or concern implements it: client.c (the pool, command counting),
+ * services.c, primacy.c, nodes.c, insert.c, claims.c, outcomes.c, upkeep.c, batches.c,
+ * data.c, queries.c; internal.h holds what they share and no other layer includes it.
+ *
  * A store owns a client pool; a thread pops a client for as long as it runs and passes it
- * to every call. Every call returns false and fills `error` on a database failure; none
- * aborts. Commands are counted through libmongoc's APM callbacks.
+ * to every call. Every call returns false and fills `error` (Cohort's one error type: the
+ * driver's domain and code for a database failure) and none aborts. Strings and documents
+ * passed in stay the caller's; what a call hands back is said at the call. Commands are
+ * counted through libmongoc's APM callbacks.
  */
 #ifndef COHORT_STORE_H
 #define COHORT_STORE_H
@@ -20,6 +26,8 @@
 
 #define COHORT_HISTORY_MAX 10 /* runs kept per task */
 
+/* ---- client.c: the store and its client pool -------------------------------------------- */
+
 typedef struct cohort_store cohort_store_t;
 
 typedef struct cohort_store_stats {
@@ -28,7 +36,9 @@ typedef struct cohort_store_stats {
 } cohort_store_stats_t;
 
 /* Connects lazily (libmongoc connects on first use). Applies short default timeouts unless
- * the URI sets its own. Returns NULL with `error` set for a malformed URI. */
+ * the URI sets its own; copies what it keeps of its arguments. Returns NULL with `error` set
+ * for a malformed URI or when out of memory. Destroy the store (NULL is fine) after every
+ * client popped from it is pushed back. */
 cohort_store_t *cohort_store_new(const char *uri, const char *database, const char *appname,
                                  bson_error_t *error);
 void cohort_store_destroy(cohort_store_t *store);
@@ -37,14 +47,71 @@ void cohort_store_destroy(cohort_store_t *store);
 mongoc_client_t *cohort_store_pop(cohort_store_t *store);
 void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
 
-const char *cohort_store_database(const cohort_store_t *store);
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
+
+/* ---- services.c: the service's config document ------------------------------------------ */
 
 /* Creates the service's config document (if missing) and the queue's indexes. Idempotent. */
 bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, bson_error_t *error);
 
-/* ---- nodes and time -------------------------------------------------------------------- */
+/* Reads the service's config document into `doc` (initialised by this call; destroy it).
+ * *found is false if the service has no document yet. */
+bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, bson_t *doc, bool *found,
+                               bson_error_t *error);
+
+/* Sets (value >= 0) or removes (value < 0) settings.<key> in the service's config document.
+ * *found is false if the service has no document. */
+bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *key, int64_t value, bool *found, bson_error_t *error);
+
+/* The service's switches: `which` is "pause" (the owner's) or "block" (the operator's), for
+ * `kind` ("*": the whole service). With `on`, sets pause.<kind> / block.<kind> to {at: server
+ * time, reason (may be NULL), by}; otherwise removes it. *found is false if the service has
+ * no config document. */
+bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *which, const char *kind, bool on, const char *reason,
+                             const char *by, bool *found, bson_error_t *error);
+
+/* Clears primacy if still held under `epoch` (a clean step-down). */
+bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *node_id, int64_t epoch, bson_error_t *error);
+
+/* ---- primacy.c: the lease on primacy ---------------------------------------------------- */
+
+typedef struct cohort_batch_state {
+    int64_t open;     /* the batch tracked tasks join now */
+    int64_t draining; /* the closed batch awaiting its callback, 0 if none */
+} cohort_batch_state_t;
+
+/* Renews primacy held under `epoch`: sets last_active to server time if the document still
+ * names this node and epoch (one findAndModify), and declares `lease_ms`, the takeover time
+ * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
+ * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
+ * (settings, switches, batch state), which saves the primary a read every tick. */
+bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t epoch,
+                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
+                              bson_error_t *error);
+
+typedef struct cohort_takeover {
+    bool taken;
+    int64_t epoch;                /* the new epoch, if taken */
+    char previous[129];           /* the previous primary's id, "" if none */
+    cohort_batch_state_t batches; /* if taken */
+} cohort_takeover_t;
+
+/* Claims primacy if the primary is null, this node, or last active before `cutoff_ms`
+ * (cluster clock, computed from the lease the current primary declared), and only if that
+ * declaration is still `seen_lease_ms` (0: none declared; < 0: whatever it is), so a renewal
+ * that changed it in the meantime makes the takeover match nothing. Increments the epoch and
+ * declares `lease_ms` (if > 0) for the new primacy. One atomic findAndModify. */
+bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
+                             int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error);
+
+/* ---- nodes.c: nodes and the cluster clock ----------------------------------------------- */
 
 typedef struct cohort_node_info {
     const char *node_id;
@@ -78,69 +145,11 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
                                int64_t *released, bson_error_t *error);
 
-/* ---- election -------------------------------------------------------------------------- */
-
-typedef struct cohort_batch_state {
-    int64_t open;     /* the batch tracked tasks join now */
-    int64_t draining; /* the closed batch awaiting its callback, 0 if none */
-} cohort_batch_state_t;
-
-
-/* Renews primacy held under `epoch`: sets last_active to server time if the document still
- * names this node and epoch (one findAndModify). *renewed tells whether it did; if so,
- * `batches` receives the batch state, which saves the primary a read every tick. */
-bool cohort_store_renew_primacy(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, const char *node_id, int64_t epoch,
-                                bool *renewed, cohort_batch_state_t *batches,
-                                bson_error_t *error);
-
-/* The renewal a node runs: the same, and it also declares `lease_ms`, the takeover time it
- * holds itself to, in the same write as last_active (and its tick_ms, for tools); `doc` (initialised by the call; destroy
- * it) receives the renewed document (settings, batch state). */
-bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
+/* The server's current time, from the localTime of the hello (or legacy isMaster) reply. */
+bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
                               bson_error_t *error);
 
-typedef struct cohort_takeover {
-    bool taken;
-    int64_t epoch;                /* the new epoch, if taken */
-    char previous[129];           /* the previous primary's id, "" if none */
-    cohort_batch_state_t batches; /* if taken */
-} cohort_takeover_t;
-
-/* Claims primacy if the primary is null, this node, or last active before `cutoff_ms`
- * (cluster clock); increments the epoch. One atomic findAndModify. */
-bool cohort_store_take_primacy(cohort_store_t *store, mongoc_client_t *client,
-                               const char *service, const char *node_id, int64_t cutoff_ms,
-                               cohort_takeover_t *result, bson_error_t *error);
-
-/* The takeover a node runs after reading the document: claims primacy under the seed's
- * conditions with `cutoff_ms` computed from the lease the current primary declared, and only
- * if that declaration is still `seen_lease_ms` (0: none), so a renewal that changed it in the
- * meantime makes the takeover match nothing. Declares `lease_ms` for the new primacy. */
-bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                             const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
-                             int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error);
-
-/* Sets (value >= 0) or removes (value < 0) settings.<key> in the service's config document.
- * *found is false if the service has no document. */
-bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                              const char *key, int64_t value, bool *found, bson_error_t *error);
-
-/* The service's switches: `which` is "pause" (the owner's) or "block" (the operator's), for
- * `kind` ("*": the whole service). With `on`, sets pause.<kind> / block.<kind> to {at: server
- * time, reason (may be NULL), by}; otherwise removes it. *found is false if the service has
- * no config document. */
-bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                             const char *which, const char *kind, bool on, const char *reason,
-                             const char *by, bool *found, bson_error_t *error);
-
-/* Clears primacy if still held under `epoch` (a clean step-down). */
-bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                            const char *node_id, int64_t epoch, bson_error_t *error);
-
-/* ---- tasks ----------------------------------------------------------------------------- */
+/* ---- insert.c: creating tasks ----------------------------------------------------------- */
 
 typedef struct cohort_new_task {
     const bson_t *data; /* may be NULL: {} */
@@ -174,6 +183,8 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const cohort_new_task_t *task, int64_t count,
                                int64_t *inserted, bson_error_t *error);
 
+/* ---- claims.c: claiming tasks ----------------------------------------------------------- */
+
 /* Which pending tasks a node may claim, beyond "due": kinds it serves, kinds paused or
  * blocked, groups known to be running. Empty lists filter nothing. */
 typedef struct cohort_claim_filter {
@@ -203,13 +214,6 @@ bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
                               const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
                               size_t *n, bson_error_t *error);
 
-/* A claimed task of a group takes the group's lock: group_lock = `group` on the task, under
- * a unique index, so at most one claimed task per group exists. *locked is false if another
- * task of the group holds it (nothing changed then). */
-bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                             const bson_value_t *id, const char *node_id, int32_t attempt,
-                             const char *group, bool *locked, bson_error_t *error);
-
 /* Gives a claim back untouched (pending again, the attempt not counted): a grouped task whose
  * group turned out to be busy, or a batch's task not started at shutdown. A task with a
  * `coalesce_key` (may be NULL) takes it back for coalescing, unless a newer pending task holds
@@ -218,16 +222,22 @@ bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const 
                           const bson_value_t *id, const char *node_id, int32_t attempt,
                           const char *coalesce_key, bson_error_t *error);
 
+/* ---- groups.c: group locks -------------------------------------------------------------- */
+
+/* A claimed task of a group takes the group's lock: group_lock = `group` on the task, under
+ * a unique index, so at most one claimed task per group exists. *locked is false if another
+ * task of the group holds it (nothing changed then). */
+bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const bson_value_t *id, const char *node_id, int32_t attempt,
+                             const char *group, bool *locked, bson_error_t *error);
+
 /* The groups whose lock is held right now (at most `max`; `groups` receives strdup()ed names
- * the caller frees). One query on the group_lock index. */
+ * the caller frees). One query on the group_lock index. On failure (the database, or out of
+ * memory) *n is 0 and nothing is left to free. */
 bool cohort_store_busy_groups(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               char **groups, size_t max, size_t *n, bson_error_t *error);
 
-/* Primary maintenance: pending tasks whose not_after has passed get the service's boost added
- * to their priority, once (promoted_at records it). One updateMany. */
-bool cohort_store_promote_overdue(cohort_store_t *store, mongoc_client_t *client,
-                                  const char *service, int64_t now_ms, int64_t boost,
-                                  int64_t *promoted, bson_error_t *error);
+/* ---- outcomes.c: finishing tasks -------------------------------------------------------- */
 
 typedef enum cohort_finish {
     COHORT_FINISH_SUCCEEDED,
@@ -244,15 +254,9 @@ typedef struct cohort_task_result {
     int64_t ended_at_ms;     /* cluster clock */
 } cohort_task_result_t;
 
-/* Writes the outcome of the attempt `attempt` of task `id`, conditional on this node still
- * holding the claim. *applied is false if the claim was lost (nothing written). */
-bool cohort_store_finish_task(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, const bson_oid_t *id, const char *node_id,
-                              int32_t attempt, const cohort_task_result_t *result, bool *applied,
-                              bson_error_t *error);
-
-/* The same for a task whose _id is not an ObjectId (written by hand or by another program):
- * such a task is failed without running, and this records that. */
+/* Writes the outcome of the attempt `attempt` of task `id` (any _id type: an ObjectId, or a
+ * value written by hand or by another program), conditional on this node still holding the
+ * claim. *applied is false if the claim was lost (nothing written). */
 bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
                                     const char *service, const bson_value_t *id,
                                     const char *node_id, int32_t attempt,
@@ -281,6 +285,13 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const cohort_task_outcome_t *outcomes, size_t n, size_t *applied,
                                bson_error_t *error);
 
+/* ---- upkeep.c: check-ins and primary maintenance ---------------------------------------- */
+
+/* Check-in: heartbeat_at = server time for these tasks, where this node still holds them. */
+bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const bson_oid_t *ids,
+                                size_t n_ids, bson_error_t *error);
+
 /* Primary maintenance for tasks written by hand or by other programs: pending tasks without
  * run_at become due now (server time; index-served). With `check_types`, pending tasks whose
  * attempts or run_at have the wrong type (which would make every claim fail or never match)
@@ -289,6 +300,96 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bool check_types, int64_t *made_due,
                                int64_t *quarantined, bson_error_t *error);
+
+/* Primary maintenance: pending tasks whose not_after has passed get the service's boost added
+ * to their priority, once (promoted_at records it). One updateMany. */
+bool cohort_store_promote_overdue(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, int64_t now_ms, int64_t boost,
+                                  int64_t *promoted, bson_error_t *error);
+
+/* Sets every task of `service` claimed by `node_id` back to pending (a node starting under
+ * an id an earlier process used). */
+bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t *released,
+                                 bson_error_t *error);
+
+/* Resets claimed tasks whose last check-in is older than `cutoff_ms` to pending. */
+bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, int64_t cutoff_ms, int64_t *reset,
+                                bson_error_t *error);
+
+/* Deletes up to `limit` tasks in `status` finished before `cutoff_ms`, leaving tracked tasks
+ * of batches numbered `keep_batch_from` or later (not completed yet) alone. Two commands:
+ * find the ids (bounded), delete them. */
+bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        const char *status, int64_t cutoff_ms, int64_t keep_batch_from,
+                        int64_t limit, int64_t *deleted, bson_error_t *error);
+
+/* Tracked tasks that no callback would see join the open batch `open`: unfinished or
+ * unacknowledged-succeeded ones in one of the few batches numbered just below
+ * `completed_before` (written there by a writer that read batch_seq before the close) or
+ * without a batch (written by another program). One updateMany. */
+bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t completed_before, int64_t open,
+                                   int64_t *moved, bson_error_t *error);
+
+/* ---- batches.c: tracked batches --------------------------------------------------------- */
+
+/* The batch numbers in a config document (read, renewed or taken over). */
+void cohort_store_parse_batch_state(const bson_t *doc, cohort_batch_state_t *state);
+
+/* Reads the batch numbers from the service's config document. */
+bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, cohort_batch_state_t *state,
+                              bson_error_t *error);
+
+typedef struct cohort_batch_counts {
+    int64_t unfinished; /* pending or claimed */
+    int64_t succeeded, failed;
+} cohort_batch_counts_t;
+
+/* Counts the batch's tracked tasks by state with one aggregation. */
+bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t batch, cohort_batch_counts_t *counts, bson_error_t *error);
+
+/* Closes the open batch `batch` (new tracked tasks join batch + 1) if this node is still
+ * primary under `epoch` and nothing is draining. *closed tells whether it did. */
+bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *node_id, int64_t epoch, int64_t batch, bool *closed,
+                              bson_error_t *error);
+
+/* Marks the succeeded tasks of `batch` acknowledged (idempotent). */
+bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, int64_t batch, bson_error_t *error);
+
+/* A cursor over the succeeded tasks of `batch` in creation order (caller destroys it). */
+mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
+                                           const char *service, int64_t batch);
+
+/* Marks the draining batch `batch` completed, and applies `data_sets` (a document of
+ * generic-data keys to set; a null value unsets) in the same atomic write, if this node is
+ * still primary under `epoch`. *completed tells whether it did: exactly one call per batch
+ * can succeed. */
+bool cohort_store_complete_batch(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t epoch,
+                                 int64_t batch, const cohort_batch_counts_t *counts,
+                                 const bson_t *data_sets, bool *completed, bson_error_t *error);
+
+/* ---- data.c: generic data --------------------------------------------------------------- */
+
+/* Reads data.<key> of the service's config document. *found is false if unset. */
+bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, bson_value_t *value, bool *found,
+                           bson_error_t *error);
+
+/* Sets (value != NULL) or unsets data.<key>. With `node_id` non-NULL the write is fenced:
+ * it applies only while the document names that node as primary under `epoch`; *applied
+ * says whether it did. */
+bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, const bson_value_t *value, const char *node_id,
+                           int64_t epoch, bool *applied, bson_error_t *error);
+
+/* ---- queries.c: counts and listings ----------------------------------------------------- */
 
 typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed, timed_out;
@@ -320,104 +421,5 @@ mongoc_cursor_t *cohort_store_list_tasks(cohort_store_t *store, mongoc_client_t 
 /* Counts the service's tasks by status with one aggregation. */
 bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
                               cohort_status_counts_t *counts, bson_error_t *error);
-
-/* ---- leases, stalled tasks, purging (primary maintenance) ------------------------------- */
-
-/* Check-in: heartbeat_at = server time for these tasks, where this node still holds them. */
-bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, const char *node_id, const bson_oid_t *ids,
-                                size_t n_ids, bson_error_t *error);
-
-/* Sets every task of `service` claimed by `node_id` back to pending (a node starting under
- * an id an earlier process used). */
-bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, const char *node_id, int64_t *released,
-                                 bson_error_t *error);
-
-/* Resets claimed tasks whose last check-in is older than `cutoff_ms` to pending. */
-bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, int64_t cutoff_ms, int64_t *reset,
-                                bson_error_t *error);
-
-/* Deletes up to `limit` tasks in `status` finished before `cutoff_ms`, leaving tracked tasks
- * of batches numbered `keep_batch_from` or later (not completed yet) alone. Two commands:
- * find the ids (bounded), delete them. */
-bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                        const char *status, int64_t cutoff_ms, int64_t keep_batch_from,
-                        int64_t limit, int64_t *deleted, bson_error_t *error);
-
-/* ---- batches --------------------------------------------------------------------------- */
-
-/* The batch numbers in a config document (read, renewed or taken over). */
-void cohort_store_parse_batch_state(const bson_t *doc, cohort_batch_state_t *state);
-
-/* Reads the batch numbers from the service's config document. */
-bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, cohort_batch_state_t *state,
-                              bson_error_t *error);
-
-typedef struct cohort_batch_counts {
-    int64_t unfinished; /* pending or claimed */
-    int64_t succeeded, failed;
-} cohort_batch_counts_t;
-
-/* Counts the batch's tracked tasks by state with one aggregation. */
-bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                              int64_t batch, cohort_batch_counts_t *counts, bson_error_t *error);
-
-/* Closes the open batch `batch` (new tracked tasks join batch + 1) if this node is still
- * primary under `epoch` and nothing is draining. *closed tells whether it did. */
-bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                              const char *node_id, int64_t epoch, int64_t batch, bool *closed,
-                              bson_error_t *error);
-
-/* Tracked tasks that no callback would see join the open batch `open`: unfinished or
- * unacknowledged-succeeded ones in one of the few batches numbered just below
- * `completed_before` (written there by a writer that read batch_seq before the close) or
- * without a batch (written by another program). One updateMany. */
-bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *client,
-                                   const char *service, int64_t completed_before, int64_t open,
-                                   int64_t *moved, bson_error_t *error);
-
-/* Marks the succeeded tasks of `batch` acknowledged (idempotent). */
-bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
-                                    const char *service, int64_t batch, bson_error_t *error);
-
-/* A cursor over the succeeded tasks of `batch` in creation order (caller destroys it). */
-mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
-                                           const char *service, int64_t batch);
-
-/* Marks the draining batch `batch` completed, and applies `data_sets` (a document of
- * generic-data keys to set; a null value unsets) in the same atomic write, if this node is
- * still primary under `epoch`. *completed tells whether it did: exactly one call per batch
- * can succeed. */
-bool cohort_store_complete_batch(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, const char *node_id, int64_t epoch,
-                                 int64_t batch, const cohort_batch_counts_t *counts,
-                                 const bson_t *data_sets, bool *completed, bson_error_t *error);
-
-/* ---- generic data ---------------------------------------------------------------------- */
-
-/* Reads data.<key> of the service's config document. *found is false if unset. */
-bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                           const char *key, bson_value_t *value, bool *found,
-                           bson_error_t *error);
-
-/* Sets (value != NULL) or unsets data.<key>. With `node_id` non-NULL the write is fenced:
- * it applies only while the document names that node as primary under `epoch`; *applied
- * says whether it did. */
-bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                           const char *key, const bson_value_t *value, const char *node_id,
-                           int64_t epoch, bool *applied, bson_error_t *error);
-
-/* Reads the service's config document into `doc` (initialised by this call; destroy it).
- * *found is false if the service has no document yet. */
-bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
-                               const char *service, bson_t *doc, bool *found,
-                               bson_error_t *error);
-
-/* The server's current time, from the localTime of the hello (or legacy isMaster) reply. */
-bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
-                              bson_error_t *error);
 
 #endif

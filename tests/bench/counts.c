@@ -7,7 +7,7 @@
  *
  * fill: prepares the service as a node does (cohort_store_ensure_service: the config
  * document and every queue index), then inserts N tasks into queue_<NAME> with unordered
- * bulk writes of 10,000. Each task has the fields build_task() in src/store/store.c writes, plus
+ * bulk writes of 10,000. Each task has the fields build_task() in src/store/insert.c writes, plus
  * what its status implies (claimed_by, claimed_at, heartbeat_at, finished_at, history,
  * last_error, group_lock), in a fixed pseudo-random mix (the same for every run):
  *   status   pending 25%, claimed 1%, succeeded 68%, failed 5%, timed_out 1%

@@ -537,8 +537,8 @@ Test(batches, a_completion_under_a_stale_epoch_is_not_applied)
     /* another node takes over (epoch 2) */
     bson_error_t error;
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
-                                        cohort_clock_cluster_ms() + 60000, &t, &error),
+    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
+                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &error),
               "%s", error.message);
     cr_assert(t.taken && t.epoch == 2);
 

@@ -115,8 +115,10 @@ static void *claim_loop(void *arg)
         cohort_task_result_t result = {
             .finish = COHORT_FINISH_SUCCEEDED, .started_at_ms = now, .ended_at_ms = now};
         bool applied = false;
-        if (!cohort_store_finish_task(race->store, client, SERVICE, &id, w->node_id, 1, &result,
-                                      &applied, &error)) {
+        bson_value_t id_value = {.value_type = BSON_TYPE_OID};
+        bson_oid_copy(&id, &id_value.value.v_oid);
+        if (!cohort_store_finish_task_value(race->store, client, SERVICE, &id_value, w->node_id, 1,
+                                            &result, &applied, &error)) {
             atomic_fetch_add(&race->db_errors, 1);
             note_problem(race, "finish failed: %s", error.message);
             break;

@@ -211,7 +211,7 @@ Test(ctl, status_json_has_a_stable_shape)
     cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
     cr_assert(cohort_store_ensure_service(store, client, "idle", &error), "%s", error.message);
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(store, client, "mail", "node-7", 0, &t, &error), "%s",
+    cr_assert(cohort_store_take_lease(store, client, "mail", "node-7", 0, -1, 0, &t, &error), "%s",
               error.message);
     cr_assert(t.taken);
     test_run_result_t r = ctl("enqueue", "mail", "--count", "10");

@@ -224,8 +224,8 @@ Test(election, step_down_after_losing_primacy_changes_nothing)
     /* an operator (or a takeover) replaced node-a under its feet */
     bson_error_t error;
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(store, client, SERVICE, "node-c",
-                                        cohort_clock_cluster_ms() + 60000, &t, &error));
+    cr_assert(cohort_store_take_lease(store, client, SERVICE, "node-c",
+                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &error));
     cr_assert(t.taken);
     cr_assert_eq(t.epoch, 2);
     cr_assert_str_eq(t.previous, "node-a");

@@ -336,8 +336,8 @@ Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
     /* another node takes over while node-a's lease still looks valid to node-a */
     bson_error_t db_error;
     cohort_takeover_t t;
-    cr_assert(cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
-                                        cohort_clock_cluster_ms() + 60000, &t, &db_error));
+    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
+                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
     cr_assert(t.taken);
     cr_assert(cohort_ctx_is_primary(&fenced), "the lease ran out too soon for this test");
     bson_value_t two = {.value_type = BSON_TYPE_INT64, .value.v_int64 = 2};
@@ -519,8 +519,8 @@ static bool lose_primacy_after_writing(cohort_ctx_t *ctx, cohort_batch_t *batch,
     bson_error_t error;
     cohort_takeover_t t;
     ok = ok &&
-         cohort_store_take_primacy(fx.store, fx.client, SERVICE, "node-b",
-                                   cohort_clock_cluster_ms() + 60000, &t, &error) &&
+         cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
+                                 cohort_clock_cluster_ms() + 60000, -1, 0, &t, &error) &&
          t.taken;
     return ok;
 }

@@ -569,8 +569,10 @@ Test(maintenance, after_a_reset_the_old_claim_cannot_finish_the_task)
         .finish = COHORT_FINISH_SUCCEEDED, .started_at_ms = now - 1000, .ended_at_ms = now};
     bool applied = true;
     bson_error_t error;
-    cr_assert(cohort_store_finish_task(store, client, SERVICE, &oid, "node-x", 1, &done, &applied,
-                                       &error),
+    bson_value_t id = {.value_type = BSON_TYPE_OID};
+    bson_oid_copy(&oid, &id.value.v_oid);
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id, "node-x", 1, &done,
+                                             &applied, &error),
               "%s", error.message);
     cr_assert_not(applied, "the reset claim's outcome was applied");
     assert_status(&oid, "pending", "", "after the stale outcome");
@@ -583,8 +585,8 @@ Test(maintenance, after_a_reset_the_old_claim_cannot_finish_the_task)
     cr_assert(found);
     bson_destroy(&claimed);
     applied = true;
-    cr_assert(cohort_store_finish_task(store, client, SERVICE, &oid, "node-x", 1, &done, &applied,
-                                       &error));
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id, "node-x", 1, &done,
+                                             &applied, &error));
     cr_assert_not(applied, "attempt 1's outcome was applied to attempt 2");
     bson_t doc;
     read_task(&oid, &doc);
@@ -592,8 +594,8 @@ Test(maintenance, after_a_reset_the_old_claim_cannot_finish_the_task)
     cr_assert_not(bson_iter_init_find(&it, &doc, "history"), "a stale outcome was recorded");
     bson_destroy(&doc);
     assert_status(&oid, "claimed", "node-x", "after the stale outcome of attempt 1");
-    cr_assert(cohort_store_finish_task(store, client, SERVICE, &oid, "node-x", 2, &done, &applied,
-                                       &error));
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id, "node-x", 2, &done,
+                                             &applied, &error));
     cr_assert(applied, "the current attempt could not finish the task");
     assert_status(&oid, "succeeded", "node-x", "after attempt 2");
 }

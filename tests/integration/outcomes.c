@@ -418,15 +418,17 @@ Test(outcomes, outcome_from_a_node_without_the_claim_is_not_applied)
         .finish = COHORT_FINISH_SUCCEEDED, .started_at_ms = now, .ended_at_ms = now};
     bool applied = true;
     bson_error_t error;
-    cr_assert(cohort_store_finish_task(store, client, SERVICE, &id, "another-node", 1, &result,
-                                       &applied, &error),
+    bson_value_t id_value = {.value_type = BSON_TYPE_OID};
+    bson_oid_copy(&id, &id_value.value.v_oid);
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id_value, "another-node", 1,
+                                             &result, &applied, &error),
               "%s", error.message);
     cr_assert_not(applied, "another node's outcome was applied");
     cohort_task_result_t failed = {
         .finish = COHORT_FINISH_FAILED, .error = "stale", .started_at_ms = now, .ended_at_ms = now};
     applied = true;
-    cr_assert(
-        cohort_store_finish_task(store, client, SERVICE, &id, NODE, 2, &failed, &applied, &error));
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id_value, NODE, 2, &failed,
+                                             &applied, &error));
     cr_assert_not(applied, "an outcome for another attempt was applied");
 
     read_task(&id, &after);
@@ -438,8 +440,8 @@ Test(outcomes, outcome_from_a_node_without_the_claim_is_not_applied)
 
     /* the holder of the claim can still finish it */
     applied = false;
-    cr_assert(
-        cohort_store_finish_task(store, client, SERVICE, &id, NODE, 1, &result, &applied, &error));
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id_value, NODE, 1, &result,
+                                             &applied, &error));
     cr_assert(applied);
     bson_destroy(&after);
     read_task(&id, &after);

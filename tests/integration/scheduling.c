@@ -954,8 +954,9 @@ Test(scheduling, one_claimed_task_per_group_holds_the_lock)
     cohort_task_result_t ok = {.finish = COHORT_FINISH_SUCCEEDED, .started_at_ms = now,
                                .ended_at_ms = now};
     bool applied = false;
-    cr_assert(cohort_store_finish_task(store, client, SERVICE, &a, NODE, 1, &ok, &applied,
-                                       &error),
+    bson_value_t av = id_value(&a);
+    cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &av, NODE, 1, &ok, &applied,
+                                             &error),
               "%s", error.message);
     cr_assert(applied);
     n = busy_groups(groups, 8);
@@ -1004,8 +1005,8 @@ static void leave_claimed(exit_path_t path, const char *node, const bson_oid_t *
                         : path == EXIT_FAILED  ? COHORT_FINISH_FAILED
                                                : COHORT_FINISH_TIMED_OUT;
         result.error = path == EXIT_SUCCEEDED ? NULL : "test";
-        ok = cohort_store_finish_task(store, client, SERVICE, oid, node, 1, &result, &applied,
-                                      &error);
+        ok = cohort_store_finish_task_value(store, client, SERVICE, &v, node, 1, &result, &applied,
+                                            &error);
         n = applied;
         break;
     case EXIT_BULK_OUTCOME: {

@@ -1,0 +1,256 @@
+/*
+ * claims.c - taking pending tasks: one claim, batch claims, and giving a claim back untouched
+ * (groups.c holds the group locks).
+ *
+ * A claim moves a task from pending to claimed by this node in one conditional write, so a
+ * task is claimed at most once per attempt; every later write on the task (a lock, an
+ * unclaim, an outcome) carries the claim it depends on in its filter (store_held_claim).
+ */
+#include "store/internal.h"
+
+#include "core/config.h" /* COHORT_CLAIM_BATCH_MAX */
+
+#include <string.h>
+
+static void append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
+                           bool with_null)
+{
+    bson_t array;
+    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
+    uint32_t i = 0;
+    char buf[16];
+    const char *k;
+    if (with_null) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_NULL(&array, k);
+    }
+    for (size_t j = 0; j < n; j++) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_UTF8(&array, k, values[j]);
+    }
+    bson_append_array_end(doc, &array);
+}
+
+/* {status: pending, run_at <= now} and the filter's kinds and groups. */
+static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter_t *filter)
+{
+    bson_t range, kind, group;
+    BSON_APPEND_UTF8(query, "status", "pending");
+    BSON_APPEND_DOCUMENT_BEGIN(query, "run_at", &range);
+    BSON_APPEND_DATE_TIME(&range, "$lte", now_ms);
+    bson_append_document_end(query, &range);
+    if (!filter)
+        return;
+    if (filter->served_kinds || filter->n_stopped_kinds > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
+        if (filter->served_kinds) /* null: tasks without a kind */
+            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds, true);
+        if (filter->n_stopped_kinds > 0)
+            append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds, false);
+        bson_append_document_end(query, &kind);
+    }
+    if (filter->n_busy_groups > 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(query, "group", &group);
+        append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
+        bson_append_document_end(query, &group);
+    }
+}
+
+bson_t *store_claim_sort(void)
+{
+    return BCON_NEW("priority", BCON_INT32(-1), "run_at", BCON_INT32(1), "_id", BCON_INT32(1));
+}
+
+/* The claim itself; `token` (may be NULL) marks the claims of one batch claim. */
+static bson_t *claim_update(const char *node_id, const char *token)
+{
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8(node_id), "claim_token", BCON_UTF8(token ? token : ""),
+                              "}", "$inc", "{", "attempts", BCON_INT32(1), "}", "$currentDate",
+                              "{", "claimed_at", BCON_BOOL(true), "heartbeat_at", BCON_BOOL(true),
+                              "}", "$unset", "{", "coalesce_pending", BCON_UTF8(""), "}");
+    return update;
+}
+
+bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t now_ms,
+                             const cohort_claim_filter_t *filter, bson_t *claimed, bool *found,
+                             bson_error_t *error)
+{
+    bson_init(claimed);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t query = BSON_INITIALIZER;
+    claim_query(&query, now_ms, filter);
+    bson_t *sort = store_claim_sort();
+    bson_t *update = claim_update(node_id, NULL);
+    bson_t *fields = BCON_NEW("history", BCON_INT32(0));
+    bool ok = store_find_and_modify(tasks, &query, sort, update, fields, true, false, claimed,
+                                    found, error);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(sort);
+    bson_destroy(&query);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* One round of a batch claim; *candidates receives how many tasks the find returned. */
+static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
+                             const char *service, const char *node_id, int64_t now_ms,
+                             const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                             size_t *n, uint32_t *candidates, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t query = BSON_INITIALIZER;
+    claim_query(&query, now_ms, filter);
+    bson_t *sort = store_claim_sort();
+
+    /* 1. The candidates, in claim order. */
+    bson_t opts = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&opts, "sort", sort);
+    BSON_APPEND_INT64(&opts, "limit", (int64_t)max);
+    bson_t *projection = BCON_NEW("_id", BCON_INT32(1));
+    BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t found = 0;
+    bool ok = store_find_ids(tasks, &query, &opts, &ids, &found, error);
+
+    /* 2. Claim those still pending and due, under a token of this call. */
+    char token[25];
+    bson_oid_t token_oid;
+    bson_oid_init(&token_oid, NULL);
+    bson_oid_to_string(&token_oid, token);
+    if (ok && found > 0) {
+        bson_t in;
+        BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&query, &in);
+        bson_t *update = claim_update(node_id, token);
+        bson_t reply;
+        ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);
+        int64_t modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
+        bson_destroy(&reply);
+        bson_destroy(update);
+
+        /* 3. Read back what this token won. */
+        if (ok && modified > 0) {
+            bson_t *mine = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by",
+                                    BCON_UTF8(node_id));
+            bson_t in2;
+            BSON_APPEND_DOCUMENT_BEGIN(mine, "_id", &in2);
+            BSON_APPEND_ARRAY(&in2, "$in", &ids);
+            bson_append_document_end(mine, &in2);
+            bson_t read = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT(&read, "sort", sort);
+            bson_t *no_history = BCON_NEW("history", BCON_INT32(0));
+            BSON_APPEND_DOCUMENT(&read, "projection", no_history);
+            mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, mine, &read, NULL);
+            const bson_t *doc;
+            while (*n < max && mongoc_cursor_next(cursor, &doc))
+                bson_copy_to(doc, &claimed[(*n)++]);
+            ok = !mongoc_cursor_error(cursor, error);
+            mongoc_cursor_destroy(cursor);
+            if (!ok) {
+                /* The claims landed but could not be read: give them back by token rather
+                 * than leave them to the stall timeout (best effort: the database may be
+                 * away, and then they are reset as stalled). */
+                for (size_t i = 0; i < *n; i++)
+                    bson_destroy(&claimed[i]);
+                *n = 0;
+                bson_t *back = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"),
+                                        "claimed_by", BCON_NULL, "}", "$inc", "{", "attempts",
+                                        BCON_INT32(-1), "}", "$unset", "{", "claim_token",
+                                        BCON_UTF8(""), "}");
+                bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by",
+                                        BCON_UTF8(node_id), "status", BCON_UTF8("claimed"));
+                bson_error_t ignored;
+                mongoc_collection_update_many(tasks, held, back, NULL, NULL, &ignored);
+                bson_destroy(held);
+                bson_destroy(back);
+            }
+            bson_destroy(no_history);
+            bson_destroy(&read);
+            bson_destroy(mine);
+        }
+    }
+    *candidates = found;
+    bson_destroy(&ids);
+    bson_destroy(projection);
+    bson_destroy(&opts);
+    bson_destroy(sort);
+    bson_destroy(&query);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* Claimers at the same time see the same first candidates: a round that found some but won
+ * none lost them to another claimer, not to an empty queue, so it looks again (at most
+ * CLAIM_ROUNDS times) rather than report "nothing to claim" and park the workers. */
+#define CLAIM_ROUNDS 4
+
+bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t now_ms,
+                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                              size_t *n, bson_error_t *error)
+{
+    *n = 0;
+    if (max > COHORT_CLAIM_BATCH_MAX)
+        max = COHORT_CLAIM_BATCH_MAX;
+    if (max == 0)
+        return true;
+    bool ok = true;
+    uint32_t candidates = 1;
+    for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
+        ok = claim_tasks_once(store, client, service, node_id, now_ms, filter, max, claimed, n,
+                              &candidates, error);
+    return ok;
+}
+
+/* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held. */
+bson_t *store_held_claim(const bson_value_t *id, const char *node_id, int32_t attempt)
+{
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_INT32(filter, "attempts", attempt);
+    return filter;
+}
+
+/* The update that gives a claim back: pending, the attempt not counted, no lock or token;
+ * with `coalesce_key`, the task holds that key for coalescing again. */
+static bson_t *unclaim_update(const char *coalesce_key)
+{
+    bson_t *update = bson_new(), set;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "status", "pending");
+    BSON_APPEND_NULL(&set, "claimed_by");
+    if (coalesce_key)
+        BSON_APPEND_UTF8(&set, "coalesce_pending", coalesce_key);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$inc", "{", "attempts", BCON_INT32(-1), "}", "$unset", "{",
+                            "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
+    return update;
+}
+
+bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const bson_value_t *id, const char *node_id, int32_t attempt,
+                          const char *coalesce_key, bson_error_t *error)
+{
+    bson_t *filter = store_held_claim(id, node_id, attempt);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *update = unclaim_update(coalesce_key);
+    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    if (!ok && coalesce_key && store_is_duplicate_key(error)) {
+        /* A newer pending task holds the key by now: give it back without. */
+        update = unclaim_update(NULL);
+        ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
+        bson_destroy(update);
+    }
+    mongoc_collection_destroy(tasks);
+    bson_destroy(filter);
+    return ok;
+}

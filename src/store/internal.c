@@ -1,0 +1,173 @@
+/*
+ * internal.c - the helpers every file of the store shares (see internal.h): collections by
+ * name, one-line updates of a queue, findAndModify with a copied result, reading numbers and
+ * dates out of replies, and the primacy fence on the config document.
+ */
+#include "store/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+mongoc_collection_t *store_collection(cohort_store_t *store, mongoc_client_t *client,
+                                      const char *name)
+{
+    return mongoc_client_get_collection(client, store->database, name);
+}
+
+mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service)
+{
+    char name[96];
+    snprintf(name, sizeof name, "queue_%s", service);
+    return store_collection(store, client, name);
+}
+
+/* updateMany on the service's queue; *modified (may be NULL) receives the count. */
+bool store_update_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        const bson_t *filter, const bson_t *update, int64_t *modified,
+                        bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
+    if (modified)
+        *modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* findAndModify; `out` receives a copy of the returned document if there is one. */
+bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const bson_t *sort,
+                           const bson_t *update, const bson_t *fields, bool return_new,
+                           bool upsert, bson_t *out, bool *found, bson_error_t *error)
+{
+    mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+    mongoc_find_and_modify_opts_set_update(opts, update);
+    if (sort)
+        mongoc_find_and_modify_opts_set_sort(opts, sort);
+    if (fields)
+        mongoc_find_and_modify_opts_set_fields(opts, fields);
+    int flags = MONGOC_FIND_AND_MODIFY_NONE;
+    if (return_new)
+        flags |= MONGOC_FIND_AND_MODIFY_RETURN_NEW;
+    if (upsert)
+        flags |= MONGOC_FIND_AND_MODIFY_UPSERT;
+    mongoc_find_and_modify_opts_set_flags(opts, (mongoc_find_and_modify_flags_t)flags);
+
+    bson_t reply;
+    bool ok = mongoc_collection_find_and_modify_with_opts(coll, query, opts, &reply, error);
+    *found = false;
+    if (ok) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_iter_document(&it, &len, &data);
+            bson_t value;
+            if (bson_init_static(&value, data, len)) {
+                bson_copy_to(&value, out);
+                *found = true;
+            }
+        }
+    }
+    bson_destroy(&reply);
+    mongoc_find_and_modify_opts_destroy(opts);
+    return ok;
+}
+
+bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc, bool *found,
+                    bson_error_t *error)
+{
+    bson_init(doc);
+    *found = false;
+    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *next;
+    if (mongoc_cursor_next(cursor, &next)) {
+        bson_destroy(doc);
+        bson_copy_to(next, doc);
+        *found = true;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    return ok;
+}
+
+bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field, int64_t *count,
+                        bson_error_t *error)
+{
+    bson_t reply;
+    bool ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
+    *count = store_int64_field(&reply, field, 0);
+    bson_destroy(&reply);
+    return ok;
+}
+
+/* Runs a find and collects the _id of every document into the array `ids` (*n of them). */
+bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+                    bson_t *ids, uint32_t *n, bson_error_t *error)
+{
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id")) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string((*n)++, &k, key, sizeof key);
+            bson_append_value(ids, k, -1, bson_iter_value(&it));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    return ok;
+}
+
+int64_t store_int64_field(const bson_t *doc, const char *dotted, int64_t fallback)
+{
+    bson_iter_t it, child;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
+        BSON_ITER_HOLDS_NUMBER(&child))
+        return bson_iter_as_int64(&child);
+    return fallback;
+}
+
+bool store_date_field(const bson_t *doc, const char *key, int64_t *ms)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+        *ms = bson_iter_date_time(&it);
+        return true;
+    }
+    return false;
+}
+
+bool store_is_duplicate_key(const bson_error_t *error)
+{
+    return error->code == 11000 || error->code == 11001;
+}
+
+/* An update of the service's config document, fenced on primacy under `epoch`. */
+bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                         const char *node_id, int64_t epoch, const bson_t *extra_filter,
+                         const bson_t *update, bool *applied, bson_error_t *error)
+{
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t filter = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&filter, "_id", service);
+    if (node_id) {
+        BSON_APPEND_UTF8(&filter, "primary", node_id);
+        BSON_APPEND_INT64(&filter, "epoch", epoch);
+    }
+    if (extra_filter)
+        bson_concat(&filter, extra_filter);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(services, &filter, update, NULL, &reply, error);
+    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    bson_destroy(&filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}

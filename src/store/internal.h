@@ -1,0 +1,115 @@
+/*
+ * internal.h - what the files of src/store share and nothing else may include: the store's
+ * fields and the helpers for collections, replies and fenced writes.
+ *
+ * The layers above see only store.h. These helpers are not part of the store's API: they are
+ * hidden from the daemon's exported symbols (handlers resolve cohort_* against the
+ * executable), and their names start with store_ rather than cohort_.
+ *
+ * Every helper that talks to the server returns false with `error` filled on failure, like
+ * the public calls; none takes ownership of its arguments unless it says so.
+ */
+#ifndef COHORT_STORE_INTERNAL_H
+#define COHORT_STORE_INTERNAL_H
+
+#include "store/store.h"
+
+#include <stdatomic.h>
+
+#define STORE_INTERNAL __attribute__((visibility("hidden")))
+
+struct cohort_store {
+    mongoc_client_pool_t *pool;
+    mongoc_uri_t *uri;
+    char *database; /* owned */
+    _Atomic uint64_t commands;
+    _Atomic uint64_t command_errors;
+};
+
+/* ---- collections (the caller destroys what these return) ------------------------------- */
+
+/* The collection `name` of the store's database. */
+STORE_INTERNAL mongoc_collection_t *store_collection(cohort_store_t *store,
+                                                     mongoc_client_t *client, const char *name);
+
+/* The service's queue: queue_<service>. */
+STORE_INTERNAL mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_client_t *client,
+                                                const char *service);
+
+/* ---- commands -------------------------------------------------------------------------- */
+
+/* updateMany on the service's queue; *modified (may be NULL) receives the count. */
+STORE_INTERNAL bool store_update_queue(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, const bson_t *filter,
+                                       const bson_t *update, int64_t *modified,
+                                       bson_error_t *error);
+
+/* findAndModify. `out` is written only when a document came back (*found true): it then
+ * receives a copy the caller destroys. `sort` and `fields` may be NULL. With `return_new`,
+ * the document after the update, else the one before. */
+STORE_INTERNAL bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query,
+                                          const bson_t *sort, const bson_t *update,
+                                          const bson_t *fields, bool return_new, bool upsert,
+                                          bson_t *out, bool *found, bson_error_t *error);
+
+/* The first document `filter` matches, copied into `doc` (initialised by the call whatever
+ * happens; the caller destroys it). *found tells whether there was one. */
+STORE_INTERNAL bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc,
+                                   bool *found, bson_error_t *error);
+
+/* Executes `bulk` and reads the count `field` of its reply (nInserted, nMatched) into
+ * *count: a bulk write that failed part-way counts what it did too. */
+STORE_INTERNAL bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field,
+                                       int64_t *count, bson_error_t *error);
+
+/* Runs a find and appends the _id of every document to the array `ids`, numbering from *n
+ * (*n counts them). */
+STORE_INTERNAL bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter,
+                                   const bson_t *opts, bson_t *ids, uint32_t *n,
+                                   bson_error_t *error);
+
+/* An update of the service's config document; with `node_id`, fenced on its primacy under
+ * `epoch`; `extra_filter` (may be NULL) narrows it further. *applied: a document matched. */
+STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client,
+                                        const char *service, const char *node_id, int64_t epoch,
+                                        const bson_t *extra_filter, const bson_t *update,
+                                        bool *applied, bson_error_t *error);
+
+/* ---- reading replies and documents ----------------------------------------------------- */
+
+/* The number at the dotted path, or `fallback` if there is none. */
+STORE_INTERNAL int64_t store_int64_field(const bson_t *doc, const char *dotted,
+                                         int64_t fallback);
+
+/* The date at top-level `key` into *ms; false if it is missing or not a date. */
+STORE_INTERNAL bool store_date_field(const bson_t *doc, const char *key, int64_t *ms);
+
+/* Whether a failed write hit a unique index (E11000). */
+STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
+
+/* ---- shared by claims, outcomes, counts, upkeep (defined in claims.c, queries.c, upkeep.c) */
+
+/* Sends the claimed tasks matching `filter` back to pending with `reason` as their
+ * last_error and without their group lock: a claim lost by its node (expired, restarted,
+ * stalled). Unlike an unclaim, the attempt stays counted. *released (may be NULL) counts
+ * them. */
+STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const bson_t *filter,
+                                         const char *reason, int64_t *released,
+                                         bson_error_t *error);
+
+/* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held.
+ * Returns a new document the caller destroys. */
+STORE_INTERNAL bson_t *store_held_claim(const bson_value_t *id, const char *node_id,
+                                        int32_t attempt);
+
+/* Claim order: priority descending, then run_at, then _id (a new document to destroy). */
+STORE_INTERNAL bson_t *store_claim_sort(void);
+
+/* Counts tasks by status with one aggregation: all of them, or those matching `match`
+ * (may be NULL). */
+STORE_INTERNAL bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client,
+                                          const char *service, const bson_t *match,
+                                          cohort_status_counts_t *counts, bson_error_t *error);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * nodes.c - the `nodes` collection and the cluster clock.
+ *
+ * A node's liveness is the server's time of its last ping ($currentDate), never its own
+ * clock, so nodes with skewed clocks agree on who is late. Expiring a node releases its
+ * claims in the same pass, before it is marked, so a node that learns it expired finds
+ * nothing of its own left to finish.
+ */
+#include "store/internal.h"
+
+#include "core/error.h"
+
+#include <string.h>
+
+/* updateOne of the node's document. */
+static bool update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                        const bson_t *update, bson_error_t *error)
+{
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
+    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
+                            const cohort_node_info_t *node, const bson_t *stats,
+                            int64_t *server_ms, bool *expired, bson_error_t *error)
+{
+    if (expired)
+        *expired = false;
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(node->node_id));
+    bson_t update = BSON_INITIALIZER, set, current;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "host", node->host);
+    BSON_APPEND_INT64(&set, "pid", node->pid);
+    BSON_APPEND_UTF8(&set, "version", node->version);
+    BSON_APPEND_DATE_TIME(&set, "started_at", node->started_at_ms);
+    if (stats)
+        BSON_APPEND_DOCUMENT(&set, "stats", stats);
+    if (node->services) {
+        bson_t list, workers;
+        BSON_APPEND_ARRAY_BEGIN(&set, "services", &list);
+        for (size_t i = 0; i < node->n_services; i++) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            BSON_APPEND_UTF8(&list, k, node->services[i]);
+        }
+        bson_append_array_end(&set, &list);
+        BSON_APPEND_DOCUMENT_BEGIN(&set, "workers", &workers);
+        for (size_t i = 0; i < node->n_services; i++)
+            BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
+        bson_append_document_end(&set, &workers);
+    }
+    bson_append_document_end(&update, &set);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+    BSON_APPEND_BOOL(&current, "seen_at", true);
+    bson_append_document_end(&update, &current);
+    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1), "expired", BCON_INT32(1));
+
+    bson_t doc;
+    bool found = false;
+    bson_init(&doc);
+    bool ok = store_find_and_modify(nodes, query, NULL, &update, fields, true, true, &doc, &found,
+                                    error);
+    if (ok && !(found && store_date_field(&doc, "seen_at", server_ms))) {
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "node ping returned no seen_at date (server does not support "
+                         "$currentDate?)");
+        ok = false;
+    }
+    bson_iter_t it;
+    if (ok && expired && bson_iter_init_find(&it, &doc, "expired") && BSON_ITER_HOLDS_BOOL(&it))
+        *expired = bson_iter_bool(&it);
+    bson_destroy(&doc);
+    bson_destroy(fields);
+    bson_destroy(&update);
+    bson_destroy(query);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                             bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
+    bool ok = update_node(store, client, node_id, update, error);
+    bson_destroy(update);
+    return ok;
+}
+
+bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *node_id, bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
+                              "registered_at", BCON_BOOL(true), "}");
+    bool ok = update_node(store, client, node_id, update, error);
+    bson_destroy(update);
+    return ok;
+}
+
+bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
+                               int64_t *released, bson_error_t *error)
+{
+    *nodes_expired = *released = 0;
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("seen_at", "{", "$lt", BCON_DATE_TIME(cutoff_ms), "$gte",
+                              BCON_DATE_TIME(cutoff_ms - 86400000), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(1000));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(nodes, filter, opts, NULL);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t n = 0;
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string(n++, &k, key, sizeof key);
+            BSON_APPEND_UTF8(&ids, k, bson_iter_utf8(&it, NULL));
+        }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    if (ok && n > 0) {
+        bson_t release = BSON_INITIALIZER, in;
+        BSON_APPEND_UTF8(&release, "status", "claimed");
+        BSON_APPEND_DOCUMENT_BEGIN(&release, "claimed_by", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&release, &in);
+        ok = store_release_claims(store, client, service, &release,
+                                  "released: its node expired (no ping)", released, error);
+        bson_destroy(&release);
+
+        if (ok) {
+            bson_t mark = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT_BEGIN(&mark, "_id", &in);
+            BSON_APPEND_ARRAY(&in, "$in", &ids);
+            bson_append_document_end(&mark, &in);
+            BSON_APPEND_DOCUMENT_BEGIN(&mark, "expired", &in);
+            BSON_APPEND_BOOL(&in, "$ne", true);
+            bson_append_document_end(&mark, &in);
+            bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate",
+                                   "{", "expired_at", BCON_BOOL(true), "}");
+            bson_t reply;
+            ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
+            if (ok)
+                *nodes_expired = store_int64_field(&reply, "modifiedCount", 0);
+            bson_destroy(&reply);
+            bson_destroy(set);
+            bson_destroy(&mark);
+        }
+    }
+    bson_destroy(&ids);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
+                              bson_error_t *error)
+{
+    (void)store;
+    /* hello is the current name; servers that predate it (or emulate an older one) answer
+     * the legacy isMaster, whose reply carries the same localTime. */
+    static const char *const commands[] = {"hello", "isMaster"};
+    bool ok = false;
+    for (size_t i = 0; i < 2 && !ok; i++) {
+        bson_t cmd = BSON_INITIALIZER;
+        BSON_APPEND_INT32(&cmd, commands[i], 1);
+        bson_t reply;
+        ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, error);
+        if (ok && !store_date_field(&reply, "localTime", server_ms)) {
+            cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                             "the server's %s reply has no localTime", commands[i]);
+            ok = false;
+        }
+        bson_destroy(&reply);
+        bson_destroy(&cmd);
+    }
+    return ok;
+}

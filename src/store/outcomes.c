@@ -1,0 +1,153 @@
+/*
+ * outcomes.c - writing what became of an attempt: success, retry, failure, timeout.
+ *
+ * Every outcome is conditional on the claim still being held by this node for this attempt,
+ * so a node that lost a claim (reset as stalled, released as expired) writes nothing; each
+ * keeps the last COHORT_HISTORY_MAX runs in the task's history.
+ */
+#include "store/internal.h"
+
+static const char *finish_name(cohort_finish_t finish)
+{
+    switch (finish) {
+    case COHORT_FINISH_SUCCEEDED:
+        return "succeeded";
+    case COHORT_FINISH_RETRY:
+        return "retry";
+    case COHORT_FINISH_FAILED:
+        return "failed";
+    case COHORT_FINISH_TIMED_OUT:
+        return "timed_out";
+    }
+    return "failed";
+}
+
+/* The update that records one outcome (see cohort_store_finish_task_value). */
+static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
+                          const cohort_task_result_t *result)
+{
+    bson_t set, push, history, each, entry, current, unset;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    switch (result->finish) {
+    case COHORT_FINISH_SUCCEEDED:
+        BSON_APPEND_UTF8(&set, "status", "succeeded");
+        break;
+    case COHORT_FINISH_RETRY:
+        BSON_APPEND_UTF8(&set, "status", "pending");
+        BSON_APPEND_DATE_TIME(&set, "run_at", result->retry_at_ms);
+        break;
+    case COHORT_FINISH_FAILED:
+        BSON_APPEND_UTF8(&set, "status", "failed");
+        break;
+    case COHORT_FINISH_TIMED_OUT:
+        BSON_APPEND_UTF8(&set, "status", "timed_out");
+        break;
+    }
+    if (result->error)
+        BSON_APPEND_UTF8(&set, "last_error", result->error);
+    bson_append_document_end(update, &set);
+
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$unset", &unset);
+    BSON_APPEND_UTF8(&unset, "group_lock", "");
+    bson_append_document_end(update, &unset);
+
+    if (result->finish != COHORT_FINISH_RETRY) {
+        BSON_APPEND_DOCUMENT_BEGIN(update, "$currentDate", &current);
+        BSON_APPEND_BOOL(&current, "finished_at", true);
+        bson_append_document_end(update, &current);
+    }
+
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
+    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
+    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
+    BSON_APPEND_DOCUMENT_BEGIN(&each, "0", &entry);
+    BSON_APPEND_UTF8(&entry, "node", node_id);
+    BSON_APPEND_INT32(&entry, "attempt", attempt);
+    BSON_APPEND_DATE_TIME(&entry, "started_at", result->started_at_ms);
+    BSON_APPEND_DATE_TIME(&entry, "ended_at", result->ended_at_ms);
+    BSON_APPEND_UTF8(&entry, "outcome", finish_name(result->finish));
+    if (result->error)
+        BSON_APPEND_UTF8(&entry, "error", result->error);
+    bson_append_document_end(&each, &entry);
+    bson_append_array_end(&history, &each);
+    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
+    bson_append_document_end(&push, &history);
+    bson_append_document_end(update, &push);
+}
+
+/* One conditional outcome write; `attempts` is the claim's count as stored, `attempt` the
+ * number the history records. */
+static bool finish_one(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       const bson_value_t *id, const char *node_id, const bson_value_t *attempts,
+                       int32_t attempt, const cohort_task_result_t *result, bool *applied,
+                       bson_error_t *error)
+{
+    bson_t *filter = bson_new();
+    BSON_APPEND_VALUE(filter, "_id", id);
+    BSON_APPEND_UTF8(filter, "status", "claimed");
+    BSON_APPEND_UTF8(filter, "claimed_by", node_id);
+    BSON_APPEND_VALUE(filter, "attempts", attempts);
+    bson_t update = BSON_INITIALIZER;
+    finish_update(&update, node_id, attempt, result);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
+    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_finish_task_value(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const bson_value_t *id,
+                                    const char *node_id, int32_t attempt,
+                                    const cohort_task_result_t *result, bool *applied,
+                                    bson_error_t *error)
+{
+    bson_value_t attempts = {.value_type = BSON_TYPE_INT32, .value.v_int32 = attempt};
+    return finish_one(store, client, service, id, node_id, &attempts, attempt, result, applied,
+                      error);
+}
+
+bool cohort_store_finish_task_raw(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const bson_value_t *id,
+                                  const char *node_id, const bson_value_t *attempts,
+                                  const cohort_task_result_t *result, bool *applied,
+                                  bson_error_t *error)
+{
+    return finish_one(store, client, service, id, node_id, attempts, 0, result, applied, error);
+}
+
+bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *node_id,
+                               const cohort_task_outcome_t *outcomes, size_t n, size_t *applied,
+                               bson_error_t *error)
+{
+    *applied = 0;
+    if (n == 0)
+        return true;
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *opts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(tasks, opts);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        const cohort_task_outcome_t *o = &outcomes[i];
+        bson_t *filter = store_held_claim(&o->id, node_id, o->attempt);
+        bson_t update = BSON_INITIALIZER;
+        finish_update(&update, node_id, o->attempt, &o->result);
+        ok = mongoc_bulk_operation_update_one_with_opts(bulk, filter, &update, NULL, error);
+        bson_destroy(&update);
+        bson_destroy(filter);
+    }
+    int64_t matched = 0;
+    if (ok) {
+        ok = store_bulk_execute(bulk, "nMatched", &matched, error);
+        *applied = (size_t)matched;
+    }
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(opts);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}

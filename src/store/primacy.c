@@ -1,0 +1,93 @@
+/*
+ * primacy.c - the lease on a service's primacy, in its config document.
+ *
+ * Both writes are one findAndModify each, conditional on what the node saw: a renewal matches
+ * only while the document still names this node and epoch, a takeover only while the lease
+ * is vacant or expired (and, if the node read one, the declared lease is unchanged). Two
+ * nodes can therefore never both believe they renewed or took the same epoch.
+ */
+#include "store/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t epoch,
+                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
+                              bson_error_t *error)
+{
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
+                             BCON_INT64(epoch));
+    bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "tick_ms",
+                              BCON_INT64(tick_ms), "}", "$currentDate", "{", "last_active",
+                              BCON_BOOL(true), "}");
+    bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1), "settings",
+                              BCON_INT32(1), "lease_ms", BCON_INT32(1), "pause", BCON_INT32(1),
+                              "block", BCON_INT32(1));
+    bson_init(doc);
+    bool ok = store_find_and_modify(services, query, NULL, update, fields, true, false, doc,
+                                    renewed, error);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(query);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
+                             int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error)
+{
+    memset(result, 0, sizeof *result);
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    /* A primary whose last_active is not a date (edited by hand) never renews in a way a
+     * takeover could wait for: it is vacant too (a live primary always has a date there). */
+    bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "$or", "[", "{", "primary", BCON_NULL,
+                             "}", "{", "primary", BCON_UTF8(node_id), "}", "{", "last_active",
+                             "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "last_active",
+                             "{", "$not", "{", "$type", BCON_UTF8("date"), "}", "}", "}", "]");
+    if (seen_lease_ms > 0) {
+        BSON_APPEND_INT64(query, "lease_ms", seen_lease_ms);
+    } else if (seen_lease_ms == 0) {
+        bson_t exists;
+        BSON_APPEND_DOCUMENT_BEGIN(query, "lease_ms", &exists);
+        BSON_APPEND_BOOL(&exists, "$exists", false);
+        bson_append_document_end(query, &exists);
+    }
+    bson_t *update = bson_new(), set;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "primary", node_id);
+    if (lease_ms > 0)
+        BSON_APPEND_INT64(&set, "lease_ms", lease_ms);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$inc", "{", "epoch", BCON_INT64(1), "}", "$currentDate", "{",
+                            "last_active", BCON_BOOL(true), "elected_at", BCON_BOOL(true), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
+    bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1), "batch_seq",
+                              BCON_INT32(1), "draining", BCON_INT32(1));
+    bson_t doc;
+    bool found = false;
+    bson_init(&doc);
+    /* The document as it was before: the previous primary, and the epoch we replace. */
+    bool ok = store_find_and_modify(services, query, NULL, update, fields, false, false, &doc,
+                                    &found, error);
+    if (ok && found) {
+        bson_iter_t it;
+        result->taken = true;
+        result->epoch = 1;
+        if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it))
+            result->epoch = bson_iter_as_int64(&it) + 1;
+        if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+            snprintf(result->previous, sizeof result->previous, "%s",
+                     bson_iter_utf8(&it, NULL));
+        cohort_store_parse_batch_state(&doc, &result->batches);
+    }
+    bson_destroy(&doc);
+    bson_destroy(fields);
+    bson_destroy(update);
+    bson_destroy(query);
+    mongoc_collection_destroy(services);
+    return ok;
+}

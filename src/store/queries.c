@@ -1,0 +1,176 @@
+/*
+ * queries.c - reading the queue for people and tools: counts by status, kind or group, one
+ * task, a listing in claim order.
+ *
+ * Each is one command (or one per status): an aggregation or an index count. The counts by
+ * kind or group are shaped to be covered by the {kind|group, status} indexes ensure_service
+ * creates and stream their rows, so memory stays flat whatever the number of groups.
+ */
+#include "store/internal.h"
+
+#include "core/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Counts tasks by status with one aggregation: all of them, or those matching `match`. */
+bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const bson_t *match, cohort_status_counts_t *counts,
+                           bson_error_t *error)
+{
+    memset(counts, 0, sizeof *counts);
+    bson_t pipeline = BSON_INITIALIZER, stages, stage;
+    BSON_APPEND_ARRAY_BEGIN(&pipeline, "pipeline", &stages);
+    uint32_t i = 0;
+    if (match) {
+        BSON_APPEND_DOCUMENT_BEGIN(&stages, "0", &stage);
+        BSON_APPEND_DOCUMENT(&stage, "$match", match);
+        bson_append_document_end(&stages, &stage);
+        i++;
+    }
+    bson_t *group = BCON_NEW("$group", "{", "_id", BCON_UTF8("$status"), "n", "{", "$sum",
+                             BCON_INT32(1), "}", "}");
+    BSON_APPEND_DOCUMENT(&stages, i ? "1" : "0", group);
+    bson_destroy(group);
+    bson_append_array_end(&pipeline, &stages);
+
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, &pipeline, NULL, NULL);
+    const bson_t *row;
+    while (mongoc_cursor_next(cursor, &row)) {
+        bson_iter_t id, n;
+        if (!bson_iter_init_find(&n, row, "n") || !BSON_ITER_HOLDS_NUMBER(&n))
+            continue;
+        const char *status = bson_iter_init_find(&id, row, "_id") && BSON_ITER_HOLDS_UTF8(&id)
+                                 ? bson_iter_utf8(&id, NULL)
+                                 : "";
+        int64_t value = bson_iter_as_int64(&n);
+        if (strcmp(status, "pending") == 0)
+            counts->pending += value;
+        else if (strcmp(status, "claimed") == 0)
+            counts->claimed += value;
+        else if (strcmp(status, "succeeded") == 0)
+            counts->succeeded += value;
+        else if (strcmp(status, "failed") == 0)
+            counts->failed += value;
+        else if (strcmp(status, "timed_out") == 0)
+            counts->timed_out += value;
+        else
+            counts->other += value;
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(&pipeline);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_count_by(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *field, cohort_count_row_fn row, void *user,
+                           bson_error_t *error)
+{
+    char path[32];
+    snprintf(path, sizeof path, "$%s", field);
+    /* $sort and $project on exactly the keys of the {field: 1, status: 1} index let real
+     * MongoDB answer from the index alone (a covered, in-order scan; no document fetched). */
+    bson_t *pipeline = BCON_NEW(
+        "pipeline", "[", "{", "$sort", "{", field, BCON_INT32(1), "status", BCON_INT32(1), "}",
+        "}", "{", "$project", "{", "_id", BCON_INT32(0), field, BCON_INT32(1), "status",
+        BCON_INT32(1), "}", "}", "{", "$group", "{", "_id", "{", "v", BCON_UTF8(path), "s",
+        BCON_UTF8("$status"), "}", "n", "{", "$sum", BCON_INT32(1), "}", "}", "}", "{", "$sort",
+        "{", "_id.v", BCON_INT32(1), "_id.s", BCON_INT32(1), "}", "}", "]");
+    bson_t *opts = BCON_NEW("allowDiskUse", BCON_BOOL(true));
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(tasks, MONGOC_QUERY_NONE, pipeline, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        const char *value = NULL, *status = "";
+        int64_t n = 0;
+        if (bson_iter_init_find(&it, doc, "n") && BSON_ITER_HOLDS_NUMBER(&it))
+            n = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_iter_t id;
+            bson_iter_recurse(&it, &id);
+            while (bson_iter_next(&id)) {
+                if (strcmp(bson_iter_key(&id), "v") == 0 && BSON_ITER_HOLDS_UTF8(&id))
+                    value = bson_iter_utf8(&id, NULL);
+                else if (strcmp(bson_iter_key(&id), "s") == 0 && BSON_ITER_HOLDS_UTF8(&id))
+                    status = bson_iter_utf8(&id, NULL);
+            }
+        }
+        row(user, value, status, n);
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(pipeline);
+    return ok;
+}
+
+bool cohort_store_count_statuses(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *const *statuses, size_t n,
+                                 int64_t *counts, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        bson_t *filter = BCON_NEW("status", BCON_UTF8(statuses[i]));
+        counts[i] = mongoc_collection_count_documents(tasks, filter, NULL, NULL, NULL, error);
+        ok = counts[i] >= 0;
+        bson_destroy(filter);
+    }
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *id, bson_t *doc, bool *found, bson_error_t *error)
+{
+    bson_init(doc);
+    *found = false;
+    if (!bson_oid_is_valid(id, strlen(id))) {
+        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                         "'%s' is not a task id (24 hex digits)", id);
+        return false;
+    }
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = store_find_one(tasks, filter, doc, found, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(filter);
+    return ok;
+}
+
+mongoc_cursor_t *cohort_store_list_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const char *status, int64_t limit)
+{
+    bson_t filter = BSON_INITIALIZER;
+    if (status)
+        BSON_APPEND_UTF8(&filter, "status", status);
+    bson_t *sort = store_claim_sort();
+    bson_t opts = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&opts, "sort", sort);
+    BSON_APPEND_INT64(&opts, "limit", limit);
+    bson_t *projection = BCON_NEW("history", BCON_INT32(0), "data", BCON_INT32(0));
+    BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, &filter, &opts, NULL);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(projection);
+    bson_destroy(&opts);
+    bson_destroy(sort);
+    bson_destroy(&filter);
+    return cursor;
+}
+
+bool cohort_store_count_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              cohort_status_counts_t *counts, bson_error_t *error)
+{
+    return store_count_by_status(store, client, service, NULL, counts, error);
+}

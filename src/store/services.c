@@ -1,0 +1,173 @@
+/*
+ * services.c - the `services` collection: one config document per service (see
+ * docs/SCHEMA.md). Creating it with the queue's indexes, reading it, the operator's writes
+ * to it (live settings, pause and block switches) and the primary's clean step-down. The
+ * lease itself is primacy.c's, batches batches.c's, generic data data.c's.
+ *
+ * Creation is idempotent and fills in fields that older documents lack, so a node may run
+ * it at every start.
+ */
+#include "store/internal.h"
+
+#include <stdio.h>
+
+static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
+                           bson_error_t *error)
+{
+    bson_t cmd = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&cmd, "createIndexes", mongoc_collection_get_name(coll));
+    BSON_APPEND_ARRAY(&cmd, "indexes", indexes);
+    bool ok = mongoc_collection_write_command_with_opts(coll, &cmd, NULL, NULL, error);
+    bson_destroy(&cmd);
+    return ok;
+}
+
+bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, bson_error_t *error)
+{
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(0),
+                              "last_active", BCON_NULL, "batch_seq", BCON_INT64(1), "draining",
+                              BCON_NULL, "batches_completed", BCON_INT64(0), "data", "{", "}",
+                              "}", "$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
+    bool ok = mongoc_collection_update_one(services, filter, update, opts, NULL, error);
+    if (ok) {
+        /* Documents created before batches existed lack their fields, and closing a batch
+         * is fenced on batch_seq: fill them in. */
+        bson_t *old = BCON_NEW("_id", BCON_UTF8(service), "batch_seq", "{", "$exists",
+                               BCON_BOOL(false), "}");
+        bson_t *fill = BCON_NEW("$set", "{", "batch_seq", BCON_INT64(1), "draining", BCON_NULL,
+                                "batches_completed", BCON_INT64(0), "}");
+        ok = mongoc_collection_update_one(services, old, fill, NULL, NULL, error);
+        bson_destroy(fill);
+        bson_destroy(old);
+    }
+    bson_destroy(opts);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    if (!ok)
+        return false;
+
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *indexes = BCON_NEW(
+        /* claims: {status: pending, run_at <= now} sorted by run_at */
+        "0", "{", "key", "{", "status", BCON_INT32(1), "run_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_run_at"), "}",
+        /* purge: {status, finished_at < cutoff} */
+        "1", "{", "key", "{", "status", BCON_INT32(1), "finished_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_finished_at"), "}",
+        /* stalled-task reset: {status: claimed, heartbeat_at < cutoff} */
+        "2", "{", "key", "{", "status", BCON_INT32(1), "heartbeat_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("status_heartbeat_at"), "}",
+        /* batch counts and the callback's cursor: {batch, status} */
+        "3", "{", "key", "{", "batch", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("batch_status"), "}",
+        /* idempotent creation: at most one task per unique_key (sparse: tasks without one
+         * are not indexed) */
+        "4", "{", "key", "{", "unique_key", BCON_INT32(1), "}", "name", BCON_UTF8("unique_key"),
+        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* claims: {status: pending, run_at <= now} in claim order (equality, sort, range) */
+        "5", "{", "key", "{", "status", BCON_INT32(1), "priority", BCON_INT32(-1), "run_at",
+        BCON_INT32(1), "_id", BCON_INT32(1), "}", "name", BCON_UTF8("claim_order"), "}",
+        /* groups: at most one claimed task holds a group's lock */
+        "6", "{", "key", "{", "group_lock", BCON_INT32(1), "}", "name", BCON_UTF8("group_lock"),
+        "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* coalescing: at most one pending task per coalesce key */
+        "7", "{", "key", "{", "coalesce_pending", BCON_INT32(1), "}", "name",
+        BCON_UTF8("coalesce_pending"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
+        /* not_after promotion: the few tasks that have a deadline */
+        "8", "{", "key", "{", "not_after", BCON_INT32(1), "}", "name", BCON_UTF8("not_after"),
+        "sparse", BCON_BOOL(true), "}",
+        /* counts by kind and by group */
+        "9", "{", "key", "{", "kind", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("kind_status"), "}",
+        "10", "{", "key", "{", "group", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
+        BCON_UTF8("group_status"), "}");
+    ok = create_indexes(tasks, indexes, error);
+    bson_destroy(indexes);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, bson_t *doc, bool *found,
+                               bson_error_t *error)
+{
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bool ok = store_find_one(services, filter, doc, found, error);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *key, int64_t value, bool *found, bson_error_t *error)
+{
+    char path[96];
+    snprintf(path, sizeof path, "settings.%s", key);
+    bson_t update = BSON_INITIALIZER, op;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, value >= 0 ? "$set" : "$unset", &op);
+    if (value >= 0)
+        BSON_APPEND_INT64(&op, path, value);
+    else
+        BSON_APPEND_UTF8(&op, path, "");
+    bson_append_document_end(&update, &op);
+    bool ok = store_fenced_update(store, client, service, NULL, 0, NULL, &update, found, error);
+    bson_destroy(&update);
+    return ok;
+}
+
+bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                             const char *which, const char *kind, bool on, const char *reason,
+                             const char *by, bool *found, bson_error_t *error)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s.%s", which, kind);
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
+    bson_t update = BSON_INITIALIZER, op;
+    if (on) {
+        /* Field by field: $set of the whole sub-document would clash with $currentDate. */
+        char key[112];
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &op);
+        snprintf(key, sizeof key, "%s.reason", path);
+        if (reason)
+            BSON_APPEND_UTF8(&op, key, reason);
+        else
+            BSON_APPEND_NULL(&op, key);
+        snprintf(key, sizeof key, "%s.by", path);
+        BSON_APPEND_UTF8(&op, key, by ? by : "");
+        bson_append_document_end(&update, &op);
+        snprintf(key, sizeof key, "%s.at", path);
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &op);
+        BSON_APPEND_BOOL(&op, key, true);
+        bson_append_document_end(&update, &op);
+    } else {
+        BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &op);
+        BSON_APPEND_UTF8(&op, path, "");
+        bson_append_document_end(&update, &op);
+    }
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(services, filter, &update, NULL, &reply, error);
+    *found = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(services);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *node_id, int64_t epoch, bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$set", "{", "primary", BCON_NULL, "}");
+    bool stepped_down; /* false: primacy had moved on already, which is as good */
+    bool ok = store_fenced_update(store, client, service, node_id, epoch, NULL, update,
+                                  &stepped_down, error);
+    bson_destroy(update);
+    return ok;
+}

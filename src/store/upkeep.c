@@ -1,0 +1,198 @@
+/*
+ * upkeep.c - the primary's housekeeping of a queue and the workers' check-ins: repairing
+ * tasks written by hand, promoting overdue ones, check-ins, releasing and resetting claims,
+ * purging finished tasks, adopting tracked tasks that missed their batch.
+ *
+ * Each is one or two bulk commands whose filters re-check the state they change, so running
+ * one twice, or on two nodes during a takeover, never undoes or doubles the other's work.
+ */
+#include "store/internal.h"
+
+/* How many completed batches back a late tracked task is looked for. A writer reads the open
+ * batch and inserts a moment later; it cannot fall further behind than this without pausing
+ * through several whole batches. The bound keeps the query on a short range of the
+ * batch_status index instead of every retained task. */
+#define STRAGGLER_BATCHES 8
+
+bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, bool check_types, int64_t *made_due,
+                               int64_t *quarantined, bson_error_t *error)
+{
+    *made_due = *quarantined = 0;
+    bson_t *missing = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$exists",
+                               BCON_BOOL(false), "}");
+    bson_t *due = BCON_NEW("$currentDate", "{", "run_at", BCON_BOOL(true), "}");
+    bson_t *malformed = BCON_NEW(
+        "status", BCON_UTF8("pending"), "$or", "[", "{", "attempts", "{", "$exists",
+        BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("number"), "}", "}", "}", "{", "run_at",
+        "{", "$exists", BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("date"), "}", "}", "}",
+        "]");
+    bson_t *fail = BCON_NEW("$set", "{", "status", BCON_UTF8("failed"), "last_error",
+                            BCON_UTF8("malformed task: 'attempts' must be a number and 'run_at' "
+                                      "a date"),
+                            "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
+    bool ok = store_update_queue(store, client, service, missing, due, made_due, error);
+    if (ok) {
+        /* Claims sort on priority: a task without one (written by hand) gets 0. */
+        bson_t *unranked = BCON_NEW("status", BCON_UTF8("pending"), "priority", BCON_NULL);
+        bson_t *rank = BCON_NEW("$set", "{", "priority", BCON_INT32(0), "}");
+        int64_t ranked = 0;
+        ok = store_update_queue(store, client, service, unranked, rank, &ranked, error);
+        *made_due += ranked;
+        bson_destroy(rank);
+        bson_destroy(unranked);
+    }
+    if (ok && check_types)
+        ok = store_update_queue(store, client, service, malformed, fail, quarantined, error);
+    bson_destroy(fail);
+    bson_destroy(malformed);
+    bson_destroy(due);
+    bson_destroy(missing);
+    return ok;
+}
+
+bool cohort_store_promote_overdue(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, int64_t now_ms, int64_t boost,
+                                  int64_t *promoted, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("not_after", "{", "$lte", BCON_DATE_TIME(now_ms), "}", "status",
+                              BCON_UTF8("pending"), "promoted_at", "{", "$exists",
+                              BCON_BOOL(false), "}");
+    bson_t *update = BCON_NEW("$inc", "{", "priority", BCON_INT32((int32_t)boost), "}",
+                              "$currentDate", "{", "promoted_at", BCON_BOOL(true), "}");
+    bool ok = store_update_queue(store, client, service, filter, update, promoted, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const bson_oid_t *ids,
+                                size_t n_ids, bson_error_t *error)
+{
+    if (n_ids == 0)
+        return true;
+    bson_t filter = BSON_INITIALIZER, id, in;
+    BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
+    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
+    for (size_t i = 0; i < n_ids; i++) {
+        char key[16];
+        const char *k;
+        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+        BSON_APPEND_OID(&in, k, &ids[i]);
+    }
+    bson_append_array_end(&id, &in);
+    bson_append_document_end(&filter, &id);
+    BSON_APPEND_UTF8(&filter, "status", "claimed");
+    BSON_APPEND_UTF8(&filter, "claimed_by", node_id);
+    bson_t *update = BCON_NEW("$currentDate", "{", "heartbeat_at", BCON_BOOL(true), "}");
+    bool ok = store_update_queue(store, client, service, &filter, update, NULL, error);
+    bson_destroy(update);
+    bson_destroy(&filter);
+    return ok;
+}
+
+bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                          const bson_t *filter, const char *reason, int64_t *released,
+                          bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
+                              "group_lock", BCON_UTF8(""), "}");
+    bool ok = store_update_queue(store, client, service, filter, update, released, error);
+    bson_destroy(update);
+    return ok;
+}
+
+bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const char *node_id, int64_t *released,
+                                 bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "claimed_by", BCON_UTF8(node_id));
+    bool ok = store_release_claims(store, client, service, filter,
+                                   "released: its node restarted while running it", released,
+                                   error);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, int64_t cutoff_ms, int64_t *reset,
+                                bson_error_t *error)
+{
+    *reset = 0;
+    /* Claims made before check-ins existed have only claimed_at. */
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{",
+                              "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
+                              "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
+                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
+    bool ok = store_release_claims(store, client, service, filter,
+                                   "stalled: its node stopped checking in; reset to pending",
+                                   reset, error);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        const char *status, int64_t cutoff_ms, int64_t keep_batch_from,
+                        int64_t limit, int64_t *deleted, bson_error_t *error)
+{
+    *deleted = 0;
+    bson_t *filter = BCON_NEW("status", BCON_UTF8(status), "finished_at", "{", "$lt",
+                              BCON_DATE_TIME(cutoff_ms), "}", "$or", "[", "{", "tracked", "{",
+                              "$ne", BCON_BOOL(true), "}", "}", "{", "batch", "{", "$lt",
+                              BCON_INT64(keep_batch_from), "}", "}", "{", "batch", "{",
+                              "$exists", BCON_BOOL(false), "}", "}", "]");
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(limit));
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t ids = BSON_INITIALIZER;
+    uint32_t n = 0;
+    bool ok = store_find_ids(tasks, filter, opts, &ids, &n, error);
+    if (ok && n > 0) {
+        /* The status and cutoff again: a task retried meanwhile is not deleted. */
+        bson_t del = BSON_INITIALIZER, in;
+        BSON_APPEND_DOCUMENT_BEGIN(&del, "_id", &in);
+        BSON_APPEND_ARRAY(&in, "$in", &ids);
+        bson_append_document_end(&del, &in);
+        BSON_APPEND_UTF8(&del, "status", status);
+        bson_t reply;
+        ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);
+        if (ok)
+            *deleted = store_int64_field(&reply, "deletedCount", 0);
+        bson_destroy(&reply);
+        bson_destroy(&del);
+    }
+    bson_destroy(&ids);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_adopt_stragglers(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t completed_before, int64_t open,
+                                   int64_t *moved, bson_error_t *error)
+{
+    *moved = 0;
+    /* {tracked, $and: [{$or: [batch in the window, no batch]},
+     *                  {$or: [unfinished, succeeded but not acknowledged]}]} */
+    bson_t *filter = BCON_NEW(
+        "tracked", BCON_BOOL(true), "$and", "[",
+        "{", "$or", "[",
+        "{", "batch", "{", "$lt", BCON_INT64(completed_before), "$gte",
+        BCON_INT64(completed_before - STRAGGLER_BATCHES), "}", "}",
+        "{", "batch", "{", "$exists", BCON_BOOL(false), "}", "}",
+        "]", "}",
+        "{", "$or", "[",
+        "{", "status", "{", "$in", "[", BCON_UTF8("pending"), BCON_UTF8("claimed"), "]", "}", "}",
+        "{", "status", BCON_UTF8("succeeded"), "acknowledged", "{", "$ne", BCON_BOOL(true), "}",
+        "}",
+        "]", "}",
+        "]");
+    bson_t *update = BCON_NEW("$set", "{", "batch", BCON_INT64(open), "}");
+    bool ok = store_update_queue(store, client, service, filter, update, moved, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
