@@ -12,7 +12,7 @@
 #include <mongoc/mongoc.h>
 
 #include "cohort/handler.h"
-#include "node/service.h"
+#include "node/runtime.h"
 
 struct cohort_ctx {
     cohort_service_t *service;

@@ -64,6 +64,10 @@ bool cohort_election_has_lease(const cohort_election_t *election);
 /* The epoch under which this node may act now, or 0. Safe from any thread. */
 int64_t cohort_election_epoch(const cohort_election_t *election);
 
+/* The role name for log lines: "primary" while the lease holds, else "secondary". Safe
+ * from any thread (modules below the service log with it instead of asking the service). */
+const char *cohort_election_role(const cohort_election_t *election);
+
 /* Frees what the election holds (its settings copy). */
 void cohort_election_destroy(cohort_election_t *election);
 

@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "node/http.h"
+#include "node/metrics.h"
 #include "core/log.h"
 #include "node/notify.h"
 #include "node/service.h"
@@ -405,7 +406,7 @@ static void reload(node_t *n)
         }
         if (!same_options(was, now)) {
             char err[256];
-            if (cohort_service_reload_options(s, n->client, now, err, sizeof err))
+            if (cohort_host_reload(s, n->client, now, err, sizeof err))
                 cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
                             "handler options reloaded");
             else
@@ -437,10 +438,11 @@ void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_err
     cohort_node_default_id(node_id, sizeof node_id);
     for (size_t i = 0; i < config->n_services; i++) {
         const cohort_service_config_t *sc = &config->services[i];
+        cohort_settings_t file;
+        cohort_settings_from_config(config, sc, &file);
         char err[1024];
         cohort_service_t *s = cohort_service_new(sc, config->node_id ? config->node_id : node_id,
-                                                 config->takeover_ms, NULL, NULL, err,
-                                                 sizeof err);
+                                                 &file, NULL, NULL, err, sizeof err);
         if (!s)
             cohort_config_errors_add(errors, "%s line %d: %s", config->path ? config->path : "-",
                                      sc->handler_line, err);
@@ -514,8 +516,9 @@ static bool start_http(node_t *n)
     return true;
 }
 
-int cohort_node_run(const cohort_config_t *config)
+int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 {
+    *abandoned = false;
     node_t n = {.config = config, .current = config};
     int rc = 1;
     if (config->node_id)
@@ -543,17 +546,15 @@ int cohort_node_run(const cohort_config_t *config)
     if (!n.services)
         goto out;
     for (size_t i = 0; i < config->n_services; i++) {
+        cohort_settings_t file;
+        cohort_settings_from_config(config, &config->services[i], &file);
         char err[1024];
-        cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id,
-                                                 config->takeover_ms, n.store, n.client, err,
-                                                 sizeof err);
+        cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id, &file, n.store,
+                                                 n.client, err, sizeof err);
         if (!s) {
             cohort_log_node(COHORT_LOG_ERROR, "%s", err);
             goto out;
         }
-        cohort_settings_t file;
-        cohort_settings_from_config(config, &config->services[i], &file);
-        cohort_service_set_file_settings(s, &file);
         s->config_path = config->path; /* isolation = process: the children load it */
         n.services[n.n_services++] = s;
     }
@@ -606,8 +607,10 @@ out:;
                         "pending; exiting",
                         still_running, (long long)released);
         log_summary(&n);
-        fflush(NULL);
-        _exit(rc);
+        /* Nothing may be freed under the threads still in handler code: the caller ends the
+         * process at once (cohortd does, with _exit()). */
+        *abandoned = true;
+        return rc;
     }
     /* The summary reads the services' counters: before they are freed. Nothing is running
      * (claims in flight count as running), so the counters are final. */
