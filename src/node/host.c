@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "node/errors.h"
 #include "node/live_settings.h"
 
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt)
@@ -35,15 +36,15 @@ int64_t cohort_task_timeout_ms(const cohort_service_config_t *config, const coho
 
 cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const char *node_id,
                                   const cohort_settings_t *file, cohort_store_t *store,
-                                  mongoc_client_t *client, char *err, size_t errlen)
+                                  mongoc_client_t *client, bson_error_t *error)
 {
-    cohort_plugin_t *plugin = cohort_plugin_load(config->handler_path, err, errlen);
+    cohort_plugin_t *plugin = cohort_plugin_load(config->handler_path, error);
     if (!plugin)
         return NULL;
     cohort_service_t *s = calloc(1, sizeof *s);
     if (!s) {
         cohort_plugin_unload(plugin);
-        snprintf(err, errlen, "out of memory");
+        cohort_error_nomem(error, "a service's state");
         return NULL;
     }
     s->config = config;
@@ -61,17 +62,18 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
         cohort_ctx_t ctx;
         cohort_ctx_init(&ctx, s, client, false);
         if (!h->init(&ctx, config->options, config->n_options, &s->handler_state)) {
-            snprintf(err, errlen, "[service:%s] handler '%s' rejected its configuration: %s",
-                     config->name, h->name ? h->name : plugin->path,
-                     ctx.error[0] ? ctx.error : "init() failed without a message");
+            cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                             "[service:%s] handler '%s' rejected its configuration: %s",
+                             config->name, h->name ? h->name : plugin->path,
+                             ctx.error[0] ? ctx.error : "init() failed without a message");
             cohort_host_destroy(s);
             return NULL;
         }
     } else if (config->n_options > 0) {
-        snprintf(err, errlen,
-                 "line %d: [service:%s] unknown key '%s' (handler '%s' takes no options)",
-                 config->options[0].line, config->name, config->options[0].key,
-                 h->name ? h->name : plugin->path);
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "line %d: [service:%s] unknown key '%s' (handler '%s' takes no options)",
+                         config->options[0].line, config->name, config->options[0].key,
+                         h->name ? h->name : plugin->path);
         cohort_host_destroy(s);
         return NULL;
     }
@@ -80,13 +82,14 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
 }
 
 bool cohort_host_reload(cohort_service_t *s, mongoc_client_t *client,
-                        const cohort_service_config_t *config, char *err, size_t errlen)
+                        const cohort_service_config_t *config, bson_error_t *error)
 {
     cohort_ctx_t ctx;
     cohort_ctx_init(&ctx, s, client, false);
     if (s->plugin->handler->reload(&ctx, s->handler_state, config->options, config->n_options))
         return true;
-    snprintf(err, errlen, "%s", ctx.error[0] ? ctx.error : "no reason given");
+    cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID, "%s",
+                     ctx.error[0] ? ctx.error : "no reason given");
     return false;
 }
 

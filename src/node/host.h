@@ -44,15 +44,16 @@ int64_t cohort_task_timeout_ms(const cohort_service_config_t *config, const coho
  * cohort_settings_from_config()) in effect: loads the handler and calls its init() with the
  * service's options, lending it `client` for the call. No worker runs yet. Returns the
  * service (free it with cohort_host_destroy(), or cohort_service_destroy() once started), or
- * NULL with a message in err. */
+ * NULL with the reason in `error`
+ * (Cohort's error type, see errors.h). */
 cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const char *node_id,
                                   const cohort_settings_t *file, cohort_store_t *store,
-                                  mongoc_client_t *client, char *err, size_t errlen);
+                                  mongoc_client_t *client, bson_error_t *error);
 
 /* Hands the options of `config` (a reloaded section for this service) to the handler's
- * reload callback (which must exist). False with the handler's reason in err. */
+ * reload callback (which must exist). False with the handler's reason in `error`. */
 bool cohort_host_reload(cohort_service_t *service, mongoc_client_t *client,
-                        const cohort_service_config_t *config, char *err, size_t errlen);
+                        const cohort_service_config_t *config, bson_error_t *error);
 
 /* The handler call itself, on the calling thread: process_task() on the parsed task
  * run->task, its duration observed, run->result filled from the outcome. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/errors.h"
 #include "node/metrics.h"
 
 #define HTTP_TIMEOUT_S 10
@@ -140,18 +141,20 @@ static bool split_listen(const char *listen, char *host, size_t hostlen, unsigne
 }
 
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
-                                 const cohort_http_callbacks_t *callbacks, char *err, size_t errlen)
+                                 const cohort_http_callbacks_t *callbacks, bson_error_t *error)
 {
     char host[256];
     unsigned short port;
     if (!split_listen(listen, host, sizeof host, &port)) {
-        snprintf(err, errlen, "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", listen);
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", listen);
         return NULL;
     }
     cohort_http_t *h = calloc(1, sizeof *h);
     if (!h || !(h->http = evhttp_new(base))) {
         free(h);
-        snprintf(err, errlen, "http_listen = '%s': out of memory", listen);
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
+                         "http_listen = '%s': out of memory", listen);
         return NULL;
     }
     h->callbacks = *callbacks;
@@ -167,8 +170,9 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     errno = 0;
     if (!evhttp_bind_socket_with_handle(h->http, host, port)) {
         int saved = errno;
-        snprintf(err, errlen, "http_listen = '%s': cannot listen on it: %s", listen,
-                 saved ? strerror(saved) : "address not available");
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                         "http_listen = '%s': cannot listen on it: %s", listen,
+                         saved ? strerror(saved) : "address not available");
         cohort_http_destroy(h);
         return NULL;
     }

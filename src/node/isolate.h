@@ -24,9 +24,10 @@
 typedef struct cohort_isolate cohort_isolate_t;
 
 /* A pool of `slots` child slots for `service` (children start on first use). `config_path`
- * is the node's configuration file, which children load. NULL with a message in err. */
+ * is the node's configuration file, which children load. NULL with the reason in `error` (Cohort's
+ * error type, see errors.h). */
 cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *config_path,
-                                     size_t slots, char *err, size_t errlen);
+                                     size_t slots, bson_error_t *error);
 
 /* Runs the parsed task `run->task` (claimed as `claimed`) in slot `slot`'s child and fills
  * run->result (and run->why); writes nothing to the database. Called by that slot's worker

@@ -128,11 +128,10 @@ int cohort_isolate_child_main(const char *config_path, const char *service_name,
     mongoc_client_t *client = cohort_store_pop(store);
     cohort_settings_t file;
     cohort_settings_from_config(config, sc, &file);
-    char err[1024];
-    cohort_service_t *service = cohort_host_new(sc, node_id, &file, store, client, err, sizeof err);
+    cohort_service_t *service = cohort_host_new(sc, node_id, &file, store, client, &error);
     int rc = 0;
     if (!service) {
-        rc = hello_failed(fd, "%s", err);
+        rc = hello_failed(fd, "%s", error.message);
     } else {
         bson_t hello = BSON_INITIALIZER;
         BSON_APPEND_BOOL(&hello, "ready", true);

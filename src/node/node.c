@@ -397,21 +397,21 @@ static void reload(node_t *n)
         cohort_settings_from_config(next, now, &file);
         cohort_service_reload_file_settings(s, &file);
         if (now->workers != was->workers) {
-            char err[256];
-            if (cohort_service_set_workers(s, (size_t)now->workers, err, sizeof err))
+            bson_error_t err;
+            if (cohort_service_set_workers(s, (size_t)now->workers, &err))
                 cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0, "workers = %lld (was %lld)",
                             (long long)now->workers, (long long)was->workers);
             else
-                cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0, "reload: %s", err);
+                cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0, "reload: %s", err.message);
         }
         if (!same_options(was, now)) {
-            char err[256];
-            if (cohort_host_reload(s, n->client, now, err, sizeof err))
+            bson_error_t err;
+            if (cohort_host_reload(s, n->client, now, &err))
                 cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
                             "handler options reloaded");
             else
                 cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
-                            "handler refused its new options (keeping the old ones): %s", err);
+                            "handler refused its new options (keeping the old ones): %s", err.message);
         }
     }
     cohort_log_node(COHORT_LOG_INFO, "configuration reloaded from %s (log_level %s)", next->path,
@@ -440,12 +440,12 @@ void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_err
         const cohort_service_config_t *sc = &config->services[i];
         cohort_settings_t file;
         cohort_settings_from_config(config, sc, &file);
-        char err[1024];
+        bson_error_t err;
         cohort_service_t *s = cohort_service_new(sc, config->node_id ? config->node_id : node_id,
-                                                 &file, NULL, NULL, err, sizeof err);
+                                                 &file, NULL, NULL, &err);
         if (!s)
             cohort_config_errors_add(errors, "%s line %d: %s", config->path ? config->path : "-",
-                                     sc->handler_line, err);
+                                     sc->handler_line, err.message);
         cohort_service_destroy(s, NULL);
     }
 }
@@ -502,11 +502,11 @@ static bool start_http(node_t *n)
 {
     if (!n->config->http_listen)
         return true;
-    char err[512];
+    bson_error_t err;
     cohort_http_callbacks_t callbacks = {.ready = http_ready, .metrics = http_metrics, .arg = n};
-    n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, err, sizeof err);
+    n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, &err);
     if (!n->http) {
-        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err);
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
         return false;
     }
     for (size_t i = 0; i < n->n_services; i++)
@@ -548,20 +548,20 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
     for (size_t i = 0; i < config->n_services; i++) {
         cohort_settings_t file;
         cohort_settings_from_config(config, &config->services[i], &file);
-        char err[1024];
+        bson_error_t err;
         cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id, &file, n.store,
-                                                 n.client, err, sizeof err);
+                                                 n.client, &err);
         if (!s) {
-            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err.message);
             goto out;
         }
         s->config_path = config->path; /* isolation = process: the children load it */
         n.services[n.n_services++] = s;
     }
     for (size_t i = 0; i < n.n_services; i++) {
-        char err[256];
-        if (!cohort_service_start(n.services[i], err, sizeof err)) {
-            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
+        bson_error_t err;
+        if (!cohort_service_start(n.services[i], &err)) {
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err.message);
             goto out;
         }
     }

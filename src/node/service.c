@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "node/errors.h"
 #include "node/batches.h"
 #include "node/checkins.h"
 #include "node/context.h"
@@ -20,28 +21,25 @@
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,
-                                     mongoc_client_t *client, char *err, size_t errlen)
+                                     mongoc_client_t *client, bson_error_t *error)
 {
-    return cohort_host_new(config, node_id, file, store, client, err, errlen);
+    return cohort_host_new(config, node_id, file, store, client, error);
 }
 
-bool cohort_service_start(cohort_service_t *s, char *err, size_t errlen)
+bool cohort_service_start(cohort_service_t *s, bson_error_t *error)
 {
     s->threads = calloc(COHORT_MAX_WORKERS, sizeof *s->threads);
     s->slots = calloc(COHORT_MAX_WORKERS, sizeof *s->slots);
     /* Room for two batch claims' extras at once; a claim asks only for the room left. */
     s->ready_cap = 2 * (size_t)s->config->claim_batch;
     s->ready = calloc(s->ready_cap, sizeof *s->ready);
-    if (!s->threads || !s->slots || !s->ready) {
-        snprintf(err, errlen, "[service:%s] out of memory for %d worker slots",
-                 s->config->name, COHORT_MAX_WORKERS);
-        return false;
-    }
+    if (!s->threads || !s->slots || !s->ready)
+        return cohort_error_nomem(error, "the worker slots");
     /* Room for every slot SIGHUP may add; a slot's child starts on its first task. */
     if (s->config->isolation == COHORT_ISOLATION_PROCESS &&
-        !(s->isolate = cohort_isolate_new(s, s->config_path, COHORT_MAX_WORKERS, err, errlen)))
+        !(s->isolate = cohort_isolate_new(s, s->config_path, COHORT_MAX_WORKERS, error)))
         return false;
-    if (!cohort_service_set_workers(s, (size_t)s->config->workers, err, errlen)) {
+    if (!cohort_service_set_workers(s, (size_t)s->config->workers, error)) {
         cohort_service_stop_claiming(s);
         return false;
     }

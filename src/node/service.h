@@ -31,14 +31,15 @@
  * the live settings of the config file for this service (cohort_settings_from_config();
  * copied), in effect until the database's are read. `config`, `node_id` and `store` are
  * borrowed for the service's life; `client` (may be NULL) is lent to init() for the
- * duration of the call. Returns NULL with a message in err. */
+ * duration of the call. Returns NULL with the reason in `error` (Cohort's error
+ * type, see errors.h). */
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,
-                                     mongoc_client_t *client, char *err, size_t errlen);
+                                     mongoc_client_t *client, bson_error_t *error);
 
 /* Starts the worker threads (and, for isolation = process, the worker process pool, which
- * needs config_path set). False with a message in err. */
-bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);
+ * needs config_path set). False with the reason in `error`. */
+bool cohort_service_start(cohort_service_t *service, bson_error_t *error);
 
 /* One tick on the main thread; `client` is the main thread's. */
 void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);

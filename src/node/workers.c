@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "node/context.h"
+#include "node/errors.h"
 #include "node/filter.h"
 #include "node/outcomes.h"
 #include "node/task.h"
@@ -427,11 +428,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-bool cohort_service_set_workers(cohort_service_t *s, size_t workers, char *err, size_t errlen)
+bool cohort_service_set_workers(cohort_service_t *s, size_t workers, bson_error_t *error)
 {
     if (workers < 1 || workers > COHORT_MAX_WORKERS) {
-        snprintf(err, errlen, "workers = %zu is out of range [1, %d]", workers,
-                 COHORT_MAX_WORKERS);
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "workers = %zu is out of range [1, %d]", workers, COHORT_MAX_WORKERS);
         return false;
     }
     pthread_mutex_lock(&s->lock);
@@ -449,8 +450,10 @@ bool cohort_service_set_workers(cohort_service_t *s, size_t workers, char *err, 
         }
         if (rc != 0) {
             free(arg);
-            snprintf(err, errlen, "[service:%s] cannot start worker thread %zu: %s",
-                     s->config->name, s->n_threads + 1, strerror(rc));
+            cohort_error_set(error, COHORT_DOMAIN_SYSTEM,
+                             rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                             "[service:%s] cannot start worker thread %zu: %s", s->config->name,
+                             s->n_threads + 1, strerror(rc));
             s->target_workers = s->n_threads;
             ok = false;
         } else {

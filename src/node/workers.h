@@ -17,10 +17,10 @@
 
 /* Changes the number of worker threads live (start, SIGHUP): new threads start at once;
  * surplus ones park after their current task until the count grows again. The service's
- * threads, slots and ready queue must be allocated (cohort_service_start()). False with a
- * message in err if the count is out of range or a thread cannot start. */
-bool cohort_service_set_workers(cohort_service_t *service, size_t workers, char *err,
-                                size_t errlen);
+ * threads, slots and ready queue must be allocated (cohort_service_start()). False with the
+ * reason in `error` (Cohort's error type, see errors.h) if the count is out of range or a
+ * thread cannot start. */
+bool cohort_service_set_workers(cohort_service_t *service, size_t workers, bson_error_t *error);
 
 /* Stops claiming; running tasks go on. */
 void cohort_service_stop_claiming(cohort_service_t *service);

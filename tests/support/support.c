@@ -440,9 +440,9 @@ cohort_service_t *test_service_new(const cohort_service_config_t *config, const 
     cohort_config_t cluster = {.tick_ms = 1000, .takeover_ms = takeover_ms};
     cohort_settings_t file;
     cohort_settings_from_config(&cluster, config, &file);
-    char err[1024] = "";
-    cohort_service_t *service =
-        cohort_service_new(config, node_id, &file, store, client, err, sizeof err);
-    cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id, err);
+    bson_error_t err;
+    cohort_service_t *service = cohort_service_new(config, node_id, &file, store, client, &err);
+    cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id,
+                       err.message);
     return service;
 }

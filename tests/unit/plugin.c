@@ -24,8 +24,10 @@ static char *handler_path(const char *name)
 static const char *load_error(const char *path)
 {
     static char err[1024];
-    strcpy(err, "(untouched)");
-    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
+    bson_error_t error;
+    strcpy(error.message, "(untouched)");
+    cohort_plugin_t *plugin = cohort_plugin_load(path, &error);
+    snprintf(err, sizeof err, "%s", error.message);
     cr_assert_null(plugin, "loading %s should fail", path);
     cr_assert_str_neq(err, "(untouched)", "no message for %s", path);
     cr_assert_not_null(strstr(err, path), "the message does not name the file: %s", err);
@@ -39,10 +41,10 @@ static void assert_contains(const char *text, const char *part)
 
 Test(plugin, loads_a_good_handler)
 {
-    char err[512] = "";
+    bson_error_t err;
     const char *path = test_build_path("handlers/cohort_noop.so");
-    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
-    cr_assert_not_null(plugin, "cannot load the shipped noop handler: %s", err);
+    cohort_plugin_t *plugin = cohort_plugin_load(path, &err);
+    cr_assert_not_null(plugin, "cannot load the shipped noop handler: %s", err.message);
     cr_assert_eq(plugin->handler->abi_version, COHORT_HANDLER_ABI_VERSION);
     cr_assert_str_eq(plugin->handler->name, "noop");
     cr_assert_not_null(plugin->handler->process_task);
@@ -110,22 +112,27 @@ Test(plugin, no_process_task)
 
 Test(plugin, a_short_buffer_truncates_but_stays_terminated)
 {
-    char err[16];
-    memset(err, 'x', sizeof err);
-    cr_assert_null(cohort_plugin_load("/nonexistent/handler.so", err, sizeof err));
-    cr_assert_lt(strlen(err), sizeof err);
+    bson_error_t err;
+    memset(&err, 'x', sizeof err);
+    cr_assert_null(cohort_plugin_load("/nonexistent/handler.so", &err));
+    cr_assert_lt(strlen(err.message), sizeof err.message);
 }
 
 /* ---- cohort_service_new: the handler's init() ---------------------------------------- */
 
-/* cohort_service_new() with the file settings of a cluster section of takeover_ms 4000. */
+/* cohort_service_new() with the file settings of a cluster section of takeover_ms 4000; the
+ * error's message goes to `err`. */
 static cohort_service_t *new_service(const cohort_service_config_t *config, char *err,
                                      size_t errlen)
 {
     cohort_config_t cluster = {.tick_ms = 1000, .takeover_ms = 4000};
     cohort_settings_t file;
     cohort_settings_from_config(&cluster, config, &file);
-    return cohort_service_new(config, "node-1", &file, NULL, NULL, err, errlen);
+    bson_error_t error;
+    cohort_service_t *s = cohort_service_new(config, "node-1", &file, NULL, NULL, &error);
+    if (!s)
+        snprintf(err, errlen, "%s", error.message);
+    return s;
 }
 
 static cohort_service_config_t service_config(const char *name, char *path,
