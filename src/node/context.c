@@ -1,5 +1,7 @@
 /*
- * context.c - the cohort_ctx_* and cohort_task_create() functions of the handler ABI.
+ * context.c - the functions of the handler ABI that work on its opaque handles: the
+ * cohort_ctx_* calls, the task accessors (cohort_task_id() ...) and parsing a task document
+ * into one, cohort_task_create(), generic data (cohort_get/set) and batches.
  *
  * cohort_task_create() from primary_work is fenced: it checks the primary lease right
  * before the write and stamps the task with the epoch it acted under, so a node that lost

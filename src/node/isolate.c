@@ -431,9 +431,9 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
     bool sent = cohort_wire_write(c->fd, &message);
     bson_destroy(&message);
     bson_t *reply = NULL;
+    int64_t deadline_ms = timeout_ms > 0 ? started_ms + timeout_ms : -1;
     cohort_wire_status_t st =
-        sent ? cohort_wire_read(c->fd, c->pidfd, timeout_ms > 0 ? started_ms + timeout_ms : -1, &reply)
-             : COHORT_WIRE_EOF;
+        sent ? cohort_wire_read(c->fd, c->pidfd, deadline_ms, &reply) : COHORT_WIRE_EOF;
     cohort_histogram_observe(&s->stats.task_duration,
                              (cohort_clock_monotonic_ms() - started_ms) * 1000);
     if (st == COHORT_WIRE_OK && take_reply(reply, run)) {

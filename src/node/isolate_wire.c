@@ -19,7 +19,8 @@
 /* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). `pidfd` (-1: none)
  * ends the wait when the writer has exited, even if a process it forked keeps the socket
  * open. */
-static cohort_wire_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len, int64_t deadline_ms)
+static cohort_wire_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len,
+                                      int64_t deadline_ms)
 {
     size_t got = 0;
     while (got < len) {

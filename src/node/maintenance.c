@@ -54,8 +54,8 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
                     "task(s) to pending",
                     (long long)expired_nodes, (long long)s->eff.takeover_ms, (long long)released);
     }
-    if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms, &reset,
-                                    &error)) {
+    if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms,
+                                    &reset, &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",
                     error.message);
         return;

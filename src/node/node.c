@@ -411,7 +411,8 @@ static void reload(node_t *n)
                             "handler options reloaded");
             else
                 cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
-                            "handler refused its new options (keeping the old ones): %s", err.message);
+                            "handler refused its new options (keeping the old ones): %s",
+                            err.message);
         }
     }
     cohort_log_node(COHORT_LOG_INFO, "configuration reloaded from %s (log_level %s)", next->path,

@@ -14,7 +14,8 @@
 
 /* After a bulk write that matched fewer outcomes than it carried: whether this run's outcome
  * is the task's last recorded run (counted) or was refused (logged as a lost claim). */
-static void count_or_report_lost(cohort_service_t *s, cohort_ctx_t *ctx, const cohort_task_run_t *run)
+static void count_or_report_lost(cohort_service_t *s, cohort_ctx_t *ctx,
+                                 const cohort_task_run_t *run)
 {
     bson_t doc;
     bool found = false, mine = false;

@@ -20,23 +20,25 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *why = dlerror();
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID, "cannot load handler '%s': %s", path, why ? why : "unknown error");
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "cannot load handler '%s': %s", path, why ? why : "unknown error");
         return NULL;
     }
     const cohort_handler_t *handler = dlsym(dl, COHORT_HANDLER_SYMBOL);
     if (!handler) {
         cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
                          "'%s' is not a Cohort handler: it does not export the symbol '%s' "
-                 "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
-                 path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
+                         "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
+                         path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
         dlclose(dl);
         return NULL;
     }
     if (handler->abi_version < 1 || handler->abi_version > COHORT_HANDLER_ABI_VERSION) {
         cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "handler '%s' was built for handler ABI version %u, but this cohortd supports "
-                 "versions 1 to %d: rebuild it against this release's cohort/handler.h",
-                 path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
+                         "handler '%s' was built for handler ABI version %u, but this cohortd "
+                         "supports versions 1 to %d: rebuild it against this release's "
+                         "cohort/handler.h",
+                         path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
         dlclose(dl);
         return NULL;
     }
