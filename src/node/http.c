@@ -11,6 +11,9 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,38 +119,29 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
 }
 
-/* Splits "HOST:PORT" (HOST may be "[v6 address]") into host and port. */
-static bool split_listen(const char *listen, char *host, size_t hostlen, unsigned short *port)
+/* Parses "ADDRESS:PORT" (an IPv6 address in brackets) with libevent's parser; port 0 (or
+ * none) is refused, as the configuration refuses it. */
+static bool parse_listen(const char *listen, struct sockaddr_storage *addr, int *len)
 {
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen)
+    *len = (int)sizeof *addr;
+    if (evutil_parse_sockaddr_port(listen, (struct sockaddr *)addr, len) != 0)
         return false;
-    char *end = NULL;
-    long value = strtol(colon + 1, &end, 10);
-    if (!end || *end || end == colon + 1 || value < 1 || value > 65535)
-        return false;
-    const char *from = listen;
-    size_t len = (size_t)(colon - listen);
-    if (len >= 2 && from[0] == '[' && from[len - 1] == ']') {
-        from++;
-        len -= 2;
-    }
-    if (len == 0 || len >= hostlen)
-        return false;
-    memcpy(host, from, len);
-    host[len] = '\0';
-    *port = (unsigned short)value;
-    return true;
+    ev_uint16_t port = addr->ss_family == AF_INET6
+                           ? ((const struct sockaddr_in6 *)addr)->sin6_port
+                           : ((const struct sockaddr_in *)addr)->sin_port;
+    return port != 0;
 }
 
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
                                  const cohort_http_callbacks_t *callbacks, bson_error_t *error)
 {
-    char host[256];
-    unsigned short port;
-    if (!split_listen(listen, host, sizeof host, &port)) {
+    struct sockaddr_storage addr;
+    int addr_len;
+    if (!parse_listen(listen, &addr, &addr_len)) {
         cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "http_listen = '%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", listen);
+                         "http_listen = '%s' must be HOST:PORT with a numeric HOST (e.g. "
+                         "127.0.0.1:9464 or [::1]:9464)",
+                         listen);
         return NULL;
     }
     cohort_http_t *h = calloc(1, sizeof *h);
@@ -168,8 +162,14 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     evhttp_set_max_body_size(h->http, HTTP_MAX_BODY);
     evhttp_set_gencb(h->http, on_request, h);
     errno = 0;
-    if (!evhttp_bind_socket_with_handle(h->http, host, port)) {
-        int saved = errno;
+    /* evhttp owns the listener once bound (evhttp_free() closes it). */
+    struct evconnlistener *listener = evconnlistener_new_bind(
+        base, NULL, NULL, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1,
+        (struct sockaddr *)&addr, addr_len);
+    int saved = errno;
+    if (!listener || !evhttp_bind_listener(h->http, listener)) {
+        if (listener)
+            evconnlistener_free(listener);
         cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
                          "http_listen = '%s': cannot listen on it: %s", listen,
                          saved ? strerror(saved) : "address not available");

@@ -31,7 +31,8 @@ typedef struct cohort_http_callbacks {
 
 typedef struct cohort_http cohort_http_t;
 
-/* Listens on `listen` ("HOST:PORT"; an IPv6 host may be written in brackets) on `base`.
+/* Listens on `listen` ("HOST:PORT", HOST a numeric address, an IPv6 one in brackets, as
+ * libevent's evutil_parse_sockaddr_port() reads it; names are not resolved) on `base`.
  * Returns NULL with a message naming http_listen in `error` (Cohort's error type, see
  * errors.h) if the address is malformed or cannot be bound.
  * The callbacks are copied; `base` must outlive the listener. */
