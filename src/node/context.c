@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/taskopts.h"
+#include "node/errors.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)
@@ -111,12 +112,15 @@ void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...)
 
 /* Reads the fields of a task document; false if it is not a well-formed task (a claimed one
  * is then failed without running, with `why` as the reason). */
-bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at, char *why,
-                          size_t whylen)
+bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
+                          bson_error_t *error)
 {
     bson_iter_t it;
-    if (!bson_iter_init_find(&it, doc, "_id"))
-        return false; /* cannot happen: MongoDB gives every document an _id */
+    if (!bson_iter_init_find(&it, doc, "_id")) {
+        /* Cannot happen: MongoDB gives every document an _id. */
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID, "task has no _id");
+        return false;
+    }
     bson_value_copy(bson_iter_value(&it), &task->id_value);
     bool oid = BSON_ITER_HOLDS_OID(&it);
     if (oid)
@@ -156,14 +160,16 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
         *claimed_at = bson_iter_date_time(&it);
 
     if (!oid) {
-        snprintf(why, whylen, "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
-                              "tasks without an _id or with an ObjectId)");
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
+                         "tasks without an _id or with an ObjectId)");
         return false;
     }
     if (task->attempts_bad) {
         bson_init(&task->data);
-        snprintf(why, whylen, "task attempts is not a whole number from 1 to 2147483647 (it "
-                              "was written by hand; Cohort counts attempts itself)");
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task attempts is not a whole number from 1 to 2147483647 (it "
+                         "was written by hand; Cohort counts attempts itself)");
         return false;
     }
     if (!bson_iter_init_find(&it, doc, "data")) {
@@ -172,8 +178,9 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     }
     if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
         bson_init(&task->data);
-        snprintf(why, whylen, "task data is a %s, not a document",
-                 BSON_ITER_HOLDS_NULL(&it) ? "null" : "non-document value");
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task data is a %s, not a document",
+                         BSON_ITER_HOLDS_NULL(&it) ? "null" : "non-document value");
         return false;
     }
     uint32_t len;
@@ -181,7 +188,8 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     bson_iter_document(&it, &len, &bytes);
     if (!bson_init_static(&task->data, bytes, len)) {
         bson_init(&task->data);
-        snprintf(why, whylen, "task data is not valid BSON");
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task data is not valid BSON");
         return false;
     }
     return true;
@@ -388,9 +396,9 @@ const cohort_task_t *cohort_batch_next(cohort_batch_t *batch)
     const bson_t *doc;
     while (mongoc_cursor_next(batch->cursor, &doc)) {
         int64_t ignored;
-        char why[256];
+        bson_error_t malformed;
         memset(&batch->task, 0, sizeof batch->task);
-        bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, why, sizeof why);
+        bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, &malformed);
         bson_value_destroy(&batch->task.id_value);
         if (ok)
             return &batch->task;

@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "node/errors.h"
 #include "node/host.h"
 #include "node/isolate_wire.h"
 #include "store/store.h"
@@ -63,10 +64,13 @@ static bool serve_task(cohort_ctx_t *ctx, int fd, const bson_t *message)
     memset(&run, 0, sizeof run);
     run.result.finish = COHORT_FINISH_FAILED;
     int64_t claimed_at = 0;
-    if (cohort_task_from_doc(&claimed, &run.task, &claimed_at, run.why, sizeof run.why))
+    bson_error_t malformed;
+    if (cohort_task_from_doc(&claimed, &run.task, &claimed_at, &malformed)) {
         cohort_host_run_task(ctx, &run);
-    else
+    } else {
+        snprintf(run.why, sizeof run.why, "%s", malformed.message);
         run.result.error = run.why;
+    }
 
     bson_t reply = BSON_INITIALIZER;
     BSON_APPEND_INT32(&reply, "finish", (int32_t)run.result.finish);

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "node/errors.h"
 #include "node/isolate.h"
 
 static void sleep_ms(int64_t ms)
@@ -111,14 +112,16 @@ void cohort_task_run(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed,
     memset(run, 0, sizeof *run);
     int64_t claimed_at = 0;
     run->result.finish = COHORT_FINISH_FAILED;
-    bool well_formed =
-        cohort_task_from_doc(claimed, &run->task, &claimed_at, run->why, sizeof run->why);
+    bson_error_t malformed;
+    bool well_formed = cohort_task_from_doc(claimed, &run->task, &claimed_at, &malformed);
     run->result.started_at_ms = claimed_at;
     run->valid = run->task.id_value.value_type != BSON_TYPE_EOD;
     if (!run->valid)
         return;
     if (!well_formed) {
-        run->result.error = run->why; /* quarantined: bad data never reaches the handler */
+        /* Quarantined: bad data never reaches the handler. */
+        snprintf(run->why, sizeof run->why, "%s", malformed.message);
+        run->result.error = run->why;
     } else if (run->task.attempt > config->max_attempts) {
         snprintf(run->why, sizeof run->why,
                  "attempt %d exceeds max_attempts %lld: earlier runs never reported an outcome "
