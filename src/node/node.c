@@ -1,5 +1,6 @@
 /*
- * node.c - the node's main thread: a libevent loop with one timer and two signals.
+ * node.c - the node's main thread: a libevent loop with the tick and drain timers and the
+ * SIGTERM, SIGINT and SIGHUP events (SIGHUP's reload is reload.c's).
  *
  * Each tick: ping (register, and sync the cluster clock from the server's $currentDate),
  * then every service's tick. If the database cannot be reached the node logs it once,
