@@ -53,7 +53,7 @@ bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
                           mongoc_client_t *client, bson_error_t *error);
 
 /* Renews the lease held under the current epoch, from another thread while the main thread
- * is busy in handler code (see service.c's keep-alive). Touches only the lease. Returns
+ * is busy in handler code (see keepalive.h). Touches only the lease. Returns
  * whether it was renewed; false also on a database error. */
 bool cohort_election_renew_from_helper(cohort_election_t *election, cohort_store_t *store,
                                        mongoc_client_t *client);

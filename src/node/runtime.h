@@ -63,14 +63,15 @@ typedef struct cohort_service {
     const cohort_service_config_t *config; /* borrowed from the node's config */
     const char *node_id;                   /* borrowed */
     cohort_store_t *store;                 /* borrowed */
-    cohort_plugin_t *plugin;
-    void *handler_state;
+    cohort_plugin_t *plugin;        /* owned: the handler host (host.c) loads and unloads it */
+    void *handler_state;            /* the handler's own, from its init() */
     struct cohort_isolate *isolate; /* isolation = process: the child pool; else NULL */
     const char *config_path;        /* borrowed: the node's config file (for child workers) */
     bool handler_ready; /* init() succeeded: destroy() is owed */
     bool prepared;      /* config document and indexes exist (main thread only) */
     cohort_election_t election;
     cohort_service_stats_t stats;
+    /* Written by live_settings.c only (its one writer, with the election's takeover_ms): */
     cohort_settings_t file; /* the live settings as the config file gives them */
     cohort_settings_t eff;  /* main thread: in effect now (the database's override the file's) */
     char settings_problem[256]; /* the last invalid settings reported, to report it once */
