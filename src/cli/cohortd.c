@@ -14,10 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/settings.h"
-#include "node/isolate.h"
+#include "node/isolate_child.h"
 #include "core/log.h"
 #include "node/node.h"
 
@@ -140,7 +141,14 @@ int main(int argc, char **argv)
         printf("%s: OK (%zu service(s))\n", path, config->n_services);
         rc = 0;
     } else {
-        rc = cohort_node_run(config);
+        bool abandoned = false;
+        rc = cohort_node_run(config, &abandoned);
+        if (abandoned) {
+            /* Worker threads are still inside handler code after the shutdown grace: exit
+             * now, freeing nothing they might still touch (their claims were released). */
+            fflush(NULL);
+            _exit(rc);
+        }
     }
     cohort_config_errors_clear(&errors);
     cohort_config_destroy(config);

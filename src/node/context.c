@@ -1,5 +1,7 @@
 /*
- * context.c - the cohort_ctx_* and cohort_task_create() functions of the handler ABI.
+ * context.c - the functions of the handler ABI that work on its opaque handles: the
+ * cohort_ctx_* calls, the task accessors (cohort_task_id() ...) and parsing a task document
+ * into one, cohort_task_create(), generic data (cohort_get/set) and batches.
  *
  * cohort_task_create() from primary_work is fenced: it checks the primary lease right
  * before the write and stamps the task with the epoch it acted under, so a node that lost
@@ -14,6 +16,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/taskopts.h"
+#include "core/error.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)
@@ -62,9 +65,134 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
 {
     va_list ap;
     va_start(ap, fmt);
-    cohort_logv(level, ctx->service->config->name, cohort_service_role(ctx->service),
+    cohort_logv(level, ctx->service->config->name, cohort_election_role(&ctx->service->election),
                 cohort_election_epoch(&ctx->service->election), fmt, ap);
     va_end(ap);
+}
+
+/* ---- tasks: the handle a handler reads ------------------------------------------------ */
+
+const char *cohort_task_id(const cohort_task_t *task)
+{
+    return task->id;
+}
+
+const bson_t *cohort_task_data(const cohort_task_t *task)
+{
+    return &task->data;
+}
+
+int cohort_task_attempt(const cohort_task_t *task)
+{
+    return task->attempt;
+}
+
+const char *cohort_task_kind(const cohort_task_t *task)
+{
+    return task->kind;
+}
+
+const char *cohort_task_group(const cohort_task_t *task)
+{
+    return task->group;
+}
+
+int64_t cohort_task_priority(const cohort_task_t *task)
+{
+    return task->priority;
+}
+
+void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(task->error, sizeof task->error, fmt, ap);
+    va_end(ap);
+}
+
+/* Reads the fields of a task document; false if it is not a well-formed task (a claimed one
+ * is then failed without running, with `why` as the reason). */
+bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
+                          bson_error_t *error)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, "_id")) {
+        /* Cannot happen: MongoDB gives every document an _id. */
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID, "task has no _id");
+        return false;
+    }
+    bson_value_copy(bson_iter_value(&it), &task->id_value);
+    bool oid = BSON_ITER_HOLDS_OID(&it);
+    if (oid)
+        bson_oid_to_string(bson_iter_oid(&it), task->id);
+    else
+        snprintf(task->id, sizeof task->id, "(not an ObjectId)");
+
+    task->attempt = 1;
+    task->attempts_bad = false;
+    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it)) {
+        double as_double = BSON_ITER_HOLDS_DOUBLE(&it) ? bson_iter_double(&it) : 0;
+        int64_t n = bson_iter_as_int64(&it);
+        bool whole = BSON_ITER_HOLDS_INT32(&it) || BSON_ITER_HOLDS_INT64(&it) ||
+                     (BSON_ITER_HOLDS_DOUBLE(&it) && as_double == (double)n);
+        if (whole && n >= 1 && n <= INT32_MAX) {
+            task->attempt = (int)n;
+        } else if (!BSON_ITER_HOLDS_DECIMAL128(&it)) {
+            task->attempts_bad = true;
+            bson_value_copy(bson_iter_value(&it), &task->attempts_raw); /* a number: no heap */
+        }
+    }
+
+    task->kind = task->group = NULL;
+    task->priority = 0;
+    task->timeout_ms = -1;
+    if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
+        task->kind = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it))
+        task->group = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "priority") && BSON_ITER_HOLDS_NUMBER(&it))
+        task->priority = bson_iter_as_int64(&it);
+    if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+        task->timeout_ms = bson_iter_as_int64(&it);
+
+    *claimed_at = cohort_clock_cluster_ms();
+    if (bson_iter_init_find(&it, doc, "claimed_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        *claimed_at = bson_iter_date_time(&it);
+
+    if (!oid) {
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
+                         "tasks without an _id or with an ObjectId)");
+        return false;
+    }
+    if (task->attempts_bad) {
+        bson_init(&task->data);
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task attempts is not a whole number from 1 to 2147483647 (it "
+                         "was written by hand; Cohort counts attempts itself)");
+        return false;
+    }
+    if (!bson_iter_init_find(&it, doc, "data")) {
+        bson_init(&task->data);
+        return true;
+    }
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        bson_init(&task->data);
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task data is a %s, not a document",
+                         BSON_ITER_HOLDS_NULL(&it) ? "null" : "non-document value");
+        return false;
+    }
+    uint32_t len;
+    const uint8_t *bytes;
+    bson_iter_document(&it, &len, &bytes);
+    if (!bson_init_static(&task->data, bytes, len)) {
+        bson_init(&task->data);
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                         "task data is not valid BSON");
+        return false;
+    }
+    return true;
 }
 
 static bool fail(cohort_error_t *error, cohort_error_code_t code, const char *fmt, ...)
@@ -268,9 +396,9 @@ const cohort_task_t *cohort_batch_next(cohort_batch_t *batch)
     const bson_t *doc;
     while (mongoc_cursor_next(batch->cursor, &doc)) {
         int64_t ignored;
-        char why[256];
+        bson_error_t malformed;
         memset(&batch->task, 0, sizeof batch->task);
-        bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, why, sizeof why);
+        bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, &malformed);
         bson_value_destroy(&batch->task.id_value);
         if (ok)
             return &batch->task;

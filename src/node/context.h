@@ -12,7 +12,7 @@
 #include <mongoc/mongoc.h>
 
 #include "cohort/handler.h"
-#include "node/service.h"
+#include "node/runtime.h"
 
 struct cohort_ctx {
     cohort_service_t *service;
@@ -48,10 +48,11 @@ struct cohort_batch {
     bson_error_t error;
 };
 
-/* Fills `task` from a task document (a view: valid while `doc` is). False, with `why`,
- * if the document is not a well-formed task. */
-bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at, char *why,
-                          size_t whylen);
+/* Fills `task` from a task document (a view: valid while `doc` is). False, with the reason
+ * in `error` (Cohort's error type, see errors.h; it becomes the task's error when a claimed
+ * task is quarantined), if the document is not a well-formed task. */
+bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
+                          bson_error_t *error);
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced);

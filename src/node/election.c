@@ -222,3 +222,8 @@ void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
         cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
                     "could not step down (primacy will time out instead): %s", error.message);
 }
+
+const char *cohort_election_role(const cohort_election_t *e)
+{
+    return cohort_election_has_lease(e) ? "primary" : "secondary";
+}

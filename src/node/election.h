@@ -53,7 +53,7 @@ bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
                           mongoc_client_t *client, bson_error_t *error);
 
 /* Renews the lease held under the current epoch, from another thread while the main thread
- * is busy in handler code (see service.c's keep-alive). Touches only the lease. Returns
+ * is busy in handler code (see keepalive.h). Touches only the lease. Returns
  * whether it was renewed; false also on a database error. */
 bool cohort_election_renew_from_helper(cohort_election_t *election, cohort_store_t *store,
                                        mongoc_client_t *client);
@@ -63,6 +63,10 @@ bool cohort_election_has_lease(const cohort_election_t *election);
 
 /* The epoch under which this node may act now, or 0. Safe from any thread. */
 int64_t cohort_election_epoch(const cohort_election_t *election);
+
+/* The role name for log lines: "primary" while the lease holds, else "secondary". Safe
+ * from any thread (modules below the service log with it instead of asking the service). */
+const char *cohort_election_role(const cohort_election_t *election);
 
 /* Frees what the election holds (its settings copy). */
 void cohort_election_destroy(cohort_election_t *election);

@@ -11,11 +11,15 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/address.h"
+#include "core/error.h"
 #include "node/metrics.h"
 
 #define HTTP_TIMEOUT_S 10
@@ -117,18 +121,18 @@ static void on_request(struct evhttp_request *req, void *arg)
 }
 
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
-                                 const cohort_http_callbacks_t *callbacks, char *err, size_t errlen)
+                                 const cohort_http_callbacks_t *callbacks, bson_error_t *error)
 {
     cohort_address_t address;
-    bson_error_t error;
-    if (!cohort_address_parse(listen, &address, &error)) {
-        snprintf(err, errlen, "http_listen = %s", error.message);
+    if (!cohort_address_parse(listen, &address, error)) {
+        cohort_error_prefix(error, "http_listen = ");
         return NULL;
     }
     cohort_http_t *h = calloc(1, sizeof *h);
     if (!h || !(h->http = evhttp_new(base))) {
         free(h);
-        snprintf(err, errlen, "http_listen = '%s': out of memory", listen);
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
+                         "http_listen = '%s': out of memory", listen);
         return NULL;
     }
     h->callbacks = *callbacks;
@@ -144,8 +148,9 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     errno = 0;
     if (!evhttp_bind_socket_with_handle(h->http, address.host, address.port)) {
         int saved = errno;
-        snprintf(err, errlen, "http_listen = '%s': cannot listen on it: %s", listen,
-                 saved ? strerror(saved) : "address not available");
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                         "http_listen = '%s': cannot listen on it: %s", listen,
+                         saved ? strerror(saved) : "address not available");
         cohort_http_destroy(h);
         return NULL;
     }

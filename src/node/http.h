@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <bson/bson.h>
+
 struct event_base;
 
 typedef struct cohort_http_callbacks {
@@ -29,12 +31,13 @@ typedef struct cohort_http_callbacks {
 
 typedef struct cohort_http cohort_http_t;
 
-/* Listens on `listen` ("HOST:PORT"; an IPv6 host may be written in brackets) on `base`.
- * Returns NULL with a message naming http_listen in `err` if the address cannot be bound.
+/* Listens on `listen` ("HOST:PORT", HOST a numeric address, an IPv6 one in brackets, as
+ * libevent's evutil_parse_sockaddr_port() reads it; names are not resolved) on `base`.
+ * Returns NULL with a message naming http_listen in `error` (Cohort's error type, see
+ * errors.h) if the address is malformed or cannot be bound.
  * The callbacks are copied; `base` must outlive the listener. */
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
-                                 const cohort_http_callbacks_t *callbacks, char *err,
-                                 size_t errlen);
+                                 const cohort_http_callbacks_t *callbacks, bson_error_t *error);
 
 /* Closes the listener and its connections (NULL is allowed). */
 void cohort_http_destroy(cohort_http_t *http);

@@ -1,19 +1,8 @@
 /*
  * isolate.c - `isolation = process`: the pool of child worker processes (see isolate.h).
  *
- * Each slot's child is connected to the node by one AF_UNIX stream socket, the child's
- * fds 0 and 1. Messages are BSON documents, which carry their own little-endian length in
- * their first four bytes, written back to back:
- *
- *   child -> node, once, when ready   {ready: true, handler: PATH}
- *                                     or {ready: false, error: TEXT} (then the child exits)
- *   node -> child, one per task       {task: <the claimed document>, clock_offset_ms: N}
- *   child -> node, one per task       {finish: N, error: TEXT (if any),
- *                                      retry_in_ms: N (for a retry: its delay from now)}
- *
- * When the node closes its end the child runs the handler's destroy() and exits 0. The
- * child's cluster clock is the node's: CLOCK_MONOTONIC is shared by every process of the
- * host, so the node's offset (cluster minus monotonic) makes the child's clock exact.
+ * The supervisor: one child per worker slot, spoken to through isolate_wire.h (which
+ * describes the protocol); the child's side is isolate_child.c.
  *
  * Children are forked by one spawner thread per pool. PR_SET_PDEATHSIG (SIGKILL, so a child
  * stuck in a handler dies with the node) fires when the *thread* that forked exits, so
@@ -22,9 +11,6 @@
  * reaped. Between fork() and exec() the child makes only async-signal-safe calls (the node
  * is multithreaded), and the exec of /proc/self/exe runs the very binary of the node even
  * if the file was replaced since. A CLOEXEC pipe reports a failed exec's errno.
- *
- * A child ignores SIGTERM, SIGINT and SIGHUP: a signal sent to the whole process group
- * (Ctrl-C, a service manager) must not kill tasks the node's shutdown grace lets finish.
  */
 #include "node/isolate.h"
 
@@ -47,11 +33,10 @@
 
 #include "core/clock.h"
 #include "core/config.h"
-#include "node/context.h"
 #include "core/log.h"
-#include "store/store.h"
+#include "core/error.h"
+#include "node/isolate_wire.h"
 
-#define MESSAGE_MAX (48 * 1024 * 1024) /* a 16 MB task document, with room to spare */
 #define START_TIMEOUT_MS 30000         /* exec, config, handler init(): until ready */
 #define STOP_WAIT_MS 2000              /* after closing its socket, before SIGKILL */
 #define REAP_WAIT_MS 1000              /* a child that hung up but has not exited yet */
@@ -95,109 +80,14 @@ struct cohort_isolate {
     _Atomic uint64_t starts, crashes, timeouts;
 };
 
-typedef enum message_status {
-    MESSAGE_OK,
-    MESSAGE_EOF,
-    MESSAGE_TIMEOUT,
-    MESSAGE_BAD
-} message_status_t;
 
-/* ---- messages ------------------------------------------------------------------------- */
-
-/* Reads exactly `len` bytes before `deadline_ms` (monotonic; < 0: none). `pidfd` (-1: none)
- * ends the wait when the writer has exited, even if a process it forked keeps the socket
- * open. */
-static message_status_t read_full(int fd, int pidfd, uint8_t *buf, size_t len, int64_t deadline_ms)
-{
-    size_t got = 0;
-    while (got < len) {
-        int wait = -1;
-        if (deadline_ms >= 0) {
-            int64_t left = deadline_ms - cohort_clock_monotonic_ms();
-            if (left <= 0)
-                return MESSAGE_TIMEOUT;
-            wait = left > INT_MAX ? INT_MAX : (int)left;
-        }
-        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
-        int ready = poll(p, 2, wait);
-        if (ready < 0 && errno != EINTR)
-            return MESSAGE_EOF;
-        if (ready <= 0)
-            continue;
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            return MESSAGE_EOF; /* the writer exited and nothing is left to read */
-        ssize_t n = read(fd, buf + got, len - got);
-        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-            return MESSAGE_EOF;
-        if (n > 0)
-            got += (size_t)n;
-    }
-    return MESSAGE_OK;
-}
-
-/* Reads one document into *doc (the caller destroys it when MESSAGE_OK). */
-static message_status_t read_message(int fd, int pidfd, int64_t deadline_ms, bson_t **doc)
-{
-    *doc = NULL;
-    uint8_t head[4];
-    message_status_t st = read_full(fd, pidfd, head, sizeof head, deadline_ms);
-    if (st != MESSAGE_OK)
-        return st;
-    uint32_t len = (uint32_t)head[0] | (uint32_t)head[1] << 8 | (uint32_t)head[2] << 16 |
-                   (uint32_t)head[3] << 24;
-    if (len < 5 || len > MESSAGE_MAX)
-        return MESSAGE_BAD;
-    uint8_t *buf = malloc(len);
-    if (!buf)
-        return MESSAGE_BAD;
-    memcpy(buf, head, sizeof head);
-    st = read_full(fd, pidfd, buf + 4, len - 4, deadline_ms);
-    if (st == MESSAGE_OK) {
-        *doc = bson_new_from_data(buf, len);
-        if (!*doc || !bson_validate(*doc, BSON_VALIDATE_NONE, NULL)) {
-            bson_destroy(*doc);
-            *doc = NULL;
-            st = MESSAGE_BAD;
-        }
-    }
-    free(buf);
-    return st;
-}
-
-static bool write_message(int fd, const bson_t *doc)
-{
-    const uint8_t *data = bson_get_data(doc);
-    size_t len = doc->len, sent = 0;
-    while (sent < len) {
-        ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        sent += (size_t)n;
-    }
-    return true;
-}
-
-static const char *doc_utf8(const bson_t *doc, const char *key, const char *fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
-        return bson_iter_utf8(&it, NULL);
-    return fallback;
-}
-
-static int64_t doc_int(const bson_t *doc, const char *key, int64_t fallback)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_NUMBER(&it))
-        return bson_iter_as_int64(&it);
-    return fallback;
-}
 
 /* ---- starting children (the spawner thread) ------------------------------------------- */
 
-/* In the forked child: async-signal-safe calls only, then exec. Reports errno on `errfd`. */
+/* In the forked child: async-signal-safe calls only, then exec. Reports errno on `errfd`.
+ * Its _exit() calls are right for library code: this is a forked copy of the node that
+ * failed to become a worker; it must end without running the node's atexit handlers or
+ * flushing the stdio buffers it inherited (exit() would do both, twice over). */
 static void exec_child(cohort_isolate_t *pool, int sock, int errfd, pid_t parent)
 {
     struct sigaction dfl;
@@ -383,7 +273,7 @@ static void report_start_failure(cohort_isolate_t *pool, const char *why)
     pool->failed_starts++;
     int64_t now = cohort_clock_monotonic_ms();
     if (!pool->start_failing || now - pool->reported_ms >= START_FAILURE_REPORT_MS) {
-        cohort_logf(COHORT_LOG_ERROR, s->config->name, cohort_service_role(s), 0,
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, cohort_election_role(&s->election), 0,
                     "cannot start a worker process: %s (%llu failed start(s) so far; the tasks "
                     "are retried; reported again in %d s while this goes on)",
                     why, (unsigned long long)pool->failed_starts, START_FAILURE_REPORT_MS / 1000);
@@ -399,14 +289,14 @@ static void report_started(cohort_isolate_t *pool, const char *handler)
     atomic_fetch_add(&pool->starts, 1);
     pthread_mutex_lock(&pool->report_lock);
     if (pool->start_failing)
-        cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_service_role(s), 0,
+        cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_election_role(&s->election), 0,
                     "worker processes start again (after %llu failed start(s))",
                     (unsigned long long)pool->failed_starts);
     pool->start_failing = false;
     pool->failed_starts = 0;
     if (!pool->handler_warned && strcmp(handler, s->config->handler_path) != 0) {
         pool->handler_warned = true;
-        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
                     "worker processes load handler %s but this node loaded %s: the "
                     "configuration file changed since the node started; restart the node",
                     handler, s->config->handler_path);
@@ -428,27 +318,27 @@ static bool start_child(cohort_isolate_t *pool, size_t slot, char *why, size_t w
     c->fd = req.fd;
     c->pidfd = pidfd_open(req.pid, 0); /* -1 on kernels before 5.3: EOF alone tells */
     bson_t *hello = NULL;
-    message_status_t st =
-        read_message(c->fd, c->pidfd, cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
+    cohort_wire_status_t st =
+        cohort_wire_read(c->fd, c->pidfd, cohort_clock_monotonic_ms() + START_TIMEOUT_MS, &hello);
     bson_iter_t it;
-    if (st == MESSAGE_OK &&
+    if (st == COHORT_WIRE_OK &&
         !(bson_iter_init_find(&it, hello, "ready") && BSON_ITER_HOLDS_BOOL(&it)))
-        st = MESSAGE_BAD;
-    bool ready = st == MESSAGE_OK && bson_iter_bool(&it);
+        st = COHORT_WIRE_BAD;
+    bool ready = st == COHORT_WIRE_OK && bson_iter_bool(&it);
     if (ready)
-        report_started(pool, doc_utf8(hello, "handler", ""));
-    else if (st == MESSAGE_OK)
-        snprintf(why, whylen, "%s", doc_utf8(hello, "error", "it gave no reason"));
+        report_started(pool, cohort_wire_utf8(hello, "handler", ""));
+    else if (st == COHORT_WIRE_OK)
+        snprintf(why, whylen, "%s", cohort_wire_utf8(hello, "error", "it gave no reason"));
     bson_destroy(hello);
     if (ready)
         return true;
     char ended[160];
-    end_child(c, st == MESSAGE_TIMEOUT || st == MESSAGE_BAD, ended, sizeof ended);
-    if (st == MESSAGE_TIMEOUT)
+    end_child(c, st == COHORT_WIRE_TIMEOUT || st == COHORT_WIRE_BAD, ended, sizeof ended);
+    if (st == COHORT_WIRE_TIMEOUT)
         snprintf(why, whylen, "not ready after %d ms (killed)", START_TIMEOUT_MS);
-    else if (st == MESSAGE_BAD)
+    else if (st == COHORT_WIRE_BAD)
         snprintf(why, whylen, "it sent a malformed message (killed)");
-    else if (st == MESSAGE_EOF)
+    else if (st == COHORT_WIRE_EOF)
         snprintf(why, whylen, "%s before it was ready (its log lines say why)", ended);
     return false;
 }
@@ -473,14 +363,14 @@ static void retry_or_fail(cohort_isolate_t *pool, cohort_task_run_t *run)
  * its claims and outcomes use. */
 static bool take_reply(const bson_t *reply, cohort_task_run_t *run)
 {
-    int64_t finish = doc_int(reply, "finish", -1);
+    int64_t finish = cohort_wire_int(reply, "finish", -1);
     if (finish != COHORT_FINISH_SUCCEEDED && finish != COHORT_FINISH_RETRY &&
         finish != COHORT_FINISH_FAILED)
         return false;
     run->result.finish = (cohort_finish_t)finish;
-    int64_t retry_in = doc_int(reply, "retry_in_ms", 0);
+    int64_t retry_in = cohort_wire_int(reply, "retry_in_ms", 0);
     run->result.retry_at_ms = cohort_clock_cluster_ms() + (retry_in > 0 ? retry_in : 0);
-    const char *error = doc_utf8(reply, "error", NULL);
+    const char *error = cohort_wire_utf8(reply, "error", NULL);
     run->result.error = NULL;
     if (error) {
         snprintf(run->why, sizeof run->why, "%s", error);
@@ -495,7 +385,7 @@ static bool take_reply(const bson_t *reply, cohort_task_run_t *run)
 static void log_crash(cohort_isolate_t *pool, size_t slot, pid_t pid, const cohort_task_run_t *run)
 {
     cohort_service_t *s = pool->service;
-    cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+    cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
                 "worker process %ld (slot %zu) ended while running task %s attempt %d: %s "
                 "(%llu crash(es) in this pool so far); a new one starts for the next task",
                 (long)pid, slot + 1, run->task.id, run->task.attempt, run->why,
@@ -517,7 +407,7 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
         char ended[160];
         end_child(c, true, ended, sizeof ended);
         atomic_fetch_add(&pool->crashes, 1);
-        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_service_role(s), 0,
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
                     "worker process of slot %zu ended while idle: %s; starting a new one", slot + 1,
                     ended);
     }
@@ -538,21 +428,21 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
                           cohort_clock_cluster_ms() - cohort_clock_monotonic_ms());
     int64_t timeout_ms = cohort_task_timeout_ms(s->config, &run->task);
     int64_t started_ms = cohort_clock_monotonic_ms();
-    bool sent = write_message(c->fd, &message);
+    bool sent = cohort_wire_write(c->fd, &message);
     bson_destroy(&message);
     bson_t *reply = NULL;
-    message_status_t st =
-        sent ? read_message(c->fd, c->pidfd, timeout_ms > 0 ? started_ms + timeout_ms : -1, &reply)
-             : MESSAGE_EOF;
+    int64_t deadline_ms = timeout_ms > 0 ? started_ms + timeout_ms : -1;
+    cohort_wire_status_t st =
+        sent ? cohort_wire_read(c->fd, c->pidfd, deadline_ms, &reply) : COHORT_WIRE_EOF;
     cohort_histogram_observe(&s->stats.task_duration,
                              (cohort_clock_monotonic_ms() - started_ms) * 1000);
-    if (st == MESSAGE_OK && take_reply(reply, run)) {
+    if (st == COHORT_WIRE_OK && take_reply(reply, run)) {
         bson_destroy(reply);
         return;
     }
     bson_destroy(reply);
     pid_t pid = c->pid;
-    if (st == MESSAGE_TIMEOUT) {
+    if (st == COHORT_WIRE_TIMEOUT) {
         end_child(c, true, NULL, 0);
         atomic_fetch_add(&pool->timeouts, 1);
         snprintf(run->why, sizeof run->why, "timed out after %lld ms (worker process killed)",
@@ -562,9 +452,9 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
         return;
     }
     char ended[160];
-    end_child(c, st != MESSAGE_EOF, ended, sizeof ended);
+    end_child(c, st != COHORT_WIRE_EOF, ended, sizeof ended);
     atomic_fetch_add(&pool->crashes, 1);
-    if (st == MESSAGE_EOF)
+    if (st == COHORT_WIRE_EOF)
         snprintf(run->why, sizeof run->why, "%s", ended);
     else
         snprintf(run->why, sizeof run->why, "worker process sent a malformed reply (killed)");
@@ -575,27 +465,29 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
 /* ---- the pool ------------------------------------------------------------------------- */
 
 cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *config_path,
-                                     size_t slots, char *err, size_t errlen)
+                                     size_t slots, bson_error_t *error)
 {
     if (!config_path) {
-        snprintf(err, errlen,
-                 "[service:%s] isolation = process needs the node's configuration file, which "
-                 "its worker processes load (none was given)",
-                 service->config->name);
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "[service:%s] isolation = process needs the node's configuration file, "
+                         "which its worker processes load (none was given)",
+                         service->config->name);
         return NULL;
     }
     if (slots == 0) {
-        snprintf(err, errlen, "[service:%s] a worker process pool needs at least one slot",
-                 service->config->name);
+        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                         "[service:%s] a worker process pool needs at least one slot",
+                         service->config->name);
         return NULL;
     }
     cohort_isolate_t *pool = calloc(1, sizeof *pool);
     child_t *children = calloc(slots, sizeof *children);
     char *path = realpath(config_path, NULL);
     if (!pool || !children || !path) {
-        snprintf(err, errlen, "[service:%s] cannot set up its worker processes: %s%s%s",
-                 service->config->name, path ? "" : config_path, path ? "" : ": ",
-                 strerror(errno ? errno : ENOMEM));
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, path ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                         "[service:%s] cannot set up its worker processes: %s%s%s",
+                         service->config->name, path ? "" : config_path, path ? "" : ": ",
+                         strerror(errno ? errno : ENOMEM));
         free(pool);
         free(children);
         free(path);
@@ -627,8 +519,9 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
     int rc = pthread_create(&pool->spawner, NULL, spawner_main, pool);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        snprintf(err, errlen, "[service:%s] cannot start the worker process spawner: %s",
-                 service->config->name, strerror(rc));
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                         "[service:%s] cannot start the worker process spawner: %s",
+                         service->config->name, strerror(rc));
         cohort_isolate_destroy(pool);
         return NULL;
     }
@@ -676,144 +569,4 @@ void cohort_isolate_destroy(cohort_isolate_t *pool)
     free(pool->children);
     free(pool->config_path);
     free(pool);
-}
-
-/* ---- the child: cohortd --worker ------------------------------------------------------ */
-
-static int hello_failed(int fd, const char *fmt, ...) COHORT_PRINTF(2, 3);
-static int hello_failed(int fd, const char *fmt, ...)
-{
-    char why[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    cohort_log_node(COHORT_LOG_ERROR, "worker process cannot start: %s", why);
-    bson_t hello = BSON_INITIALIZER;
-    BSON_APPEND_BOOL(&hello, "ready", false);
-    BSON_APPEND_UTF8(&hello, "error", why);
-    write_message(fd, &hello);
-    bson_destroy(&hello);
-    return 1;
-}
-
-/* Runs one task message and writes the reply. False if the message or the write failed. */
-static bool serve_task(cohort_ctx_t *ctx, int fd, const bson_t *message)
-{
-    bson_iter_t it;
-    if (!bson_iter_init_find(&it, message, "task") || !BSON_ITER_HOLDS_DOCUMENT(&it))
-        return false;
-    uint32_t len = 0;
-    const uint8_t *data = NULL;
-    bson_iter_document(&it, &len, &data);
-    bson_t claimed;
-    if (!bson_init_static(&claimed, data, len))
-        return false;
-    if (bson_iter_init_find(&it, message, "clock_offset_ms") && BSON_ITER_HOLDS_INT64(&it)) {
-        int64_t mono = cohort_clock_monotonic_ms();
-        cohort_clock_sync(mono + bson_iter_int64(&it), mono, mono, 0);
-    }
-
-    cohort_task_run_t run;
-    memset(&run, 0, sizeof run);
-    run.result.finish = COHORT_FINISH_FAILED;
-    int64_t claimed_at = 0;
-    if (cohort_task_from_doc(&claimed, &run.task, &claimed_at, run.why, sizeof run.why))
-        cohort_task_run_here(ctx, &run);
-    else
-        run.result.error = run.why;
-
-    bson_t reply = BSON_INITIALIZER;
-    BSON_APPEND_INT32(&reply, "finish", (int32_t)run.result.finish);
-    if (run.result.error)
-        BSON_APPEND_UTF8(&reply, "error", run.result.error);
-    if (run.result.finish == COHORT_FINISH_RETRY)
-        BSON_APPEND_INT64(&reply, "retry_in_ms",
-                          run.result.retry_at_ms - cohort_clock_cluster_ms());
-    bool ok = write_message(fd, &reply);
-    bson_destroy(&reply);
-    bson_value_destroy(&run.task.id_value);
-    return ok;
-}
-
-int cohort_isolate_child_main(const char *config_path, const char *service_name,
-                              const char *node_id)
-{
-    /* The protocol socket moves off fds 0 and 1: a handler that prints must not corrupt it
-     * (stdout goes to the node's log, stdin reads nothing). */
-    int fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0) {
-        fprintf(stderr, "cohortd --worker: cannot set up its file descriptors: %s\n",
-                strerror(errno));
-        return 1;
-    }
-    close(devnull);
-    signal(SIGTERM, SIG_IGN); /* the node decides when its tasks stop (see the top) */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    prctl(PR_SET_NAME, "cohortd-worker");
-    cohort_log_set_node(node_id);
-
-    cohort_config_errors_t errors = {0};
-    cohort_config_t *config = cohort_config_load(config_path, &errors);
-    if (!config) {
-        int rc = hello_failed(fd, "%s: %zu problem(s), the first: %s", config_path, errors.count,
-                              errors.count ? errors.messages[0] : "?");
-        cohort_config_errors_clear(&errors);
-        return rc;
-    }
-    cohort_log_set_level(config->log_level);
-    cohort_log_set_json(config->log_json);
-    const cohort_service_config_t *sc = cohort_config_find_service(config, service_name);
-    if (!sc) {
-        int rc = hello_failed(fd, "%s has no [service:%s] any more", config_path, service_name);
-        cohort_config_destroy(config);
-        return rc;
-    }
-    bson_error_t error;
-    cohort_store_t *store =
-        cohort_store_new(config->mongodb_uri, config->database, "cohortd-worker", &error);
-    if (!store) {
-        int rc = hello_failed(fd, "invalid mongodb_uri: %s", error.message);
-        cohort_config_destroy(config);
-        return rc;
-    }
-    mongoc_client_t *client = cohort_store_pop(store);
-    char err[1024];
-    cohort_service_t *service =
-        cohort_service_new(sc, node_id, config->takeover_ms, store, client, err, sizeof err);
-    int rc = 0;
-    if (!service) {
-        rc = hello_failed(fd, "%s", err);
-    } else {
-        bson_t hello = BSON_INITIALIZER;
-        BSON_APPEND_BOOL(&hello, "ready", true);
-        BSON_APPEND_UTF8(&hello, "handler", sc->handler_path);
-        bool ok = write_message(fd, &hello);
-        bson_destroy(&hello);
-        cohort_ctx_t ctx;
-        cohort_ctx_init(&ctx, service, client, false);
-        for (;;) {
-            bson_t *message = NULL;
-            message_status_t st = ok ? read_message(fd, -1, -1, &message) : MESSAGE_EOF;
-            if (st == MESSAGE_EOF)
-                break; /* the node hung up: stop */
-            if (st != MESSAGE_OK || !serve_task(&ctx, fd, message)) {
-                cohort_log_node(COHORT_LOG_ERROR, "worker process: malformed message from the "
-                                                  "node, or it went away; exiting");
-                bson_destroy(message);
-                rc = 2;
-                break;
-            }
-            bson_destroy(message);
-        }
-        cohort_service_destroy(service, NULL);
-    }
-    close(fd);
-    cohort_store_push(store, client);
-    cohort_store_destroy(store);
-    cohort_config_destroy(config);
-    return rc;
 }

@@ -5,7 +5,7 @@
  * The worker thread of slot i hands each claimed task to child i and waits for its result.
  * A child is `cohortd --worker`: it loads the service's handler, calls its init() with the
  * service's options, then runs the tasks it is sent, one at a time, through the same code as
- * thread isolation (cohort_task_run_here()), with its own database client for the handler's
+ * thread isolation (the handler host, host.h), with its own database client for the handler's
  * cohort_* calls. The parent keeps every database write about the claim (outcome, check-ins).
  *
  * A child that dies mid-task (segfault, abort(), exit) costs only that task's attempt: it is
@@ -18,15 +18,16 @@
 
 #include <stddef.h>
 
-#include "node/service.h"
-#include "node/task.h"
+#include "node/host.h"
+#include "node/runtime.h"
 
 typedef struct cohort_isolate cohort_isolate_t;
 
 /* A pool of `slots` child slots for `service` (children start on first use). `config_path`
- * is the node's configuration file, which children load. NULL with a message in err. */
+ * is the node's configuration file, which children load. NULL with the reason in `error` (Cohort's
+ * error type, see errors.h). */
 cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *config_path,
-                                     size_t slots, char *err, size_t errlen);
+                                     size_t slots, bson_error_t *error);
 
 /* Runs the parsed task `run->task` (claimed as `claimed`) in slot `slot`'s child and fills
  * run->result (and run->why); writes nothing to the database. Called by that slot's worker
@@ -36,10 +37,5 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
 
 /* Stops every child (closes its pipe, waits briefly, then SIGKILL) and frees the pool. */
 void cohort_isolate_destroy(cohort_isolate_t *pool);
-
-/* The entry point of `cohortd --worker -c FILE --service NAME --node-id ID`: reads tasks
- * from fd 0 and writes results to fd 1 until EOF. Returns the process's exit status. */
-int cohort_isolate_child_main(const char *config_path, const char *service,
-                              const char *node_id);
 
 #endif

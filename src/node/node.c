@@ -1,5 +1,6 @@
 /*
- * node.c - the node's main thread: a libevent loop with one timer and two signals.
+ * node.c - the node's main thread: a libevent loop with the tick and drain timers and the
+ * SIGTERM, SIGINT and SIGHUP events (SIGHUP's reload is reload.c's).
  *
  * Each tick: ping (register, and sync the cluster clock from the server's $currentDate),
  * then every service's tick. If the database cannot be reached the node logs it once,
@@ -20,8 +21,10 @@
 
 #include "core/clock.h"
 #include "node/http.h"
+#include "node/metrics.h"
 #include "core/log.h"
 #include "node/notify.h"
+#include "node/reload.h"
 #include "node/service.h"
 #include "store/store.h"
 
@@ -295,140 +298,21 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     on_drain(-1, 0, n);
 }
 
-/* What SIGHUP cannot change in a running node; *why names the first difference. */
-static bool same_structure(const cohort_config_t *a, const cohort_config_t *b, char *why,
-                           size_t whylen)
-{
-#define DIFFERS(cond, ...)                                                                     \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            snprintf(why, whylen, __VA_ARGS__);                                                \
-            return false;                                                                      \
-        }                                                                                      \
-    } while (0)
-    DIFFERS(strcmp(a->mongodb_uri, b->mongodb_uri) != 0, "mongodb_uri changed");
-    DIFFERS(strcmp(a->database, b->database) != 0, "database changed");
-    DIFFERS(!a->node_id != !b->node_id || (a->node_id && strcmp(a->node_id, b->node_id) != 0),
-            "node_id changed");
-    DIFFERS(!a->http_listen != !b->http_listen ||
-                (a->http_listen && strcmp(a->http_listen, b->http_listen) != 0),
-            "http_listen changed");
-    DIFFERS(a->shutdown_grace_ms != b->shutdown_grace_ms, "shutdown_grace_ms changed");
-    DIFFERS(a->n_services != b->n_services, "services were added or removed");
-    for (size_t i = 0; i < a->n_services; i++) {
-        const cohort_service_config_t *x = &a->services[i];
-        const cohort_service_config_t *y = cohort_config_find_service(b, x->name);
-        DIFFERS(!y, "[service:%s] was removed", x->name);
-        DIFFERS(strcmp(x->handler_path, y->handler_path) != 0, "[service:%s] handler changed",
-                x->name);
-        DIFFERS(x->max_attempts != y->max_attempts, "[service:%s] max_attempts changed",
-                x->name);
-        DIFFERS(x->retry_base_ms != y->retry_base_ms, "[service:%s] retry_base_ms changed",
-                x->name);
-        DIFFERS(!cohort_config_same_scheduling(x, y),
-                "[service:%s] scheduling keys changed (priority, not_after_ms, not_after_boost, "
-                "task_timeout_ms, claim_batch, isolation or kind.*)",
-                x->name);
-    }
-#undef DIFFERS
-    return true;
-}
-
-static bool same_options(const cohort_service_config_t *a, const cohort_service_config_t *b)
-{
-    if (a->n_options != b->n_options)
-        return false;
-    for (size_t i = 0; i < a->n_options; i++)
-        if (strcmp(a->options[i].key, b->options[i].key) != 0 ||
-            strcmp(a->options[i].value, b->options[i].value) != 0)
-            return false;
-    return true;
-}
-
-/* SIGHUP: re-reads the config file and applies what can change live (log level and format,
- * worker counts, the live settings' file values, handler options the handler can reload).
- * Anything else, or a file with problems, is refused and the node runs on unchanged. */
-static void reload(node_t *n)
-{
-    const cohort_config_t *old = n->current;
-    cohort_config_errors_t errors = {0};
-    cohort_config_t *next = cohort_config_load(old->path, &errors);
-    char why[512] = "";
-    if (!next) {
-        for (size_t i = 0; i < errors.count; i++)
-            cohort_log_node(COHORT_LOG_WARN, "reload: %s", errors.messages[i]);
-        cohort_log_node(COHORT_LOG_WARN,
-                        "reload refused: %zu problem(s) in %s; running configuration unchanged",
-                        errors.count, old->path);
-        cohort_config_errors_clear(&errors);
-        return;
-    }
-    if (!same_structure(old, next, why, sizeof why)) {
-        cohort_log_node(COHORT_LOG_WARN,
-                        "reload refused: %s (restart the node to change it); running "
-                        "configuration unchanged",
-                        why);
-        cohort_config_destroy(next);
-        return;
-    }
-    for (size_t i = 0; i < n->n_services; i++) {
-        cohort_service_t *s = n->services[i];
-        const cohort_service_config_t *was = cohort_config_find_service(old, s->config->name);
-        const cohort_service_config_t *now = cohort_config_find_service(next, s->config->name);
-        if (!same_options(was, now) && !s->plugin->handler->reload) {
-            cohort_log_node(COHORT_LOG_WARN,
-                            "reload refused: [service:%s] handler options changed, but handler "
-                            "'%s' cannot reload them (restart the node to change them); running "
-                            "configuration unchanged",
-                            s->config->name, s->plugin->handler->name);
-            cohort_config_destroy(next);
-            return;
-        }
-    }
-
-    cohort_log_set_level(next->log_level);
-    cohort_log_set_json(next->log_json);
-    for (size_t i = 0; i < n->n_services; i++) {
-        cohort_service_t *s = n->services[i];
-        const cohort_service_config_t *was = cohort_config_find_service(old, s->config->name);
-        const cohort_service_config_t *now = cohort_config_find_service(next, s->config->name);
-        cohort_settings_t file;
-        cohort_settings_from_config(next, now, &file);
-        cohort_service_reload_file_settings(s, &file);
-        if (now->workers != was->workers) {
-            char err[256];
-            if (cohort_service_set_workers(s, (size_t)now->workers, err, sizeof err))
-                cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0, "workers = %lld (was %lld)",
-                            (long long)now->workers, (long long)was->workers);
-            else
-                cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0, "reload: %s", err);
-        }
-        if (!same_options(was, now)) {
-            char err[256];
-            if (cohort_service_reload_options(s, n->client, now, err, sizeof err))
-                cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
-                            "handler options reloaded");
-            else
-                cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
-                            "handler refused its new options (keeping the old ones): %s", err);
-        }
-    }
-    cohort_log_node(COHORT_LOG_INFO, "configuration reloaded from %s (log_level %s)", next->path,
-                    cohort_log_level_name(next->log_level));
-    /* The services keep pointing into the configuration they started with (workers read it
-     * without locks); the reloaded one becomes the base of the next comparison. */
-    cohort_config_destroy(n->reloaded);
-    n->reloaded = next;
-    n->current = next;
-}
-
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig;
     (void)what;
     node_t *n = arg;
-    if (!n->stopping)
-        reload(n);
+    if (n->stopping)
+        return;
+    cohort_config_t *next = cohort_reload(n->current, n->services, n->n_services, n->client);
+    if (next) {
+        /* The services keep pointing into the configuration they started with (workers
+         * read it without locks); the reloaded one is the base of the next comparison. */
+        cohort_config_destroy(n->reloaded);
+        n->reloaded = next;
+        n->current = next;
+    }
 }
 
 void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_errors_t *errors)
@@ -437,13 +321,14 @@ void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_err
     cohort_node_default_id(node_id, sizeof node_id);
     for (size_t i = 0; i < config->n_services; i++) {
         const cohort_service_config_t *sc = &config->services[i];
-        char err[1024];
+        cohort_settings_t file;
+        cohort_settings_from_config(config, sc, &file);
+        bson_error_t err;
         cohort_service_t *s = cohort_service_new(sc, config->node_id ? config->node_id : node_id,
-                                                 config->takeover_ms, NULL, NULL, err,
-                                                 sizeof err);
+                                                 &file, NULL, NULL, &err);
         if (!s)
             cohort_config_errors_add(errors, "%s line %d: %s", config->path ? config->path : "-",
-                                     sc->handler_line, err);
+                                     sc->handler_line, err.message);
         cohort_service_destroy(s, NULL);
     }
 }
@@ -500,11 +385,11 @@ static bool start_http(node_t *n)
 {
     if (!n->config->http_listen)
         return true;
-    char err[512];
+    bson_error_t err;
     cohort_http_callbacks_t callbacks = {.ready = http_ready, .metrics = http_metrics, .arg = n};
-    n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, err, sizeof err);
+    n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, &err);
     if (!n->http) {
-        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err);
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
         return false;
     }
     for (size_t i = 0; i < n->n_services; i++)
@@ -514,8 +399,9 @@ static bool start_http(node_t *n)
     return true;
 }
 
-int cohort_node_run(const cohort_config_t *config)
+int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 {
+    *abandoned = false;
     node_t n = {.config = config, .current = config};
     int rc = 1;
     if (config->node_id)
@@ -543,24 +429,22 @@ int cohort_node_run(const cohort_config_t *config)
     if (!n.services)
         goto out;
     for (size_t i = 0; i < config->n_services; i++) {
-        char err[1024];
-        cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id,
-                                                 config->takeover_ms, n.store, n.client, err,
-                                                 sizeof err);
-        if (!s) {
-            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
-            goto out;
-        }
         cohort_settings_t file;
         cohort_settings_from_config(config, &config->services[i], &file);
-        cohort_service_set_file_settings(s, &file);
+        bson_error_t err;
+        cohort_service_t *s = cohort_service_new(&config->services[i], n.node_id, &file, n.store,
+                                                 n.client, &err);
+        if (!s) {
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err.message);
+            goto out;
+        }
         s->config_path = config->path; /* isolation = process: the children load it */
         n.services[n.n_services++] = s;
     }
     for (size_t i = 0; i < n.n_services; i++) {
-        char err[256];
-        if (!cohort_service_start(n.services[i], err, sizeof err)) {
-            cohort_log_node(COHORT_LOG_ERROR, "%s", err);
+        bson_error_t err;
+        if (!cohort_service_start(n.services[i], &err)) {
+            cohort_log_node(COHORT_LOG_ERROR, "%s", err.message);
             goto out;
         }
     }
@@ -606,8 +490,10 @@ out:;
                         "pending; exiting",
                         still_running, (long long)released);
         log_summary(&n);
-        fflush(NULL);
-        _exit(rc);
+        /* Nothing may be freed under the threads still in handler code: the caller ends the
+         * process at once (cohortd does, with _exit()). */
+        *abandoned = true;
+        return rc;
     }
     /* The summary reads the services' counters: before they are freed. Nothing is running
      * (claims in flight count as running), so the counters are final. */

@@ -12,35 +12,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen)
+#include "core/error.h"
+
+cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
 {
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *why = dlerror();
-        snprintf(err, errlen, "cannot load handler '%s': %s", path, why ? why : "unknown error");
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "cannot load handler '%s': %s", path, why ? why : "unknown error");
         return NULL;
     }
     const cohort_handler_t *handler = dlsym(dl, COHORT_HANDLER_SYMBOL);
     if (!handler) {
-        snprintf(err, errlen,
-                 "'%s' is not a Cohort handler: it does not export the symbol '%s' "
-                 "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
-                 path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "'%s' is not a Cohort handler: it does not export the symbol '%s' "
+                         "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
+                         path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
         dlclose(dl);
         return NULL;
     }
     if (handler->abi_version < 1 || handler->abi_version > COHORT_HANDLER_ABI_VERSION) {
-        snprintf(err, errlen,
-                 "handler '%s' was built for handler ABI version %u, but this cohortd supports "
-                 "versions 1 to %d: rebuild it against this release's cohort/handler.h",
-                 path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "handler '%s' was built for handler ABI version %u, but this cohortd "
+                         "supports versions 1 to %d: rebuild it against this release's "
+                         "cohort/handler.h",
+                         path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
         dlclose(dl);
         return NULL;
     }
     if (!handler->process_task) {
-        snprintf(err, errlen, "handler '%s' has no process_task callback (it is required)",
-                 path);
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "handler '%s' has no process_task callback (it is required)", path);
         dlclose(dl);
         return NULL;
     }
@@ -48,7 +52,8 @@ cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen)
     if (!plugin || !(plugin->path = strdup(path))) {
         free(plugin);
         dlclose(dl);
-        snprintf(err, errlen, "out of memory loading '%s'", path);
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
+                         "out of memory loading '%s'", path);
         return NULL;
     }
     plugin->dl = dl;

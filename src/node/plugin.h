@@ -21,9 +21,10 @@ typedef struct cohort_plugin {
     char *path;
 } cohort_plugin_t;
 
-/* Loads and checks the handler at `path`. Returns NULL with a message in `err`. The plugin
+/* Loads and checks the handler at `path`. Returns NULL with the reason in `error`
+ * (Cohort's error type, see errors.h; domain HANDLER, or SYSTEM when memory ran out). The plugin
  * stays loaded until cohort_plugin_unload(). */
-cohort_plugin_t *cohort_plugin_load(const char *path, char *err, size_t errlen);
+cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error);
 void cohort_plugin_unload(cohort_plugin_t *plugin);
 
 #endif

@@ -1,175 +1,52 @@
 /*
  * service.h - one hosted service on this node: its handler, its election, its worker pool
- * and the per-tick claim budget.
+ * and the per-tick claim budget. The top of the node layer under node.c: it includes the
+ * modules that do each part, and they never include it.
  *
- * The main thread calls cohort_service_tick() once per tick: election, then (as primary)
- * the handler's primary_work, then a new claim budget for the workers (primary_task_count
- * on the primary, secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim
- * and run tasks while budget remains and the queue had work; a claim that finds nothing
- * parks the workers until the next tick. After a tick one worker probes first and the
- * others follow only if it found work, so an idle service costs one query per tick.
+ * The main thread calls cohort_service_tick() once per tick: check-ins and timeouts, the
+ * election, the live settings and the claim filter, then (as primary) the handler's
+ * primary_work, maintenance and tracked batches, and last a new claim budget for the
+ * workers (workers.h).
+ *
+ * The service's API is spread over the headers of the modules included below: the shared
+ * state (runtime.h), the handler host (host.h: cohort_host_reload()), the worker pool
+ * (workers.h: cohort_service_set_workers(), cohort_service_stop_claiming()) and the live
+ * settings (live_settings.h: cohort_service_set_file_settings(),
+ * cohort_service_reload_file_settings()).
  */
 #ifndef COHORT_SERVICE_H
 #define COHORT_SERVICE_H
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <mongoc/mongoc.h>
 #include <stdbool.h>
-#include <stdint.h>
 
-#include "cohort/handler.h"
 #include "core/config.h"
-#include "node/election.h"
-#include "node/metrics.h"
-#include "node/plugin.h"
-#include "store/store.h"
+#include "node/host.h"
+#include "node/live_settings.h"
+#include "node/maintenance.h"
+#include "node/runtime.h"
+#include "node/workers.h"
 
-#define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
-#define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per run, at most */
-/* Maintenance (reset, purge, repair) runs every stall_timeout_ms/3, at most this far apart,
- * and on the next tick again while a purge backlog remains. */
-#define COHORT_MAINTENANCE_INTERVAL_MS 5000
-/* The scan for malformed pending tasks: this often, or when a claim failed on the server. */
-#define COHORT_TYPE_CHECK_INTERVAL_MS 300000
-
-typedef struct cohort_service_stats {
-    _Atomic uint64_t claimed;
-    _Atomic uint64_t succeeded;
-    _Atomic uint64_t failed;
-    _Atomic uint64_t timed_out;
-    _Atomic uint64_t retried;
-    _Atomic uint64_t lost_claims; /* outcomes not written: the claim had moved on */
-    _Atomic uint64_t stalled_reset;
-    _Atomic uint64_t purged;
-    _Atomic uint64_t batches_completed;
-    cohort_histogram_t task_duration; /* time in the handler's process_task */
-} cohort_service_stats_t;
-
-/* What one worker thread is running, for check-ins and timeouts (guarded by the lock). */
-typedef struct cohort_slot {
-    bool busy;
-    bson_oid_t task;
-    int32_t attempt;
-    int64_t started_at_ms; /* cluster clock: the claim */
-    int64_t deadline_ms;   /* monotonic; 0: no timeout */
-    int64_t checked_in_ms; /* monotonic */
-    /* The watchdog ended this run (timed_out): its outcome is dropped when the handler
-     * returns, and until then the slot is wedged (a thread cannot be killed). */
-    bool timed_out;
-    bson_oid_t *held; /* tasks whose outcome waits for the worker's bulk write */
-    size_t n_held;
-} cohort_slot_t;
-
-#define COHORT_MAX_BUSY_GROUPS 256 /* groups a claim query excludes, at most */
-/* With claim_batch > 1, outcomes wait at most this long for their bulk write. */
-#define COHORT_OUTCOME_FLUSH_MS 100 
-
-typedef struct cohort_service {
-    const cohort_service_config_t *config; /* borrowed from the node's config */
-    const char *node_id;                   /* borrowed */
-    cohort_store_t *store;                 /* borrowed */
-    cohort_plugin_t *plugin;
-    void *handler_state;
-    struct cohort_isolate *isolate; /* isolation = process: the child pool; else NULL */
-    const char *config_path;        /* borrowed: the node's config file (for child workers) */
-    bool handler_ready; /* init() succeeded: destroy() is owed */
-    bool prepared;      /* config document and indexes exist (main thread only) */
-    cohort_election_t election;
-    cohort_service_stats_t stats;
-    cohort_settings_t file; /* the live settings as the config file gives them */
-    cohort_settings_t eff;  /* main thread: in effect now (the database's override the file's) */
-    char settings_problem[256]; /* the last invalid settings reported, to report it once */
-    _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
-    int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
-    int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
-    int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
-    _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
-    /* Queue depth for the metrics: with count_queue set (by the node, when it serves
-     * metrics), the primary counts tasks by status once per tick (one aggregation). */
-    bool count_queue;
-    _Atomic int64_t queue_counts[5]; /* pending, claimed, succeeded, failed, timed_out */
-    _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
-
-    /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers
-     * copy it when `filter_version` moved): the pause and block switches of the config
-     * document, and the groups whose lock is held somewhere. */
-    bool stopped_all;        /* the whole service is paused or blocked */
-    char **stopped_kinds;    /* kinds paused or blocked */
-    size_t n_stopped_kinds;
-    char **busy_groups;
-    size_t n_busy_groups;
-    uint64_t filter_version;
-    char switches_summary[512]; /* main thread: the switches last logged */
-    _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
-    /* Tasks a batch claim took beyond the claiming worker's own (guarded by the lock): any
-     * idle worker runs them next, so a long task never makes them wait. A ring of
-     * claim_batch documents; check-ins cover them. */
-    bson_t **ready;
-    size_t ready_head, ready_n, ready_cap;
-    size_t ready_reserved; /* room promised to batch claims in flight */
-    int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
-    _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
-
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    int64_t budget;       /* claims left this tick; -1: unlimited */
-    bool drained;         /* a claim found nothing: wait for the next tick */
-    bool work_seen;       /* a claim found a task this tick: every worker may claim */
-    bool probing;         /* until then one worker probes; the others wait for its result */
-    bool stopping;        /* no more claims */
-    pthread_t *threads;
-    cohort_slot_t *slots; /* one per thread; room for COHORT_MAX_WORKERS */
-    size_t n_threads;     /* threads started (joined at destroy) */
-    size_t target_workers; /* threads with a slot below this claim; the rest park */
-    size_t running;       /* claims in flight and tasks being processed right now */
-} cohort_service_t;
-
-/* Loads the handler and calls its init(); takeover_ms is the cluster's. `client` (may be NULL) is lent to init() for the
- * duration of the call. Returns NULL with a message in err. */
+/* Loads the handler and calls its init() (through the handler host, host.h), with `file`,
+ * the live settings of the config file for this service (cohort_settings_from_config();
+ * copied), in effect until the database's are read. `config`, `node_id` and `store` are
+ * borrowed for the service's life; `client` (may be NULL) is lent to init() for the
+ * duration of the call. Returns NULL with the reason in `error` (Cohort's error
+ * type, see errors.h). */
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
-                                     int64_t takeover_ms, cohort_store_t *store,
-                                     mongoc_client_t *client, char *err, size_t errlen);
+                                     const cohort_settings_t *file, cohort_store_t *store,
+                                     mongoc_client_t *client, bson_error_t *error);
 
-/* How often the primary's maintenance runs for this service (it runs on a tick, so never
- * more often than the tick). */
-int64_t cohort_service_maintenance_interval_ms(const cohort_settings_t *settings);
-
-/* Sets the file's values of the live settings (the node calls this after creating the
- * service; a service made without it uses tick_ms 1000). */
-void cohort_service_set_file_settings(cohort_service_t *service, const cohort_settings_t *file);
-
-/* Starts the worker threads. */
-bool cohort_service_start(cohort_service_t *service, char *err, size_t errlen);
-
-/* Changes the number of worker threads live (SIGHUP): new threads start at once; surplus
- * ones park after their current task until the count grows again. */
-bool cohort_service_set_workers(cohort_service_t *service, size_t workers, char *err,
-                                size_t errlen);
-
-/* New file values for the live settings (SIGHUP); the next tick applies them (the database's
- * values still win where set) and logs what changed. */
-void cohort_service_reload_file_settings(cohort_service_t *service, const cohort_settings_t *file);
-
-/* Hands the options of `config` (a reloaded section for this service) to the handler's
- * reload callback (which must exist). False with the handler's reason in err. */
-bool cohort_service_reload_options(cohort_service_t *service, mongoc_client_t *client,
-                                   const cohort_service_config_t *config, char *err,
-                                   size_t errlen);
+/* Starts the worker threads (and, for isolation = process, the worker process pool, which
+ * needs config_path set). False with the reason in `error`. */
+bool cohort_service_start(cohort_service_t *service, bson_error_t *error);
 
 /* One tick on the main thread; `client` is the main thread's. */
 void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);
 
-/* Stops claiming; running tasks go on. */
-void cohort_service_stop_claiming(cohort_service_t *service);
-
-/* Tasks running right now. */
-size_t cohort_service_running(cohort_service_t *service);
-
 /* Joins the workers (call after cohort_service_stop_claiming and when running is 0 or the
- * grace period is over), steps down, calls the handler's destroy() and frees everything. */
+ * grace period is over), steps down (with a client), calls the handler's destroy() and
+ * frees everything. NULL is ignored. */
 void cohort_service_destroy(cohort_service_t *service, mongoc_client_t *client);
-
-/* Role name for logs. */
-const char *cohort_service_role(const cohort_service_t *service);
 
 #endif

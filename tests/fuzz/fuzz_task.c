@@ -66,11 +66,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     cohort_log_set_node(config->node_id);
     for (size_t i = 0; i < config->n_services && i < 3; i++) {
-        char err[512] = "";
-        services[i] = cohort_service_new(&config->services[i], config->node_id,
-                                         config->takeover_ms, NULL, NULL, err, sizeof err);
+        bson_error_t err;
+        cohort_settings_t file;
+        cohort_settings_from_config(config, &config->services[i], &file);
+        services[i] =
+            cohort_service_new(&config->services[i], config->node_id, &file, NULL, NULL, &err);
         if (!services[i]) {
-            fprintf(stderr, "fuzz_task: %s\n", err);
+            fprintf(stderr, "fuzz_task: %s\n", err.message);
             abort();
         }
         n_services++;

@@ -65,9 +65,9 @@ static void make_service(bool workers)
                               .secondary_task_count = 0,
                               .stall_timeout_ms = 1800000};
     cohort_service_set_file_settings(service, &file);
-    char err[256] = "";
+    bson_error_t err;
     if (workers)
-        cr_assert(cohort_service_start(service, err, sizeof err), "cannot start workers: %s", err);
+        cr_assert(cohort_service_start(service, &err), "cannot start workers: %s", err.message);
 }
 
 static long long outcome_calls(void)

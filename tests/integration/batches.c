@@ -69,9 +69,9 @@ static test_node_t *start_node(size_t i, const char *node_id, bool workers, cons
     n->config.options = n->options;
     n->config.n_options = count;
     n->service = test_service_new(&n->config, node_id, TAKEOVER_MS, fx.store, fx.client);
-    char err[1024] = "";
+    bson_error_t err;
     if (workers)
-        cr_assert(cohort_service_start(n->service, err, sizeof err), "cannot start: %s", err);
+        cr_assert(cohort_service_start(n->service, &err), "cannot start: %s", err.message);
     return n;
 }
 

@@ -50,9 +50,9 @@ static void setup(fixture_t *f, const char *file_service, const char *exe)
     f->config.isolation = COHORT_ISOLATION_PROCESS;
     f->config.max_attempts = 5;
     f->service = test_service_new(&f->config, "t1", 1500, NULL, NULL);
-    char err[512] = "";
-    f->service->isolate = cohort_isolate_new(f->service, f->config_path, 2, err, sizeof err);
-    cr_assert_not_null(f->service->isolate, "cohort_isolate_new: %s", err);
+    bson_error_t err;
+    f->service->isolate = cohort_isolate_new(f->service, f->config_path, 2, &err);
+    cr_assert_not_null(f->service->isolate, "cohort_isolate_new: %s", err.message);
     cohort_ctx_init(&f->ctx, f->service, NULL, false);
 }
 

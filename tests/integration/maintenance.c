@@ -77,9 +77,9 @@ static void make_service(settings_t s)
     config.options = options;
     config.n_options = n;
     service = test_service_new(&config, NODE, 10000, store, client);
-    char err[1024] = "";
+    bson_error_t err;
     if (s.workers > 0)
-        cr_assert(cohort_service_start(service, err, sizeof err), "%s", err);
+        cr_assert(cohort_service_start(service, &err), "%s", err.message);
 }
 
 /* One tick that runs the maintenance; its log (everything written to stderr) is returned

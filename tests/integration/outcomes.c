@@ -68,8 +68,8 @@ static void start_service(const char *handler, int64_t max_attempts, int64_t ret
                           const char *const kv[])
 {
     make_service(handler, max_attempts, retry_base_ms, kv);
-    char err[256] = "";
-    cr_assert(cohort_service_start(service, err, sizeof err), "cannot start workers: %s", err);
+    bson_error_t err;
+    cr_assert(cohort_service_start(service, &err), "cannot start workers: %s", err.message);
 }
 
 static const char *noop_so(void)

@@ -82,8 +82,8 @@ static cohort_service_t *make_service(size_t i, const char *node_id)
 
 static void start(cohort_service_t *service)
 {
-    char err[256] = "";
-    cr_assert(cohort_service_start(service, err, sizeof err), "cannot start workers: %s", err);
+    bson_error_t err;
+    cr_assert(cohort_service_start(service, &err), "cannot start workers: %s", err.message);
 }
 
 static bson_t *json(const char *text)

@@ -483,10 +483,14 @@ cohort_service_t *test_service_new(const cohort_service_config_t *config, const 
                                    int64_t takeover_ms, cohort_store_t *store,
                                    mongoc_client_t *client)
 {
-    char err[1024] = "";
-    cohort_service_t *service =
-        cohort_service_new(config, node_id, takeover_ms, store, client, err, sizeof err);
-    cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id, err);
+    /* The file settings of a cluster section with the default tick and this takeover. */
+    cohort_config_t cluster = {.tick_ms = 1000, .takeover_ms = takeover_ms};
+    cohort_settings_t file;
+    cohort_settings_from_config(&cluster, config, &file);
+    bson_error_t err;
+    cohort_service_t *service = cohort_service_new(config, node_id, &file, store, client, &err);
+    cr_assert_not_null(service, "cannot create service %s on %s: %s", config->name, node_id,
+                       err.message);
     return service;
 }
 

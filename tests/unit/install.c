@@ -224,9 +224,9 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
              COHORT_CC, so, source, flags);
     cr_assert_eq(run(cmd), 0, "the docs/HANDLERS.md example does not build: %s", cmd);
 
-    char err[1024] = "";
-    cohort_plugin_t *plugin = cohort_plugin_load(so, err, sizeof err);
-    cr_assert_not_null(plugin, "the built example does not load: %s", err);
+    bson_error_t err;
+    cohort_plugin_t *plugin = cohort_plugin_load(so, &err);
+    cr_assert_not_null(plugin, "the built example does not load: %s", err.message);
     cr_expect_str_eq(plugin->handler->name, "hello");
     cr_expect_not_null(plugin->handler->primary_work);
     cohort_plugin_unload(plugin);

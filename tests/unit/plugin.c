@@ -24,8 +24,10 @@ static char *handler_path(const char *name)
 static const char *load_error(const char *path)
 {
     static char err[1024];
-    strcpy(err, "(untouched)");
-    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
+    bson_error_t error;
+    strcpy(error.message, "(untouched)");
+    cohort_plugin_t *plugin = cohort_plugin_load(path, &error);
+    snprintf(err, sizeof err, "%s", error.message);
     cr_assert_null(plugin, "loading %s should fail", path);
     cr_assert_str_neq(err, "(untouched)", "no message for %s", path);
     cr_assert_not_null(strstr(err, path), "the message does not name the file: %s", err);
@@ -39,10 +41,10 @@ static void assert_contains(const char *text, const char *part)
 
 Test(plugin, loads_a_good_handler)
 {
-    char err[512] = "";
+    bson_error_t err;
     const char *path = test_build_path("handlers/cohort_noop.so");
-    cohort_plugin_t *plugin = cohort_plugin_load(path, err, sizeof err);
-    cr_assert_not_null(plugin, "cannot load the shipped noop handler: %s", err);
+    cohort_plugin_t *plugin = cohort_plugin_load(path, &err);
+    cr_assert_not_null(plugin, "cannot load the shipped noop handler: %s", err.message);
     cr_assert_eq(plugin->handler->abi_version, COHORT_HANDLER_ABI_VERSION);
     cr_assert_str_eq(plugin->handler->name, "noop");
     cr_assert_not_null(plugin->handler->process_task);
@@ -110,13 +112,28 @@ Test(plugin, no_process_task)
 
 Test(plugin, a_short_buffer_truncates_but_stays_terminated)
 {
-    char err[16];
-    memset(err, 'x', sizeof err);
-    cr_assert_null(cohort_plugin_load("/nonexistent/handler.so", err, sizeof err));
-    cr_assert_lt(strlen(err), sizeof err);
+    bson_error_t err;
+    memset(&err, 'x', sizeof err);
+    cr_assert_null(cohort_plugin_load("/nonexistent/handler.so", &err));
+    cr_assert_lt(strlen(err.message), sizeof err.message);
 }
 
 /* ---- cohort_service_new: the handler's init() ---------------------------------------- */
+
+/* cohort_service_new() with the file settings of a cluster section of takeover_ms 4000; the
+ * error's message goes to `err`. */
+static cohort_service_t *new_service(const cohort_service_config_t *config, char *err,
+                                     size_t errlen)
+{
+    cohort_config_t cluster = {.tick_ms = 1000, .takeover_ms = 4000};
+    cohort_settings_t file;
+    cohort_settings_from_config(&cluster, config, &file);
+    bson_error_t error;
+    cohort_service_t *s = cohort_service_new(config, "node-1", &file, NULL, NULL, &error);
+    if (!s)
+        snprintf(err, errlen, "%s", error.message);
+    return s;
+}
 
 static cohort_service_config_t service_config(const char *name, char *path,
                                               cohort_option_t *options, size_t n_options)
@@ -141,7 +158,7 @@ Test(service_new, init_failure_carries_the_handlers_message)
     cohort_option_t options[] = {{"colour", "blue", 7}};
     cohort_service_config_t config = service_config("mail", path, options, 1);
     char err[1024] = "";
-    cohort_service_t *s = cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err);
+    cohort_service_t *s = new_service(&config, err, sizeof err);
     cr_assert_null(s);
     assert_contains(err, "[service:mail]");
     assert_contains(err, "'init_fails'");
@@ -155,7 +172,7 @@ Test(service_new, init_failure_without_a_message_says_so)
     cohort_option_t options[] = {{"silent", "yes", 9}};
     cohort_service_config_t config = service_config("mail", path, options, 1);
     char err[1024] = "";
-    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    cr_assert_null(new_service(&config, err, sizeof err));
     assert_contains(err, "[service:mail]");
     assert_contains(err, "without a message");
     free(path);
@@ -167,7 +184,7 @@ Test(service_new, options_for_a_handler_without_init)
     cohort_option_t options[] = {{"colour", "blue", 7}, {"size", "3", 8}};
     cohort_service_config_t config = service_config("mail", path, options, 2);
     char err[1024] = "";
-    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    cr_assert_null(new_service(&config, err, sizeof err));
     assert_contains(err, "line 7");
     assert_contains(err, "'colour'");
     assert_contains(err, "[service:mail]");
@@ -180,9 +197,9 @@ Test(service_new, handler_without_init_and_no_options_starts)
     char *path = handler_path("no_init");
     cohort_service_config_t config = service_config("mail", path, NULL, 0);
     char err[1024] = "";
-    cohort_service_t *s = cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err);
+    cohort_service_t *s = new_service(&config, err, sizeof err);
     cr_assert_not_null(s, "%s", err);
-    cr_assert_str_eq(cohort_service_role(s), "secondary");
+    cr_assert_str_eq(cohort_election_role(&s->election), "secondary");
     cohort_service_destroy(s, NULL);
     free(path);
 }
@@ -192,7 +209,7 @@ Test(service_new, load_errors_come_through)
     char *path = handler_path("no_process");
     cohort_service_config_t config = service_config("mail", path, NULL, 0);
     char err[1024] = "";
-    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    cr_assert_null(new_service(&config, err, sizeof err));
     assert_contains(err, path);
     assert_contains(err, "process_task");
     free(path);
@@ -204,7 +221,7 @@ Test(service_new, noop_rejects_a_bad_option_with_its_line)
     cohort_option_t options[] = {{"sleep_ms", "abc", 12}};
     cohort_service_config_t config = service_config("mail", path, options, 1);
     char err[1024] = "";
-    cr_assert_null(cohort_service_new(&config, "node-1", 4000, NULL, NULL, err, sizeof err));
+    cr_assert_null(new_service(&config, err, sizeof err));
     assert_contains(err, "line 12");
     assert_contains(err, "sleep_ms");
     assert_contains(err, "'abc'");

@@ -1,0 +1,63 @@
+/*
+ * live_settings.c - merging the file's and the database's live settings (see
+ * live_settings.h). Main thread only: workers read the budget the tick derives from `eff`.
+ */
+#include "node/live_settings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+
+/* The one writer of what is in effect, the election's lease length included. */
+static void put_in_effect(cohort_service_t *s, const cohort_settings_t *settings)
+{
+    s->eff = *settings;
+    s->election.takeover_ms = settings->takeover_ms;
+    s->election.tick_ms = settings->tick_ms;
+}
+
+void cohort_service_set_file_settings(cohort_service_t *s, const cohort_settings_t *file)
+{
+    s->file = *file;
+    put_in_effect(s, file);
+}
+
+void cohort_service_reload_file_settings(cohort_service_t *s, const cohort_settings_t *file)
+{
+    s->file = *file;
+}
+
+void cohort_live_settings_apply(cohort_service_t *s)
+{
+    cohort_settings_t next = s->file;
+    bson_iter_t it;
+    if (bson_iter_init(&it, &s->election.settings)) {
+        while (bson_iter_next(&it)) {
+            int64_t *field = cohort_settings_field(&next, bson_iter_key(&it));
+            if (field && BSON_ITER_HOLDS_NUMBER(&it))
+                *field = bson_iter_as_int64(&it);
+        }
+    }
+    char why[256];
+    if (!cohort_settings_check(&next, why, sizeof why)) {
+        if (strcmp(why, s->settings_problem) != 0) {
+            snprintf(s->settings_problem, sizeof s->settings_problem, "%s", why);
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                        "ignoring the settings in the database: %s", why);
+        }
+        return;
+    }
+    s->settings_problem[0] = '\0';
+    for (size_t i = 0; cohort_setting_names[i]; i++) {
+        const char *key = cohort_setting_names[i];
+        int64_t was = *cohort_settings_field(&s->eff, key);
+        int64_t now = *cohort_settings_field(&next, key);
+        if (was != now)
+            cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_election_role(&s->election), 0,
+                        "setting %s = %lld (was %lld; %s)", key, (long long)now, (long long)was,
+                        now == *cohort_settings_field(&s->file, key) ? "the config file's value"
+                                                                     : "set in the database");
+    }
+    put_in_effect(s, &next);
+}

@@ -1,0 +1,131 @@
+/*
+ * maintenance.c - the primary's upkeep of its service's queue (see maintenance.h). Every
+ * step is one command over the whole queue, logged when it changed something; a failed
+ * step is tried again at the next run.
+ */
+#include "node/maintenance.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    const cohort_service_config_t *c = s->config;
+    int64_t mono = cohort_clock_monotonic_ms();
+    if (mono < s->next_maintenance_ms)
+        return;
+    s->next_maintenance_ms = mono + cohort_maintenance_interval_ms(&s->eff);
+    bool check_types = atomic_exchange(&s->type_check_wanted, false) ||
+                       mono >= s->next_type_check_ms;
+    if (check_types)
+        s->next_type_check_ms = mono + COHORT_TYPE_CHECK_INTERVAL_MS;
+    bson_error_t error;
+    int64_t made_due, quarantined, reset;
+    if (!cohort_store_repair_tasks(s->store, client, c->name, check_types, &made_due,
+                                   &quarantined, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "task maintenance failed: %s",
+                    error.message);
+        return;
+    }
+    if (made_due > 0)
+        cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                    "%lld pending task(s) had no run_at: made due now", (long long)made_due);
+    if (quarantined > 0)
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "%lld malformed pending task(s) failed (attempts not a number or run_at "
+                    "not a date)",
+                    (long long)quarantined);
+
+    int64_t now = cohort_clock_cluster_ms();
+    if (cohort_election_epoch(&s->election) == 0)
+        return;
+    /* Nodes silent for longer than a lease lose their claims now, not at the stall timeout. */
+    int64_t expired_nodes, released;
+    if (!cohort_store_expire_nodes(s->store, client, c->name, now - s->eff.takeover_ms,
+                                   &expired_nodes, &released, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "node expiry failed: %s",
+                    error.message);
+        return;
+    }
+    if (expired_nodes > 0 || released > 0) {
+        atomic_fetch_add(&s->stats.stalled_reset, (uint64_t)released);
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "%lld node(s) expired (no ping for %lld ms); released %lld of their claimed "
+                    "task(s) to pending",
+                    (long long)expired_nodes, (long long)s->eff.takeover_ms, (long long)released);
+    }
+    if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms,
+                                    &reset, &error)) {
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",
+                    error.message);
+        return;
+    }
+    if (reset > 0) {
+        atomic_fetch_add(&s->stats.stalled_reset, (uint64_t)reset);
+        cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch,
+                    "reset %lld stalled task(s) to pending: no check-in for %lld ms",
+                    (long long)reset, (long long)s->eff.stall_timeout_ms);
+    }
+
+    /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
+    int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
+    static const char *const statuses[] = {"succeeded", "failed", "timed_out"};
+    const int64_t retention[] = {s->eff.succeeded_retention_ms, s->eff.failed_retention_ms,
+                                 s->eff.failed_retention_ms};
+    for (int i = 0; i < 3; i++) {
+        int64_t deleted = 0;
+        if (retention[i] == 0 || cohort_election_epoch(&s->election) == 0)
+            continue;
+        if (!cohort_store_purge(s->store, client, c->name, statuses[i], now - retention[i],
+                                keep_from, COHORT_PURGE_PER_TICK, &deleted, &error)) {
+            cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "purge of %s tasks failed: %s",
+                        statuses[i], error.message);
+            continue;
+        }
+        if (deleted >= COHORT_PURGE_PER_TICK)
+            s->next_maintenance_ms = 0; /* a backlog: go on next tick */
+        if (deleted > 0) {
+            atomic_fetch_add(&s->stats.purged, (uint64_t)deleted);
+            cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                        "purged %lld %s task(s) older than %lld ms", (long long)deleted,
+                        statuses[i], (long long)retention[i]);
+        }
+    }
+}
+
+void cohort_maintenance_promote_overdue(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    int64_t promoted = 0;
+    bson_error_t error;
+    if (!cohort_store_promote_overdue(s->store, client, s->config->name,
+                                      cohort_clock_cluster_ms(), s->config->not_after_boost,
+                                      &promoted, &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "not_after promotion failed: %s", error.message);
+    else if (promoted > 0)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, "primary", epoch,
+                    "promoted %lld overdue task(s) (not_after passed): priority + %lld",
+                    (long long)promoted, (long long)s->config->not_after_boost);
+}
+
+void cohort_maintenance_count_queue(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    cohort_status_counts_t counts;
+    bson_error_t error;
+    if (!cohort_store_count_tasks(s->store, client, s->config->name, &counts, &error)) {
+        cohort_logf(COHORT_LOG_DEBUG, s->config->name, "primary", epoch,
+                    "cannot count the queue for the metrics: %s", error.message);
+        return;
+    }
+    const int64_t by_status[5] = {counts.pending, counts.claimed, counts.succeeded,
+                                  counts.failed, counts.timed_out};
+    for (int i = 0; i < 5; i++)
+        atomic_store(&s->queue_counts[i], by_status[i]);
+    atomic_store(&s->queue_epoch, epoch);
+}
+
+int64_t cohort_maintenance_interval_ms(const cohort_settings_t *settings)
+{
+    int64_t every = settings->stall_timeout_ms / 3;
+    return every < COHORT_MAINTENANCE_INTERVAL_MS ? every : COHORT_MAINTENANCE_INTERVAL_MS;
+}

@@ -1,0 +1,40 @@
+/*
+ * maintenance.h - what the primary does for its service's queue besides electing itself:
+ * repair tasks written by other programs, expire silent nodes and reset stalled claims,
+ * purge finished tasks past their retention, promote overdue tasks, count the queue for the
+ * metrics. Main thread only, as primary under `epoch`.
+ */
+#ifndef COHORT_MAINTENANCE_H
+#define COHORT_MAINTENANCE_H
+
+#include <mongoc/mongoc.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "node/runtime.h"
+
+#define COHORT_PURGE_PER_TICK 1000 /* finished tasks deleted per status per run, at most */
+/* Maintenance (reset, purge, repair) runs every stall_timeout_ms/3, at most this far apart,
+ * and on the next tick again while a purge backlog remains. */
+#define COHORT_MAINTENANCE_INTERVAL_MS 5000
+/* The scan for malformed pending tasks: this often, or when a claim failed on the server. */
+#define COHORT_TYPE_CHECK_INTERVAL_MS 300000
+
+/* How often the primary's maintenance runs for these settings (it runs on a tick, so never
+ * more often than the tick). */
+int64_t cohort_maintenance_interval_ms(const cohort_settings_t *settings);
+
+/* Repair (see cohort_store_repair_tasks()), node expiry, stalled claims and retention, when
+ * due (every cohort_maintenance_interval_ms(), sooner while a purge backlog remains). */
+void cohort_maintenance_run(cohort_service_t *service, mongoc_client_t *client, int64_t epoch);
+
+/* Every tick: pending tasks past their not_after are promoted, in one write. */
+void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client_t *client,
+                                        int64_t epoch);
+
+/* Queue depth for the metrics (one aggregation), kept with the epoch it was counted under so
+ * that a count from an earlier primacy is never shown as current. */
+void cohort_maintenance_count_queue(cohort_service_t *service, mongoc_client_t *client,
+                                    int64_t epoch);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * runtime.h - the state of one hosted service that every module of the node layer shares:
+ * its statistics, its worker slots and the service object itself (as Redis's server.h holds
+ * the shared types, so no .c needs another .c's internals).
+ *
+ * Types only, plus the few thread-safe reads every module needs (runtime.c). This header
+ * includes only lower layers and the node's leaf modules (election, plugin, histogram), so
+ * any module of the node layer may include it without making a circle. Which thread owns
+ * which field is said at the field; `lock` guards the ones marked "guarded by the lock".
+ * Who does what with it: service.h (create, tick, destroy), workers.h (the pool),
+ * live_settings.h (file and database settings), host.h (the handler).
+ */
+#ifndef COHORT_RUNTIME_H
+#define COHORT_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cohort/handler.h"
+#include "core/config.h"
+#include "node/election.h"
+#include "node/histogram.h"
+#include "node/plugin.h"
+#include "store/store.h"
+
+#define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
+
+typedef struct cohort_service_stats {
+    _Atomic uint64_t claimed;
+    _Atomic uint64_t succeeded;
+    _Atomic uint64_t failed;
+    _Atomic uint64_t timed_out;
+    _Atomic uint64_t retried;
+    _Atomic uint64_t lost_claims; /* outcomes not written: the claim had moved on */
+    _Atomic uint64_t stalled_reset;
+    _Atomic uint64_t purged;
+    _Atomic uint64_t batches_completed;
+    cohort_histogram_t task_duration; /* time in the handler's process_task */
+} cohort_service_stats_t;
+
+/* What one worker thread is running, for check-ins and timeouts (guarded by the lock). */
+typedef struct cohort_slot {
+    bool busy;
+    bson_oid_t task;
+    int32_t attempt;
+    int64_t started_at_ms; /* cluster clock: the claim */
+    int64_t deadline_ms;   /* monotonic; 0: no timeout */
+    int64_t checked_in_ms; /* monotonic */
+    /* The watchdog ended this run (timed_out): its outcome is dropped when the handler
+     * returns, and until then the slot is wedged (a thread cannot be killed). */
+    bool timed_out;
+    bson_oid_t *held; /* tasks whose outcome waits for the worker's bulk write */
+    size_t n_held;
+} cohort_slot_t;
+
+#define COHORT_MAX_BUSY_GROUPS 256 /* groups a claim query excludes, at most */
+/* With claim_batch > 1, outcomes wait at most this long for their bulk write. */
+#define COHORT_OUTCOME_FLUSH_MS 100
+
+typedef struct cohort_service {
+    const cohort_service_config_t *config; /* borrowed from the node's config */
+    const char *node_id;                   /* borrowed */
+    cohort_store_t *store;                 /* borrowed */
+    cohort_plugin_t *plugin;        /* owned: the handler host (host.c) loads and unloads it */
+    void *handler_state;            /* the handler's own, from its init() */
+    struct cohort_isolate *isolate; /* isolation = process: the child pool; else NULL */
+    const char *config_path;        /* borrowed: the node's config file (for child workers) */
+    bool handler_ready; /* init() succeeded: destroy() is owed */
+    bool prepared;      /* config document and indexes exist (main thread only) */
+    cohort_election_t election;
+    cohort_service_stats_t stats;
+    /* Written by live_settings.c only (its one writer, with the election's takeover_ms): */
+    cohort_settings_t file; /* the live settings as the config file gives them */
+    cohort_settings_t eff;  /* main thread: in effect now (the database's override the file's) */
+    char settings_problem[256]; /* the last invalid settings reported, to report it once */
+    _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
+    int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
+    int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
+    int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
+    _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
+    /* Queue depth for the metrics: with count_queue set (by the node, when it serves
+     * metrics), the primary counts tasks by status once per tick (one aggregation). */
+    bool count_queue;
+    _Atomic int64_t queue_counts[5]; /* pending, claimed, succeeded, failed, timed_out */
+    _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
+
+    /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers
+     * copy it when `filter_version` moved): the pause and block switches of the config
+     * document, and the groups whose lock is held somewhere. */
+    bool stopped_all;        /* the whole service is paused or blocked */
+    char **stopped_kinds;    /* kinds paused or blocked */
+    size_t n_stopped_kinds;
+    char **busy_groups;
+    size_t n_busy_groups;
+    uint64_t filter_version;
+    char switches_summary[512]; /* main thread: the switches last logged */
+    _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
+    /* Tasks a batch claim took beyond the claiming worker's own (guarded by the lock): any
+     * idle worker runs them next, so a long task never makes them wait. A ring of
+     * claim_batch documents; check-ins cover them. */
+    bson_t **ready;
+    size_t ready_head, ready_n, ready_cap;
+    size_t ready_reserved; /* room promised to batch claims in flight */
+    int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
+    _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int64_t budget;       /* claims left this tick; -1: unlimited */
+    bool drained;         /* a claim found nothing: wait for the next tick */
+    bool work_seen;       /* a claim found a task this tick: every worker may claim */
+    bool probing;         /* until then one worker probes; the others wait for its result */
+    bool stopping;        /* no more claims */
+    pthread_t *threads;
+    cohort_slot_t *slots; /* one per thread; room for COHORT_MAX_WORKERS */
+    size_t n_threads;     /* threads started (joined at destroy) */
+    size_t target_workers; /* threads with a slot below this claim; the rest park */
+    size_t running;       /* claims in flight and tasks being processed right now */
+} cohort_service_t;
+
+/* Claims in flight and tasks being processed right now (takes the lock). */
+size_t cohort_service_running(cohort_service_t *service);
+
+/* True once the service was told to stop claiming (takes the lock): a worker that cannot
+ * write an outcome gives up sooner then. */
+bool cohort_service_stopping(cohort_service_t *service);
+
+#endif

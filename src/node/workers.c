@@ -1,0 +1,507 @@
+/*
+ * workers.c - a service's worker threads (see workers.h): the claim budget, claims (one task,
+ * or a batch whose extras wait in the ready queue for any idle worker), running each task
+ * and handing its outcome on.
+ *
+ * Workers share one mutex and condition per service. The lock guards only the budget and
+ * flags, never a database call, so claiming and processing run in parallel.
+ */
+#include "node/workers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "node/context.h"
+#include "core/error.h"
+#include "node/filter.h"
+#include "node/outcomes.h"
+#include "node/task.h"
+
+typedef enum take {
+    TAKE_STOP,  /* the service is stopping */
+    TAKE_READY, /* a task a batch claim took: run it */
+    TAKE_CLAIM, /* one claim from the budget: claim */
+} take_t;
+
+/* The next piece of work for a worker: a task waiting in the ready queue, or else one claim
+ * from the budget, waiting for a tick if there is none. A worker whose slot is beyond the
+ * live worker count parks here until the count grows again, and every worker parks while
+ * the whole service is paused or blocked (tasks already claimed still run). */
+static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
+{
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping && (slot >= s->target_workers ||
+                            (s->ready_n == 0 &&
+                             (s->drained || s->budget == 0 || s->stopped_all ||
+                              (s->probing && !s->work_seen)))))
+        pthread_cond_wait(&s->wake, &s->lock);
+    take_t take = s->stopping ? TAKE_STOP : s->ready_n > 0 ? TAKE_READY : TAKE_CLAIM;
+    if (take == TAKE_READY) {
+        *ready = s->ready[s->ready_head];
+        s->ready_head = (s->ready_head + 1) % s->ready_cap;
+        s->ready_n--;
+    } else if (take == TAKE_CLAIM) {
+        if (s->budget > 0)
+            s->budget--;
+        if (!s->work_seen)
+            s->probing = true; /* this worker finds out whether there is work */
+    }
+    if (take != TAKE_STOP)
+        s->running++; /* from the claim on: shutdown waits for a claim in flight too */
+    pthread_mutex_unlock(&s->lock);
+    return take;
+}
+
+/* Queues the tasks of a batch claim beyond the claimer's own for the idle workers, and
+ * releases the room `reserved` for them. */
+static void push_ready(cohort_service_t *s, bson_t *docs, size_t n, size_t reserved)
+{
+    pthread_mutex_lock(&s->lock);
+    s->ready_reserved -= reserved;
+    for (size_t i = 0; i < n; i++) {
+        bson_t *copy = bson_copy(&docs[i]); /* a bson_t cannot be moved by value */
+        bson_destroy(&docs[i]);
+        if (!copy)
+            continue; /* out of memory: its claim runs out and it is reset */
+        size_t at = (s->ready_head + s->ready_n) % s->ready_cap;
+        s->ready[at] = copy;
+        s->ready_n++;
+    }
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static bool ready_empty(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool empty = s->ready_n == 0;
+    pthread_mutex_unlock(&s->lock);
+    return empty;
+}
+
+/* Up to `want` more claims from the budget, without waiting (a batch claim), as far as the
+ * ready queue has room for them (reserved until push_ready()). */
+static size_t take_more(cohort_service_t *s, size_t want)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t room = s->ready_cap - s->ready_n - s->ready_reserved;
+    while (n < want && n < room && s->budget != 0 && s->work_seen && !s->stopping) {
+        if (s->budget > 0)
+            s->budget--;
+        n++;
+    }
+    s->ready_reserved += n;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static void give_back(cohort_service_t *s, size_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->budget >= 0)
+        s->budget += (int64_t)n;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A worker: its context and the outcomes it has not written yet. */
+typedef struct worker {
+    cohort_service_t *service;
+    size_t slot;
+    cohort_ctx_t ctx;
+    size_t batch;            /* claim_batch */
+    bson_t *docs;            /* [batch] claimed documents */
+    cohort_task_run_t *runs; /* [batch] outcomes waiting for the bulk write */
+    bson_oid_t *held;        /* [batch] their ids, for check-ins */
+    cohort_task_outcome_t *outcomes;
+    size_t n_runs;
+    int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
+    cohort_worker_filter_t filter;
+} worker_t;
+
+/* Writes the outcomes the worker holds (see outcomes.h). */
+static void flush_outcomes(worker_t *w)
+{
+    cohort_outcomes_flush(w->service, &w->ctx, w->runs, w->outcomes, &w->n_runs);
+}
+
+static const char *coalesce_key(const bson_t *doc)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it))
+        return bson_iter_utf8(&it, NULL);
+    return NULL;
+}
+
+/* Runs one claimed task: takes its group's lock first (a busy group gives the claim back
+ * untouched), runs it, then writes its outcome at once (claim_batch = 1) or queues it for
+ * the bulk write. */
+static void run_claimed(worker_t *w, const bson_t *doc)
+{
+    cohort_service_t *s = w->service;
+    cohort_slot_t *slot = &s->slots[w->slot];
+    cohort_task_run_t *run = &w->runs[w->n_runs];
+    bson_iter_t it;
+    int32_t attempt = 0;
+    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_NUMBER(&it))
+        attempt = (int32_t)bson_iter_as_int64(&it);
+    if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it) &&
+        bson_iter_init_find(&it, doc, "_id")) {
+        bson_iter_t group;
+        bson_iter_init_find(&group, doc, "group");
+        const char *name = bson_iter_utf8(&group, NULL);
+        atomic_store(&s->uses_groups, true);
+        bool locked = false;
+        bson_error_t error;
+        if (!cohort_store_lock_group(s->store, w->ctx.client, s->config->name,
+                                     bson_iter_value(&it), s->node_id, attempt, name, &locked,
+                                     &error) ||
+            !locked) {
+            if (!cohort_store_unclaim(s->store, w->ctx.client, s->config->name,
+                                      bson_iter_value(&it), s->node_id, attempt,
+                                      coalesce_key(doc), &error))
+                cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                            "cannot give back a task of busy group '%s': %s (it is reset "
+                            "once its lease runs out)",
+                            name, error.message);
+            else
+                atomic_fetch_sub(&s->stats.claimed, 1); /* undone, not run */
+            cohort_filter_note_busy_group(s, name);
+            return;
+        }
+    }
+
+    pthread_mutex_lock(&s->lock);
+    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it)) {
+        slot->busy = true;
+        bson_oid_copy(bson_iter_oid(&it), &slot->task);
+        slot->attempt = attempt;
+        slot->checked_in_ms = cohort_clock_monotonic_ms();
+        slot->started_at_ms = cohort_clock_cluster_ms();
+        slot->deadline_ms = 0;
+        slot->timed_out = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    /* The watchdog needs the timeout before the run starts; the run parses the task. */
+    cohort_task_t peek;
+    memset(&peek, 0, sizeof peek);
+    peek.timeout_ms = -1;
+    if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
+        peek.kind = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
+        peek.timeout_ms = bson_iter_as_int64(&it);
+    int64_t timeout = cohort_task_timeout_ms(s->config, &peek);
+    if (timeout > 0 && s->config->isolation == COHORT_ISOLATION_THREAD) {
+        pthread_mutex_lock(&s->lock);
+        slot->deadline_ms = cohort_clock_monotonic_ms() + timeout;
+        pthread_mutex_unlock(&s->lock);
+    }
+
+    cohort_task_run(&w->ctx, w->slot, doc, run);
+
+    pthread_mutex_lock(&s->lock);
+    bool timed_out = slot->timed_out;
+    if (timed_out)
+        atomic_fetch_sub(&s->wedged_slots, 1);
+    slot->busy = slot->timed_out = false;
+    slot->deadline_ms = 0;
+    pthread_mutex_unlock(&s->lock);
+
+    if (!run->valid)
+        return;
+    if (timed_out) { /* the watchdog recorded it timed_out: this late outcome is void */
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                    "task %s attempt %d: the handler returned after its timeout; outcome "
+                    "dropped, worker slot %zu is free again",
+                    run->task.id, run->task.attempt, w->slot);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    cohort_task_log(s, run);
+    if (run->task.group) {
+        /* The outcome releases the group's lock: write it now, and let this node's next
+         * claim try the group again rather than wait for the tick's busy-groups refresh. */
+        cohort_task_record(&w->ctx, run);
+        cohort_filter_forget_busy_group(s, run->task.group);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    if (w->batch == 1 || run->task.attempts_bad) {
+        /* At once: a group's lock goes with its outcome; a hand-written attempts count
+         * needs a write of its own. */
+        cohort_task_record(&w->ctx, run);
+        bson_value_destroy(&run->task.id_value);
+        return;
+    }
+    if (w->n_runs++ == 0)
+        w->first_run_ms = cohort_clock_monotonic_ms();
+}
+
+/* The tasks whose outcome waits for the bulk write, for check-ins (so a long task run
+ * meanwhile cannot make them stall). */
+static void hold(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    size_t k = 0;
+    for (size_t i = 0; i < w->n_runs; i++)
+        if (w->runs[i].task.id_value.value_type == BSON_TYPE_OID)
+            bson_oid_copy(&w->runs[i].task.id_value.value.v_oid, &w->held[k++]);
+    pthread_mutex_lock(&s->lock);
+    s->slots[w->slot].held = w->held;
+    s->slots[w->slot].n_held = k;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
+ * *n receives how many. */
+static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
+{
+    cohort_service_t *s = w->service;
+    const cohort_handler_t *h = s->plugin->handler;
+    size_t n_served = 0;
+    while (h->kinds && h->kinds[n_served])
+        n_served++;
+    cohort_claim_filter_t filter = {
+        .served_kinds = h->kinds,
+        .n_served_kinds = n_served,
+        .stopped_kinds = (const char *const *)w->filter.kinds,
+        .n_stopped_kinds = w->filter.n_kinds,
+        .busy_groups = (const char *const *)w->filter.groups,
+        .n_busy_groups = w->filter.n_groups,
+    };
+    int64_t now = cohort_clock_cluster_ms();
+    if (want > 1)
+        return cohort_store_claim_tasks(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                        &filter, want, w->docs, n, error);
+    bool found = false;
+    bool ok = cohort_store_claim_task(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                      &filter, &w->docs[0], &found, error);
+    if (!found)
+        bson_destroy(&w->docs[0]);
+    *n = found ? 1 : 0;
+    return ok;
+}
+
+/* Gives back, untouched, the ready tasks no worker will start (shutdown). */
+static void give_back_ready(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    for (;;) {
+        bson_t *doc = NULL;
+        pthread_mutex_lock(&s->lock);
+        bool any = s->ready_n > 0;
+        if (any) {
+            doc = s->ready[s->ready_head];
+            s->ready_head = (s->ready_head + 1) % s->ready_cap;
+            s->ready_n--;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!any)
+            return;
+        bson_iter_t id, at;
+        bson_error_t error;
+        if (bson_iter_init_find(&id, doc, "_id") && bson_iter_init_find(&at, doc, "attempts") &&
+            BSON_ITER_HOLDS_NUMBER(&at) &&
+            cohort_store_unclaim(s->store, w->ctx.client, s->config->name, bson_iter_value(&id),
+                                 s->node_id, (int32_t)bson_iter_as_int64(&at), coalesce_key(doc),
+                                 &error))
+            atomic_fetch_sub(&s->stats.claimed, 1); /* undone */
+        bson_destroy(doc);
+    }
+}
+
+/* Claims up to claim_batch tasks (as far as the budget and the ready queue allow): the first
+ * into w->docs[0] for this worker, the rest into the ready queue. False if none. */
+static bool claim_some(worker_t *w, int64_t *last_error_log)
+{
+    cohort_service_t *s = w->service;
+    size_t extra = w->batch > 1 ? take_more(s, w->batch - 1) : 0;
+    size_t want = 1 + extra;
+    cohort_filter_refresh(s, &w->filter);
+    size_t n = 0;
+    bson_error_t error;
+    bool ok = claim(w, want, &n, &error);
+    if (want > n)
+        give_back(s, want - n); /* nothing was claimed for these */
+    push_ready(s, w->docs + (n > 1 ? 1 : 0), n > 1 ? n - 1 : 0, extra);
+    if (!ok || n == 0) {
+        pthread_mutex_lock(&s->lock);
+        s->drained = true; /* poll again next tick */
+        s->probing = false;
+        s->running--;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        if (!ok && error.domain == MONGOC_ERROR_SERVER)
+            atomic_store(&s->type_check_wanted, true); /* a malformed task, perhaps */
+        int64_t now = cohort_clock_monotonic_ms();
+        if (!ok && now - *last_error_log > 5000) {
+            *last_error_log = now;
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                        "cannot claim tasks: %s", error.message);
+        }
+        return false;
+    }
+    atomic_fetch_add(&s->stats.claimed, n);
+    pthread_mutex_lock(&s->lock);
+    if (!s->work_seen) {
+        s->work_seen = true; /* the probe found work: let the others claim too */
+        s->probing = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+static void worker_loop(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    int64_t last_error_log = 0;
+    for (;;) {
+        /* Outcomes wait for the bulk write only while more work is at hand right away. */
+        if (w->n_runs > 0 && ready_empty(s))
+            flush_outcomes(w);
+        bson_t *doc = NULL;
+        take_t take = take_work(s, w->slot, &doc);
+        if (take == TAKE_STOP)
+            break;
+        if (take == TAKE_CLAIM) {
+            if (!claim_some(w, &last_error_log))
+                continue;
+            doc = &w->docs[0];
+        }
+        if (w->n_runs > 0 &&
+            cohort_clock_monotonic_ms() - w->first_run_ms >= COHORT_OUTCOME_FLUSH_MS)
+            flush_outcomes(w); /* before a task that may be long */
+        hold(w);
+        run_claimed(w, doc);
+        if (w->n_runs == w->batch)
+            flush_outcomes(w);
+        bson_destroy(doc);
+
+        pthread_mutex_lock(&s->lock);
+        s->running--;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+    }
+    flush_outcomes(w);
+    hold(w);
+    give_back_ready(w);
+}
+
+typedef struct worker_arg {
+    cohort_service_t *service;
+    size_t slot;
+} worker_arg_t;
+
+static void *worker_main(void *arg)
+{
+    worker_arg_t *a = arg;
+    worker_t w = {.service = a->service, .slot = a->slot};
+    free(a);
+    cohort_service_t *s = w.service;
+    w.batch = (size_t)s->config->claim_batch;
+    if (w.batch < 1)
+        w.batch = 1;
+    w.docs = calloc(w.batch, sizeof *w.docs);
+    w.runs = calloc(w.batch, sizeof *w.runs);
+    w.held = calloc(2 * w.batch, sizeof *w.held); /* not started + outcomes waiting */
+    w.outcomes = calloc(w.batch, sizeof *w.outcomes);
+    mongoc_client_t *client = cohort_store_pop(s->store);
+    cohort_ctx_init(&w.ctx, s, client, false);
+    if (w.docs && w.runs && w.held && w.outcomes) {
+        worker_loop(&w);
+    } else {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "worker %zu: out of memory for a claim batch of %zu", w.slot, w.batch);
+    }
+    cohort_store_push(s->store, client);
+    cohort_filter_release(&w.filter);
+    free(w.outcomes);
+    free(w.held);
+    free(w.runs);
+    free(w.docs);
+    return NULL;
+}
+
+bool cohort_service_set_workers(cohort_service_t *s, size_t workers, bson_error_t *error)
+{
+    if (workers < 1 || workers > COHORT_MAX_WORKERS) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "workers = %zu is out of range [1, %d]", workers, COHORT_MAX_WORKERS);
+        return false;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->target_workers = workers;
+    pthread_cond_broadcast(&s->wake); /* parked workers below the new count resume */
+    bool ok = true;
+    /* Threads are never stopped before shutdown (surplus ones park), so growing only starts
+     * threads for slots that never had one. */
+    while (ok && s->n_threads < workers) {
+        worker_arg_t *arg = malloc(sizeof *arg);
+        int rc = arg ? 0 : ENOMEM;
+        if (arg) {
+            *arg = (worker_arg_t){s, s->n_threads};
+            rc = pthread_create(&s->threads[s->n_threads], NULL, worker_main, arg);
+        }
+        if (rc != 0) {
+            free(arg);
+            cohort_error_set(error, COHORT_DOMAIN_SYSTEM,
+                             rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                             "[service:%s] cannot start worker thread %zu: %s", s->config->name,
+                             s->n_threads + 1, strerror(rc));
+            s->target_workers = s->n_threads;
+            ok = false;
+        } else {
+            s->n_threads++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+void cohort_service_stop_claiming(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void cohort_workers_refill(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!cohort_clock_synced())
+        s->budget = 0; /* no claims before the cluster clock is known: due times, history
+                        * stamps and timeouts are all on it, and the node's own may be off */
+    else if (cohort_election_has_lease(&s->election))
+        s->budget = s->eff.primary_task_count;
+    else
+        s->budget = s->eff.secondary_task_count > 0 ? s->eff.secondary_task_count : -1;
+    s->drained = false;
+    s->work_seen = false;
+    s->probing = false;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void cohort_workers_join(cohort_service_t *s)
+{
+    cohort_service_stop_claiming(s);
+    for (size_t i = 0; i < s->n_threads; i++)
+        pthread_join(s->threads[i], NULL);
+    s->n_threads = 0;
+    free(s->threads);
+    free(s->slots);
+    s->threads = NULL;
+    s->slots = NULL;
+    for (size_t i = 0; s->ready && i < s->ready_n; i++) /* not given back: released at exit */
+        bson_destroy(s->ready[(s->ready_head + i) % s->ready_cap]);
+    free(s->ready);
+    s->ready = NULL;
+    s->ready_n = 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * workers.h - a service's pool of worker threads and the per-tick claim budget.
+ *
+ * The main thread refills the budget once per tick (primary_task_count on the primary,
+ * secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim and run tasks
+ * while budget remains and the queue had work; a claim that finds nothing parks the workers
+ * until the next tick. After a tick one worker probes first and the others follow only if
+ * it found work, so an idle service costs one query per tick.
+ */
+#ifndef COHORT_WORKERS_H
+#define COHORT_WORKERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "node/runtime.h"
+
+/* Changes the number of worker threads live (start, SIGHUP): new threads start at once;
+ * surplus ones park after their current task until the count grows again. The service's
+ * threads, slots and ready queue must be allocated (cohort_service_start()). False with the
+ * reason in `error` (Cohort's error type, see errors.h) if the count is out of range or a
+ * thread cannot start. */
+bool cohort_service_set_workers(cohort_service_t *service, size_t workers, bson_error_t *error);
+
+/* Stops claiming; running tasks go on. */
+void cohort_service_stop_claiming(cohort_service_t *service);
+
+/* Main thread, at the end of each tick: the claim budget for the next one, and every
+ * parked worker woken to use it. */
+void cohort_workers_refill(cohort_service_t *service);
+
+/* Stops claiming, joins every worker thread (they finish their task and write its outcome
+ * first) and frees the pool; tasks left in the ready queue are released at exit. */
+void cohort_workers_join(cohort_service_t *service);
+
+#endif
