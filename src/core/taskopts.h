@@ -14,7 +14,28 @@
 #include <stdint.h>
 
 #include "core/config.h"
-#include "store/store.h"
+
+/* A task to create, as the store writes it: its data, who creates it, and its scheduling once
+ * the options and the service's defaults are applied. Pointers are borrowed from the
+ * caller for the duration of the insert. */
+typedef struct cohort_new_task {
+    const bson_t *data; /* may be NULL: {} */
+    bool tracked;
+    int64_t batch;          /* for tracked tasks: the open batch's number */
+    const char *unique_key; /* may be NULL */
+    const char *created_by;
+    int64_t epoch; /* > 0 when created by a primary */
+    int64_t now_ms; /* cluster clock */
+    /* Scheduling (see cohort_task_create() in cohort/handler.h). */
+    int64_t priority;
+    int64_t not_before_ms;   /* 0: due now */
+    int64_t not_after_ms;    /* absolute; 0: none */
+    int64_t timeout_ms;      /* stored if > 0 or timeout_set (then 0 means none) */
+    bool timeout_set;        /* the creator chose it: even 0 overrides the service default */
+    const char *kind;         /* may be NULL */
+    const char *group;        /* may be NULL */
+    const char *coalesce_key; /* may be NULL */
+} cohort_new_task_t;
 
 typedef struct cohort_task_options {
     bool tracked;

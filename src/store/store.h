@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/taskopts.h"
+
 #define COHORT_HISTORY_MAX 10 /* runs kept per task */
 
 /* ---- client.c: the store and its client pool -------------------------------------------- */
@@ -151,24 +153,7 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 
 /* ---- insert.c: creating tasks ----------------------------------------------------------- */
 
-typedef struct cohort_new_task {
-    const bson_t *data; /* may be NULL: {} */
-    bool tracked;
-    int64_t batch;          /* for tracked tasks: the open batch's number */
-    const char *unique_key; /* may be NULL */
-    const char *created_by;
-    int64_t epoch; /* > 0 when created by a primary */
-    int64_t now_ms; /* cluster clock */
-    /* Scheduling (see cohort_task_create() in cohort/handler.h). */
-    int64_t priority;
-    int64_t not_before_ms;   /* 0: due now */
-    int64_t not_after_ms;    /* absolute; 0: none */
-    int64_t timeout_ms;      /* stored if > 0 or timeout_set (then 0 means none) */
-    bool timeout_set;        /* the creator chose it: even 0 overrides the service default */
-    const char *kind;         /* may be NULL */
-    const char *group;        /* may be NULL */
-    const char *coalesce_key; /* may be NULL */
-} cohort_new_task_t;
+/* cohort_new_task_t (core/taskopts.h): the task to create, its options applied. */
 
 /* Inserts one task; `oid` (may be NULL) receives its id. With a unique_key that exists
  * already, returns false with *exists true (and nothing inserted). With a coalesce_key that
