@@ -71,12 +71,12 @@ static bool add_enqueue_flag(const struct enqueue_flag *f, const char *value, bs
     else
         BSON_APPEND_INT64(&one, f->option, number);
     cohort_task_options_t parsed;
-    char why[512];
-    ok = cohort_task_options_parse(&one, false, &parsed, why, sizeof why);
+    bson_error_t why;
+    ok = cohort_task_options_parse(&one, false, &parsed, &why);
     if (ok)
         bson_concat(opts, &one);
     else
-        fprintf(stderr, "cohortctl enqueue: %s '%s': %s\n", f->flag, value, why);
+        fprintf(stderr, "cohortctl enqueue: %s '%s': %s\n", f->flag, value, why.message);
     bson_destroy(&one);
     return ok;
 }
@@ -275,9 +275,9 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
     }
     /* The same parser as cohort_task_create()'s: what it refuses, cohortctl refuses. */
     cohort_task_options_t options;
-    char why[512];
-    if (!cohort_task_options_parse(&opts, false, &options, why, sizeof why)) {
-        print_options_refusal(why);
+    bson_error_t why;
+    if (!cohort_task_options_parse(&opts, false, &options, &why)) {
+        print_options_refusal(why.message);
         goto out;
     }
     bson_t *data = NULL;

@@ -80,7 +80,9 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
 int cmd_nodes(ctl_t *ctl, int argc, char **argv)
 {
     static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
-    node_list_t list = {.lease = ctl->config ? ctl->config->takeover_ms : 10000};
+    cohort_settings_t file; /* the file's takeover_ms, or the table's default */
+    cohort_settings_from_config(ctl->config, NULL, &file);
+    node_list_t list = {.lease = file.takeover_ms};
     int opt, given = 0;
     bool bad = false;
     ctl_reset_getopt();

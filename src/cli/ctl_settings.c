@@ -18,19 +18,11 @@
 static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_t *eff,
                                bson_t *doc_settings, bool *found)
 {
+    /* The file's values where it has the service (or the cluster), else the table's
+     * defaults. */
     const cohort_service_config_t *sc =
         ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
-    if (sc) {
-        cohort_settings_from_config(ctl->config, sc, eff);
-    } else {
-        *eff = (cohort_settings_t){.tick_ms = ctl->config ? ctl->config->tick_ms : 1000,
-                                   .takeover_ms = ctl->config ? ctl->config->takeover_ms : 10000,
-                                   .primary_task_count = 10,
-                                   .secondary_task_count = 0,
-                                   .stall_timeout_ms = 1800000,
-                                   .succeeded_retention_ms = 7LL * 86400000,
-                                   .failed_retention_ms = 7LL * 86400000};
-    }
+    cohort_settings_from_config(ctl->config, sc, eff);
     bson_t doc;
     bson_error_t error;
     bson_init(doc_settings);
@@ -77,11 +69,10 @@ static int change_setting(ctl_t *ctl, const char *service, const char *verb, con
         cohort_settings_from_config(ctl->config, sc, &file);
         *cohort_settings_field(&next, key) = *cohort_settings_field(&file, key);
     }
-    char why[512];
     bson_error_t error;
     bool found = false;
-    if (!cohort_settings_check(&next, why, sizeof why)) {
-        fprintf(stderr, "cohortctl settings %s: refused: %s\n", verb, why);
+    if (!cohort_settings_validate(&next, &error)) {
+        fprintf(stderr, "cohortctl settings %s: refused: %s\n", verb, error.message);
         return CTL_USAGE;
     }
     if (!cohort_store_set_setting(ctl->store, ctl->client, service, key, value, &found,
@@ -124,13 +115,13 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
         fprintf(stderr, "cohortctl settings: '%s' is not a valid service name\n", service);
         return CTL_USAGE;
     }
-    char why[512];
+    bson_error_t why;
     int64_t value = -1;
     if (want >= 3) {
         cohort_settings_t probe = {0};
         if (!cohort_settings_field(&probe, argv[2])) {
-            cohort_settings_check_value(argv[2], 0, why, sizeof why);
-            fprintf(stderr, "cohortctl settings: %s\n", why);
+            cohort_settings_validate_value(argv[2], 0, &why);
+            fprintf(stderr, "cohortctl settings: %s\n", why.message);
             return CTL_USAGE;
         }
     }
@@ -141,8 +132,8 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
                     argv[3]);
             return CTL_USAGE;
         }
-        if (!cohort_settings_check_value(argv[2], v, why, sizeof why)) {
-            fprintf(stderr, "cohortctl settings set: refused: %s\n", why);
+        if (!cohort_settings_validate_value(argv[2], v, &why)) {
+            fprintf(stderr, "cohortctl settings set: refused: %s\n", why.message);
             return CTL_USAGE;
         }
         value = v;

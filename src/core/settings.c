@@ -111,6 +111,27 @@ bool cohort_setting_store_text(const cohort_setting_t *row, void *base, const ch
     return true;
 }
 
+/* True if `row`'s stored values in `a` and `b` are equal. */
+static bool same_value(const cohort_setting_t *row, const void *a, const void *b)
+{
+    const char *x = (const char *)a + row->field.offset, *y = (const char *)b + row->field.offset;
+    if (row->type == COHORT_SETTING_STRING || row->type == COHORT_SETTING_PATH) {
+        const char *s = *(char *const *)x, *t = *(char *const *)y;
+        return (!s && !t) || (s && t && strcmp(s, t) == 0);
+    }
+    return memcmp(x, y, row->field.width ? row->field.width : 8) == 0;
+}
+
+const cohort_setting_t *cohort_settings_restart_change(cohort_setting_section_t section,
+                                                       const void *a, const void *b)
+{
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++)
+        if (r->section == section && !r->pattern && !r->reloads && r->field.offset >= 0 &&
+            !same_value(r, a, b))
+            return r;
+    return NULL;
+}
+
 bool cohort_settings_apply_defaults(cohort_setting_section_t section, void *base,
                                     bson_error_t *error)
 {
@@ -236,24 +257,6 @@ bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *e
         return false;
     }
     return true;
-}
-
-bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen)
-{
-    bson_error_t error;
-    if (cohort_settings_validate_value(key, value, &error))
-        return true;
-    snprintf(why, whylen, "%s", error.message);
-    return false;
-}
-
-bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen)
-{
-    bson_error_t error;
-    if (cohort_settings_validate(settings, &error))
-        return true;
-    snprintf(why, whylen, "%s", error.message);
-    return false;
 }
 
 size_t cohort_settings_diff(const cohort_settings_t *was, const cohort_settings_t *now,

@@ -87,6 +87,12 @@ bool cohort_setting_check_listen(const char *value, bson_error_t *error);
 /* The table, NULL-name-terminated, in the reference's order. Static; never freed. */
 extern const cohort_setting_t cohort_settings_table[];
 
+/* The first fixed row of `section` that a SIGHUP cannot apply (not `reloads`) whose value
+ * differs between `a` and `b` (two cohort_config_t or two cohort_service_config_t), or NULL
+ * if they agree on all of them: what a reload must refuse, named by the table. */
+const cohort_setting_t *cohort_settings_restart_change(cohort_setting_section_t section,
+                                                       const void *a, const void *b);
+
 /* The row of a fixed key in `section`, or NULL (patterns are not matched here). */
 const cohort_setting_t *cohort_setting_find(cohort_setting_section_t section, const char *name);
 
@@ -148,11 +154,6 @@ int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key);
  * reason a person can act on. */
 bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error);
 bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *error);
-
-/* The same with the reason in `why` (whylen bytes), for callers not yet on bson_error_t
- * (node/service.c, cli/cohortctl.c); new code uses the two above. */
-bool cohort_settings_check_value(const char *key, int64_t value, char *why, size_t whylen);
-bool cohort_settings_check(const cohort_settings_t *settings, char *why, size_t whylen);
 
 /* Writes the settings that differ as "takeover_ms 10000 -> 5000, tick_ms 1000 -> 500" into
  * `buf` (empty if none; cut to `len`) and returns how many differ. */

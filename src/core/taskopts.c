@@ -3,58 +3,53 @@
  */
 #include "core/taskopts.h"
 
+#include "core/error.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #define KEY_MAX 512 /* unique_key, group, coalesce_key */
 
-static bool bad(char *why, size_t whylen, const char *fmt, ...) COHORT_PRINTF(3, 4);
-static bool bad(char *why, size_t whylen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return false;
-}
+/* Fills `error` with a message naming the bad option; returns false. */
+#define bad(error, ...) \
+    (cohort_error_set((error), COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, __VA_ARGS__), false)
 
-static bool string_option(bson_iter_t *it, const char **out, char *why, size_t whylen)
+static bool string_option(bson_iter_t *it, const char **out, bson_error_t *error)
 {
     uint32_t len = 0;
     if (!BSON_ITER_HOLDS_UTF8(it) || (bson_iter_utf8(it, &len), len == 0 || len > KEY_MAX))
-        return bad(why, whylen, "task option '%s' must be a string of 1 to %d bytes",
+        return bad(error, "task option '%s' must be a string of 1 to %d bytes",
                    bson_iter_key(it), KEY_MAX);
     *out = bson_iter_utf8(it, NULL);
     return true;
 }
 
-static bool int_option(bson_iter_t *it, int64_t min, int64_t max, int64_t *out, char *why,
-                       size_t whylen)
+static bool int_option(bson_iter_t *it, int64_t min, int64_t max, int64_t *out, bson_error_t *error)
 {
     if (!BSON_ITER_HOLDS_INT32(it) && !BSON_ITER_HOLDS_INT64(it))
-        return bad(why, whylen, "task option '%s' must be an integer", bson_iter_key(it));
+        return bad(error, "task option '%s' must be an integer", bson_iter_key(it));
     int64_t v = bson_iter_as_int64(it);
     if (v < min || v > max)
-        return bad(why, whylen, "task option '%s' = %lld is out of range [%lld, %lld]",
+        return bad(error, "task option '%s' = %lld is out of range [%lld, %lld]",
                    bson_iter_key(it), (long long)v, (long long)min, (long long)max);
     *out = v;
     return true;
 }
 
 /* A date, or an integer of ms since the Unix epoch. */
-static bool time_option(bson_iter_t *it, int64_t *out, char *why, size_t whylen)
+static bool time_option(bson_iter_t *it, int64_t *out, bson_error_t *error)
 {
     if (BSON_ITER_HOLDS_DATE_TIME(it)) {
         *out = bson_iter_date_time(it);
-        return *out > 0 || bad(why, whylen, "task option '%s' must be after 1970",
+        return *out > 0 || bad(error, "task option '%s' must be after 1970",
                                bson_iter_key(it));
     }
-    return int_option(it, 1, INT64_MAX / 2, out, why, whylen);
+    return int_option(it, 1, INT64_MAX / 2, out, error);
 }
 
 bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
-                               cohort_task_options_t *o, char *why, size_t whylen)
+                               cohort_task_options_t *o, bson_error_t *error)
 {
     memset(o, 0, sizeof *o);
     o->tracked = tracked_default;
@@ -62,40 +57,40 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
         return true;
     bson_iter_t it;
     if (!bson_iter_init(&it, opts))
-        return bad(why, whylen, "task options are not a valid BSON document");
+        return bad(error, "task options are not a valid BSON document");
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         bool ok = true;
         if (strcmp(key, "tracked") == 0) {
             if (!BSON_ITER_HOLDS_BOOL(&it))
-                return bad(why, whylen, "task option 'tracked' must be a bool");
+                return bad(error, "task option 'tracked' must be a bool");
             o->tracked = bson_iter_bool(&it);
         } else if (strcmp(key, "unique_key") == 0) {
-            ok = string_option(&it, &o->unique_key, why, whylen);
+            ok = string_option(&it, &o->unique_key, error);
         } else if (strcmp(key, "group") == 0) {
-            ok = string_option(&it, &o->group, why, whylen);
+            ok = string_option(&it, &o->group, error);
         } else if (strcmp(key, "coalesce_key") == 0) {
-            ok = string_option(&it, &o->coalesce_key, why, whylen);
+            ok = string_option(&it, &o->coalesce_key, error);
         } else if (strcmp(key, "kind") == 0) {
             if (!BSON_ITER_HOLDS_UTF8(&it) || !cohort_config_valid_kind(bson_iter_utf8(&it, NULL)))
-                return bad(why, whylen, "task option 'kind' must be 1-64 of [A-Za-z0-9_-]");
+                return bad(error, "task option 'kind' must be 1-64 of [A-Za-z0-9_-]");
             o->kind = bson_iter_utf8(&it, NULL);
         } else if (strcmp(key, "priority") == 0) {
             ok = o->has_priority = int_option(&it, -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT,
-                                              &o->priority, why, whylen);
+                                              &o->priority, error);
         } else if (strcmp(key, "delay_ms") == 0) {
-            ok = o->has_delay = int_option(&it, 0, 3650LL * 86400000, &o->delay_ms, why, whylen);
+            ok = o->has_delay = int_option(&it, 0, 3650LL * 86400000, &o->delay_ms, error);
         } else if (strcmp(key, "not_before") == 0) {
-            ok = time_option(&it, &o->not_before_ms, why, whylen);
+            ok = time_option(&it, &o->not_before_ms, error);
         } else if (strcmp(key, "not_after") == 0) {
-            ok = o->has_not_after = time_option(&it, &o->not_after_ms, why, whylen);
+            ok = o->has_not_after = time_option(&it, &o->not_after_ms, error);
         } else if (strcmp(key, "not_after_ms") == 0) {
             ok = o->has_not_after_ms =
-                int_option(&it, 0, 3650LL * 86400000, &o->not_after_rel_ms, why, whylen);
+                int_option(&it, 0, 3650LL * 86400000, &o->not_after_rel_ms, error);
         } else if (strcmp(key, "task_timeout_ms") == 0) {
-            ok = o->has_timeout = int_option(&it, 0, 7LL * 86400000, &o->timeout_ms, why, whylen);
+            ok = o->has_timeout = int_option(&it, 0, 7LL * 86400000, &o->timeout_ms, error);
         } else {
-            return bad(why, whylen,
+            return bad(error,
                        "unknown task option '%s' (known: tracked, unique_key, priority, "
                        "delay_ms, not_before, not_after, not_after_ms, kind, group, "
                        "coalesce_key, task_timeout_ms)",
@@ -105,11 +100,11 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
             return false;
     }
     if (o->has_delay && o->not_before_ms > 0)
-        return bad(why, whylen, "task options 'delay_ms' and 'not_before' exclude each other");
+        return bad(error, "task options 'delay_ms' and 'not_before' exclude each other");
     if (o->has_not_after && o->has_not_after_ms)
-        return bad(why, whylen, "task options 'not_after' and 'not_after_ms' exclude each other");
+        return bad(error, "task options 'not_after' and 'not_after_ms' exclude each other");
     if (o->unique_key && o->coalesce_key)
-        return bad(why, whylen, "task options 'unique_key' and 'coalesce_key' exclude each other");
+        return bad(error, "task options 'unique_key' and 'coalesce_key' exclude each other");
     return true;
 }
 

@@ -55,7 +55,7 @@ typedef struct cohort_task_options {
 /* Parses `opts` (may be NULL: every default). `tracked_default` is what `tracked` is when
  * unset. False with a message naming the bad option. */
 bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
-                               cohort_task_options_t *out, char *why, size_t whylen);
+                               cohort_task_options_t *out, bson_error_t *error);
 
 /* Fills the scheduling fields of `task` from `opts` and the service's defaults (for the
  * task's kind); task->now_ms must be set. */

@@ -238,9 +238,9 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
     if (!ctx)
         return fail(error, COHORT_ERROR_INVALID, "cohort_task_create: ctx is NULL");
     cohort_task_options_t o;
-    char why[256];
-    if (!cohort_task_options_parse(opts, true, &o, why, sizeof why))
-        return fail(error, COHORT_ERROR_INVALID, "%s", why);
+    bson_error_t why;
+    if (!cohort_task_options_parse(opts, true, &o, &why))
+        return fail(error, COHORT_ERROR_INVALID, "%s", why.message);
     bool tracked = o.tracked;
     const char *unique_key = o.unique_key;
     if (data && !bson_validate(data, BSON_VALIDATE_NONE, NULL))

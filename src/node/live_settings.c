@@ -39,12 +39,12 @@ void cohort_live_settings_apply(cohort_service_t *s)
                 *field = bson_iter_as_int64(&it);
         }
     }
-    char why[256];
-    if (!cohort_settings_check(&next, why, sizeof why)) {
-        if (strcmp(why, s->settings_problem) != 0) {
-            snprintf(s->settings_problem, sizeof s->settings_problem, "%s", why);
+    bson_error_t why;
+    if (!cohort_settings_validate(&next, &why)) {
+        if (strcmp(why.message, s->settings_problem) != 0) {
+            snprintf(s->settings_problem, sizeof s->settings_problem, "%s", why.message);
             cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
-                        "ignoring the settings in the database: %s", why);
+                        "ignoring the settings in the database: %s", why.message);
         }
         return;
     }

@@ -8,44 +8,40 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/log.h"
 
-/* What SIGHUP cannot change in a running node; *why names the first difference. */
-static bool same_structure(const cohort_config_t *a, const cohort_config_t *b, char *why,
-                           size_t whylen)
+/* What SIGHUP cannot change in a running node (the settings table's rows that do not
+ * reload, the set of services and their kinds); `error` names the first difference. */
+static bool same_structure(const cohort_config_t *a, const cohort_config_t *b,
+                           bson_error_t *error)
 {
-#define DIFFERS(cond, ...)                                                                     \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            snprintf(why, whylen, __VA_ARGS__);                                                \
-            return false;                                                                      \
-        }                                                                                      \
-    } while (0)
-    DIFFERS(strcmp(a->mongodb_uri, b->mongodb_uri) != 0, "mongodb_uri changed");
-    DIFFERS(strcmp(a->database, b->database) != 0, "database changed");
-    DIFFERS(!a->node_id != !b->node_id || (a->node_id && strcmp(a->node_id, b->node_id) != 0),
-            "node_id changed");
-    DIFFERS(!a->http_listen != !b->http_listen ||
-                (a->http_listen && strcmp(a->http_listen, b->http_listen) != 0),
-            "http_listen changed");
-    DIFFERS(a->shutdown_grace_ms != b->shutdown_grace_ms, "shutdown_grace_ms changed");
-    DIFFERS(a->n_services != b->n_services, "services were added or removed");
+    const cohort_setting_t *row = cohort_settings_restart_change(COHORT_SECTION_CLUSTER, a, b);
+    if (row) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT, "%s changed",
+                         row->name);
+        return false;
+    }
+    if (a->n_services != b->n_services) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                         "services were added or removed");
+        return false;
+    }
     for (size_t i = 0; i < a->n_services; i++) {
         const cohort_service_config_t *x = &a->services[i];
         const cohort_service_config_t *y = cohort_config_find_service(b, x->name);
-        DIFFERS(!y, "[service:%s] was removed", x->name);
-        DIFFERS(strcmp(x->handler_path, y->handler_path) != 0, "[service:%s] handler changed",
-                x->name);
-        DIFFERS(x->max_attempts != y->max_attempts, "[service:%s] max_attempts changed",
-                x->name);
-        DIFFERS(x->retry_base_ms != y->retry_base_ms, "[service:%s] retry_base_ms changed",
-                x->name);
-        DIFFERS(!cohort_config_same_scheduling(x, y),
-                "[service:%s] scheduling keys changed (priority, not_after_ms, not_after_boost, "
-                "task_timeout_ms, claim_batch, isolation or kind.*)",
-                x->name);
+        if (!y) {
+            cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                             "[service:%s] was removed", x->name);
+            return false;
+        }
+        row = cohort_settings_restart_change(COHORT_SECTION_SERVICE, x, y);
+        if (row || !cohort_config_same_scheduling(x, y)) {
+            cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                             "[service:%s] %s changed", x->name, row ? row->name : "kind.* keys");
+            return false;
+        }
     }
-#undef DIFFERS
     return true;
 }
 
@@ -65,7 +61,7 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
 {
     cohort_config_errors_t errors = {0};
     cohort_config_t *next = cohort_config_load(old->path, &errors);
-    char why[512] = "";
+    bson_error_t why;
     if (!next) {
         for (size_t i = 0; i < errors.count; i++)
             cohort_log_node(COHORT_LOG_WARN, "reload: %s", errors.messages[i]);
@@ -75,11 +71,11 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
         cohort_config_errors_clear(&errors);
         return NULL;
     }
-    if (!same_structure(old, next, why, sizeof why)) {
+    if (!same_structure(old, next, &why)) {
         cohort_log_node(COHORT_LOG_WARN,
                         "reload refused: %s (restart the node to change it); running "
                         "configuration unchanged",
-                        why);
+                        why.message);
         cohort_config_destroy(next);
         return NULL;
     }

@@ -74,7 +74,8 @@ typedef struct cohort_service {
     /* Written by live_settings.c only (its one writer, with the election's takeover_ms): */
     cohort_settings_t file; /* the live settings as the config file gives them */
     cohort_settings_t eff;  /* main thread: in effect now (the database's override the file's) */
-    char settings_problem[256]; /* the last invalid settings reported, to report it once */
+    /* The last invalid settings reported, to report them once. */
+    char settings_problem[BSON_ERROR_BUFFER_SIZE];
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */

@@ -1235,9 +1235,9 @@ void cluster_enqueue(cluster_t *c, const char *service, const char *data_json,
                                 : NULL;
     cr_assert(!options_json || opts, "bad task options %s: %s", options_json, error.message);
     cohort_task_options_t parsed;
-    char why[256];
-    cr_assert(cohort_task_options_parse(opts, false, &parsed, why, sizeof why),
-              "task options %s refused: %s", options_json, why);
+    bson_error_t why;
+    cr_assert(cohort_task_options_parse(opts, false, &parsed, &why),
+              "task options %s refused: %s", options_json, why.message);
 
     cohort_new_task_t task = {.data = data, .tracked = false, .created_by = "cluster-test"};
     task.now_ms = cluster_server_ms(c);

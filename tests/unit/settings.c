@@ -133,8 +133,8 @@ Test(settings, the_defaults_are_what_a_file_without_the_keys_gives)
     cr_expect_eq(cluster_only.stall_timeout_ms, defaults.stall_timeout_ms);
     cr_expect_eq(defaults.tick_ms, 1000);
     cr_expect_eq(defaults.takeover_ms, 10000);
-    char why[256];
-    cr_expect(cohort_settings_check(&defaults, why, sizeof why), "%s", why);
+    bson_error_t why;
+    cr_expect(cohort_settings_validate(&defaults, &why), "%s", why.message);
     cohort_config_destroy(c);
 }
 
@@ -142,7 +142,8 @@ Test(settings, the_defaults_are_what_a_file_without_the_keys_gives)
 Test(settings, the_parser_enforces_each_rows_range)
 {
     for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
-        if (r->pattern || (r->type != COHORT_SETTING_COUNT && r->type != COHORT_SETTING_DURATION_MS))
+        if (r->pattern ||
+            (r->type != COHORT_SETTING_COUNT && r->type != COHORT_SETTING_DURATION_MS))
             continue;
         bool cluster = r->section == COHORT_SECTION_CLUSTER;
         int64_t probes[] = {r->min, r->max, r->min - 1, r->max + 1};
@@ -182,13 +183,16 @@ Test(settings, enum_rows_take_their_choices_and_refuse_others)
 
 Test(settings, live_values_are_checked_against_the_rows)
 {
-    char why[256] = "";
-    cr_expect(cohort_settings_check_value("takeover_ms", 5000, why, sizeof why));
-    cr_expect_not(cohort_settings_check_value("takeover_ms", 19, why, sizeof why));
-    cr_expect_not_null(strstr(why, "takeover_ms = 19 is out of range [20, 86400000]"), "%s", why);
-    cr_expect_not(cohort_settings_check_value("workers", 3, why, sizeof why));
-    cr_expect_not_null(strstr(why, "'workers' is not a live setting"), "%s", why);
-    cr_expect_not_null(strstr(why, "failed_retention_ms"), "the known names are listed: %s", why);
+    bson_error_t why = {0};
+    cr_expect(cohort_settings_validate_value("takeover_ms", 5000, &why));
+    cr_expect_not(cohort_settings_validate_value("takeover_ms", 19, &why));
+    cr_expect_not_null(strstr(why.message, "takeover_ms = 19 is out of range [20, 86400000]"),
+                       "%s", why.message);
+    cr_expect_not(cohort_settings_validate_value("workers", 3, &why));
+    cr_expect_not_null(strstr(why.message, "'workers' is not a live setting"), "%s",
+                       why.message);
+    cr_expect_not_null(strstr(why.message, "failed_retention_ms"),
+                       "the known names are listed: %s", why.message);
 
     cohort_settings_t s;
     cohort_settings_defaults(&s);
@@ -231,4 +235,30 @@ Test(settings, the_example_config_shows_every_key)
                   "deploy/cohort.example.ini does not show '%s'", r->name);
     }
     free(example);
+}
+
+/* What a SIGHUP must refuse is read from the table's rows that do not reload. */
+Test(settings, a_reload_refuses_what_the_table_says_needs_a_restart)
+{
+    cohort_config_t *a = load("takeover_ms = 5000\n", "workers = 2\nmax_attempts = 5\n");
+    cohort_config_t *live = load("takeover_ms = 6000\n", "workers = 4\nmax_attempts = 5\n");
+    cohort_config_t *attempts = load("takeover_ms = 5000\n", "workers = 2\nmax_attempts = 6\n");
+    cohort_config_t *grace = load("takeover_ms = 5000\nshutdown_grace_ms = 1\n",
+                                  "workers = 2\nmax_attempts = 5\n");
+    cr_assert(a && live && attempts && grace);
+    cr_expect_null(cohort_settings_restart_change(COHORT_SECTION_CLUSTER, a, live));
+    cr_expect_null(cohort_settings_restart_change(COHORT_SECTION_SERVICE, &a->services[0],
+                                                  &live->services[0]),
+                   "workers reload");
+    const cohort_setting_t *row =
+        cohort_settings_restart_change(COHORT_SECTION_SERVICE, &a->services[0],
+                                       &attempts->services[0]);
+    cr_expect(row && strcmp(row->name, "max_attempts") == 0, "%s", row ? row->name : "(none)");
+    row = cohort_settings_restart_change(COHORT_SECTION_CLUSTER, a, grace);
+    cr_expect(row && strcmp(row->name, "shutdown_grace_ms") == 0, "%s",
+              row ? row->name : "(none)");
+    cohort_config_destroy(a);
+    cohort_config_destroy(live);
+    cohort_config_destroy(attempts);
+    cohort_config_destroy(grace);
 }
