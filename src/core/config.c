@@ -507,7 +507,8 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
     if (!cohort_settings_apply_defaults(COHORT_SECTION_CLUSTER, c, &error))
         problem(&p, 0, "%s", error.message);
 
-    p.next = text;
+    /* A UTF-8 byte-order mark (Windows editors write one) is not part of the first line. */
+    p.next = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
     size_t errors_parsing = errors->count;
     int rc = ini_parse_stream(read_line, &p, on_key, &p);
     if (rc > 0 && errors->count == errors_parsing) {

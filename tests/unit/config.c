@@ -176,6 +176,18 @@ Test(config, omitted_keys_take_their_defaults)
     cohort_config_destroy(c);
 }
 
+/* A UTF-8 byte-order mark before the first section (as Windows editors save) is accepted. */
+Test(config, a_byte_order_mark_is_accepted)
+{
+    cohort_config_t *c = load_good("\xEF\xBB\xBF[cluster]\n"
+                                   "tick_ms = 500\n"
+                                   "[service:only]\n"
+                                   "handler = " NOOP_SO "\n");
+    cr_assert_eq(c->tick_ms, 500);
+    cr_assert_eq(c->n_services, 1);
+    cohort_config_destroy(c);
+}
+
 Test(config, empty_node_id_means_generate_one)
 {
     cohort_config_t *c = load_good("[cluster]\n"
