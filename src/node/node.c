@@ -439,6 +439,10 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
             goto out;
         }
         s->config_path = config->path; /* isolation = process: the children load it */
+        cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
+                    "handler '%s' loaded from %s (ABI version %d)",
+                    s->plugin->handler->name ? s->plugin->handler->name : "(unnamed)",
+                    s->plugin->path, s->plugin->handler->abi_version);
         n.services[n.n_services++] = s;
     }
     for (size_t i = 0; i < n.n_services; i++) {

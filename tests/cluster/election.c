@@ -49,6 +49,13 @@ Test(cluster_election, one_stable_primary_per_service)
     cluster_assert(c, cluster_wait_registered(c, 20000),
                    "the nodes did not all register within 20 s");
     int64_t registered = test_now_ms();
+    /* Each node says which handler it loaded, from where, under which ABI. */
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_assert(c,
+                       cluster_log_count(&c->nodes[i], "handler 'noop' loaded from ",
+                                         "cohort_noop.so (ABI version ") == 2,
+                       "%s did not log loading the noop handler for both services",
+                       c->nodes[i].id);
 
     /* A node tries to take primacy right after its first ping, so once all nodes are
      * registered a primary is at most a few ticks away. */
