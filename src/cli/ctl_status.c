@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "core/status.h"
 #include "core/timefmt.h"
 #include "store/listing.h"
 
@@ -88,11 +89,9 @@ static void append_counts(bson_t *svc, const cohort_status_counts_t *counts)
 {
     bson_t c;
     BSON_APPEND_DOCUMENT_BEGIN(svc, "counts", &c);
-    BSON_APPEND_INT64(&c, "pending", counts->pending);
-    BSON_APPEND_INT64(&c, "claimed", counts->claimed);
-    BSON_APPEND_INT64(&c, "succeeded", counts->succeeded);
-    BSON_APPEND_INT64(&c, "failed", counts->failed);
-    BSON_APPEND_INT64(&c, "timed_out", counts->timed_out);
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++)
+        BSON_APPEND_INT64(&c, cohort_status_names[i],
+                          cohort_status_count(counts, (cohort_task_status_t)i));
     bson_append_document_end(svc, &c);
 }
 

@@ -11,20 +11,9 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "core/status.h"
 #include "core/timefmt.h"
 #include "store/listing.h"
-
-static const char *const task_statuses[] = {"pending", "claimed", "succeeded", "failed",
-                                            "timed_out"};
-#define N_STATUSES (sizeof task_statuses / sizeof task_statuses[0])
-
-static bool known_status(const char *status)
-{
-    for (size_t i = 0; i < N_STATUSES; i++)
-        if (strcmp(status, task_statuses[i]) == 0)
-            return true;
-    return false;
-}
 
 /* The operands of counts and tasks: exactly one SERVICE, valid. False (message printed) if
  * not. */
@@ -54,7 +43,7 @@ typedef struct count_table {
     bson_t *rows; /* JSON: the array being built; NULL: print a table */
     bool have_row;
     char *value; /* the row's value, NULL: tasks without the field */
-    int64_t n[N_STATUSES], total;
+    int64_t n[COHORT_STATUS_COUNT], total;
     uint32_t n_rows;
 } count_table_t;
 
@@ -66,13 +55,13 @@ static void flush_count_row(count_table_t *t)
         bson_t row;
         ctl_array_begin_document(t->rows, &t->n_rows, &row);
         ctl_append_utf8_or_null(&row, t->field, t->value);
-        for (size_t i = 0; i < N_STATUSES; i++)
-            BSON_APPEND_INT64(&row, task_statuses[i], t->n[i]);
+        for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
+            BSON_APPEND_INT64(&row, cohort_status_names[i], t->n[i]);
         BSON_APPEND_INT64(&row, "total", t->total);
         bson_append_document_end(t->rows, &row);
     } else {
         printf("%-24s", t->value ? t->value : "(none)");
-        for (size_t i = 0; i < N_STATUSES; i++)
+        for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
             printf(" %10lld", (long long)t->n[i]);
         printf(" %10lld\n", (long long)t->total);
     }
@@ -93,21 +82,21 @@ static void count_row(void *user, const char *value, const char *status, int64_t
         t->value = value ? strdup(value) : NULL;
         t->have_row = true;
     }
-    for (size_t i = 0; i < N_STATUSES; i++)
-        if (strcmp(status, task_statuses[i]) == 0)
-            t->n[i] += n;
+    cohort_task_status_t known;
+    if (cohort_status_parse(status, &known))
+        t->n[known] += n;
     t->total += n;
 }
 
 static void print_status_header(const char *first)
 {
     printf("%-24s", first);
-    for (size_t i = 0; i < N_STATUSES; i++) {
+    for (size_t i = 0; i < COHORT_STATUS_COUNT; i++) {
+        const char *name = cohort_status_names[i];
         char upper[16];
         size_t j = 0;
-        for (; task_statuses[i][j] && j < sizeof upper - 1; j++)
-            upper[j] = (char)(task_statuses[i][j] - (task_statuses[i][j] >= 'a' &&
-                                                     task_statuses[i][j] <= 'z' ? 32 : 0));
+        for (; name[j] && j < sizeof upper - 1; j++)
+            upper[j] = (char)(name[j] - (name[j] >= 'a' && name[j] <= 'z' ? 32 : 0));
         upper[j] = '\0';
         printf(" %10s", upper);
     }
@@ -116,30 +105,30 @@ static void print_status_header(const char *first)
 
 static int counts_by_status(ctl_t *ctl, const char *service, bool json)
 {
-    int64_t n[N_STATUSES];
+    int64_t n[COHORT_STATUS_COUNT];
     bson_error_t error;
-    if (!cohort_store_count_statuses(ctl->store, ctl->client, service, task_statuses, N_STATUSES,
-                                     n, &error)) {
+    if (!cohort_store_count_statuses(ctl->store, ctl->client, service, cohort_status_names,
+                                     COHORT_STATUS_COUNT, n, &error)) {
         fprintf(stderr, "cohortctl counts: cannot count: %s\n", error.message);
         return CTL_FAILED;
     }
     int64_t total = 0;
-    for (size_t i = 0; i < N_STATUSES; i++)
+    for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
         total += n[i];
     if (json) {
         bson_t out = BSON_INITIALIZER, counts;
         BSON_APPEND_UTF8(&out, "service", service);
         BSON_APPEND_UTF8(&out, "by", "status");
         BSON_APPEND_DOCUMENT_BEGIN(&out, "counts", &counts);
-        for (size_t i = 0; i < N_STATUSES; i++)
-            BSON_APPEND_INT64(&counts, task_statuses[i], n[i]);
+        for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
+            BSON_APPEND_INT64(&counts, cohort_status_names[i], n[i]);
         bson_append_document_end(&out, &counts);
         ctl_print_json(&out);
         bson_destroy(&out);
     } else {
         printf("%-12s %12s\n", "STATUS", "TASKS");
-        for (size_t i = 0; i < N_STATUSES; i++)
-            printf("%-12s %12lld\n", task_statuses[i], (long long)n[i]);
+        for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
+            printf("%-12s %12lld\n", cohort_status_names[i], (long long)n[i]);
         printf("%-12s %12lld\n", "total", (long long)total);
     }
     return CTL_DONE;
@@ -264,7 +253,8 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
     while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         if (opt == 's' && !status) {
             status = optarg;
-            if (!known_status(status)) {
+            cohort_task_status_t known;
+            if (!cohort_status_parse(status, &known)) {
                 fprintf(stderr, "cohortctl tasks: --status '%s' must be pending, claimed, "
                                 "succeeded, failed or timed_out\n", status);
                 return CTL_USAGE;

@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/status.h"
 
 void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
@@ -69,17 +70,19 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
 
     /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
     int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
-    static const char *const statuses[] = {"succeeded", "failed", "timed_out"};
-    const int64_t retention[] = {s->eff.succeeded_retention_ms, s->eff.failed_retention_ms,
-                                 s->eff.failed_retention_ms};
-    for (int i = 0; i < 3; i++) {
-        int64_t deleted = 0;
-        if (retention[i] == 0 || cohort_election_epoch(&s->election) == 0)
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++) {
+        if (!cohort_status_is_final((cohort_task_status_t)i))
             continue;
-        if (!cohort_store_purge(s->store, client, c->name, statuses[i], now - retention[i],
-                                keep_from, COHORT_PURGE_PER_TICK, &deleted, &error)) {
+        const char *status = cohort_status_names[i];
+        int64_t retention = i == COHORT_STATUS_SUCCEEDED ? s->eff.succeeded_retention_ms
+                                                         : s->eff.failed_retention_ms;
+        int64_t deleted = 0;
+        if (retention == 0 || cohort_election_epoch(&s->election) == 0)
+            continue;
+        if (!cohort_store_purge(s->store, client, c->name, status, now - retention, keep_from,
+                                COHORT_PURGE_PER_TICK, &deleted, &error)) {
             cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "purge of %s tasks failed: %s",
-                        statuses[i], error.message);
+                        status, error.message);
             continue;
         }
         if (deleted >= COHORT_PURGE_PER_TICK)
@@ -88,7 +91,7 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
             atomic_fetch_add(&s->stats.purged, (uint64_t)deleted);
             cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
                         "purged %lld %s task(s) older than %lld ms", (long long)deleted,
-                        statuses[i], (long long)retention[i]);
+                        status, (long long)retention);
         }
     }
 }
@@ -117,10 +120,8 @@ void cohort_maintenance_count_queue(cohort_service_t *s, mongoc_client_t *client
                     "cannot count the queue for the metrics: %s", error.message);
         return;
     }
-    const int64_t by_status[5] = {counts.pending, counts.claimed, counts.succeeded,
-                                  counts.failed, counts.timed_out};
-    for (int i = 0; i < 5; i++)
-        atomic_store(&s->queue_counts[i], by_status[i]);
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++)
+        atomic_store(&s->queue_counts[i], cohort_status_count(&counts, (cohort_task_status_t)i));
     atomic_store(&s->queue_epoch, epoch);
 }
 

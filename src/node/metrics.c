@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/status.h"
 #include "node/election.h"
 #include "node/runtime.h"
 #include "store/store.h"
@@ -162,8 +163,6 @@ static void gauges(FILE *out, const cohort_metrics_source_t *src)
                 (long long)atomic_load(&src->services[i]->wedged_slots));
 
     /* Only the primary counts the queue; a count from an earlier primacy is not shown. */
-    static const char *const statuses[5] = {"pending", "claimed", "succeeded", "failed",
-                                            "timed_out"};
     family(out, "cohort_queue_tasks", "gauge",
            "Tasks in the service's queue by status, counted by the primary each tick "
            "(reported by the primary only).");
@@ -172,9 +171,9 @@ static void gauges(FILE *out, const cohort_metrics_source_t *src)
         int64_t epoch = cohort_election_epoch(&s->election);
         if (epoch == 0 || atomic_load(&s->queue_epoch) != epoch)
             continue;
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < COHORT_STATUS_COUNT; k++)
             fprintf(out, "cohort_queue_tasks{service=\"%s\",status=\"%s\"} %lld\n", s->config->name,
-                    statuses[k], (long long)atomic_load(&s->queue_counts[k]));
+                    cohort_status_names[k], (long long)atomic_load(&s->queue_counts[k]));
     }
 }
 

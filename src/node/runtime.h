@@ -20,6 +20,7 @@
 
 #include "cohort/handler.h"
 #include "core/config.h"
+#include "core/status.h"
 #include "node/election.h"
 #include "node/histogram.h"
 #include "node/plugin.h"
@@ -84,8 +85,8 @@ typedef struct cohort_service {
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves
      * metrics), the primary counts tasks by status once per tick (one aggregation). */
     bool count_queue;
-    _Atomic int64_t queue_counts[5]; /* pending, claimed, succeeded, failed, timed_out */
-    _Atomic int64_t queue_epoch;     /* the epoch they were counted under; 0: never */
+    _Atomic int64_t queue_counts[COHORT_STATUS_COUNT]; /* by cohort_task_status_t */
+    _Atomic int64_t queue_epoch; /* the epoch they were counted under; 0: never */
 
     /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers
      * copy it when `filter_version` moved): the pause and block switches of the config

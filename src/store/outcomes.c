@@ -7,19 +7,26 @@
  */
 #include "store/internal.h"
 
-static const char *finish_name(cohort_finish_t finish)
+/* The status an outcome leaves the task in: a retry makes it pending again. */
+static cohort_task_status_t finish_status(cohort_finish_t finish)
 {
     switch (finish) {
     case COHORT_FINISH_SUCCEEDED:
-        return "succeeded";
+        return COHORT_STATUS_SUCCEEDED;
     case COHORT_FINISH_RETRY:
-        return "retry";
+        return COHORT_STATUS_PENDING;
     case COHORT_FINISH_FAILED:
-        return "failed";
+        return COHORT_STATUS_FAILED;
     case COHORT_FINISH_TIMED_OUT:
-        return "timed_out";
+        return COHORT_STATUS_TIMED_OUT;
     }
-    return "failed";
+    return COHORT_STATUS_FAILED;
+}
+
+/* The history's `outcome`: "retry", or the final status the attempt left. */
+static const char *finish_name(cohort_finish_t finish)
+{
+    return finish == COHORT_FINISH_RETRY ? "retry" : cohort_status_name(finish_status(finish));
 }
 
 /* The update that records one outcome (see cohort_store_finish_task_value). */
@@ -28,21 +35,9 @@ static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
 {
     bson_t set, push, history, each, entry, current, unset;
     BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
-    switch (result->finish) {
-    case COHORT_FINISH_SUCCEEDED:
-        BSON_APPEND_UTF8(&set, "status", "succeeded");
-        break;
-    case COHORT_FINISH_RETRY:
-        BSON_APPEND_UTF8(&set, "status", "pending");
+    BSON_APPEND_UTF8(&set, "status", cohort_status_name(finish_status(result->finish)));
+    if (result->finish == COHORT_FINISH_RETRY)
         BSON_APPEND_DATE_TIME(&set, "run_at", result->retry_at_ms);
-        break;
-    case COHORT_FINISH_FAILED:
-        BSON_APPEND_UTF8(&set, "status", "failed");
-        break;
-    case COHORT_FINISH_TIMED_OUT:
-        BSON_APPEND_UTF8(&set, "status", "timed_out");
-        break;
-    }
     if (result->error)
         BSON_APPEND_UTF8(&set, "last_error", result->error);
     bson_append_document_end(update, &set);

@@ -13,6 +13,32 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The field of `counts` that holds `status`. */
+static int64_t *count_of(cohort_status_counts_t *counts, cohort_task_status_t status)
+{
+    switch (status) {
+    case COHORT_STATUS_PENDING:
+        return &counts->pending;
+    case COHORT_STATUS_CLAIMED:
+        return &counts->claimed;
+    case COHORT_STATUS_SUCCEEDED:
+        return &counts->succeeded;
+    case COHORT_STATUS_FAILED:
+        return &counts->failed;
+    case COHORT_STATUS_TIMED_OUT:
+        return &counts->timed_out;
+    case COHORT_STATUS_COUNT:
+        break;
+    }
+    return &counts->other;
+}
+
+int64_t cohort_status_count(const cohort_status_counts_t *counts, cohort_task_status_t status)
+{
+    cohort_status_counts_t copy = *counts;
+    return *count_of(&copy, status);
+}
+
 /* Counts tasks by status with one aggregation: all of them, or those matching `match`. */
 bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client, const char *service,
                            const bson_t *match, cohort_status_counts_t *counts,
@@ -46,16 +72,9 @@ bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client, const
                                  ? bson_iter_utf8(&id, NULL)
                                  : "";
         int64_t value = bson_iter_as_int64(&n);
-        if (strcmp(status, "pending") == 0)
-            counts->pending += value;
-        else if (strcmp(status, "claimed") == 0)
-            counts->claimed += value;
-        else if (strcmp(status, "succeeded") == 0)
-            counts->succeeded += value;
-        else if (strcmp(status, "failed") == 0)
-            counts->failed += value;
-        else if (strcmp(status, "timed_out") == 0)
-            counts->timed_out += value;
+        cohort_task_status_t known;
+        if (cohort_status_parse(status, &known))
+            *count_of(counts, known) += value;
         else
             counts->other += value;
     }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "core/taskopts.h"
 
 #define COHORT_HISTORY_MAX 10 /* runs kept per task */
@@ -380,6 +381,9 @@ typedef struct cohort_status_counts {
     int64_t pending, claimed, succeeded, failed, timed_out;
     int64_t other; /* any other status (written by hand) */
 } cohort_status_counts_t;
+
+/* The count of `status` in `counts` (the field of that name). */
+int64_t cohort_status_count(const cohort_status_counts_t *counts, cohort_task_status_t status);
 
 /* Counts the service's tasks by status and by `field` ("kind" or "group"): one aggregation
  * whose rows stream to `row` (value NULL: tasks without the field), so memory stays constant
