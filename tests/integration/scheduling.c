@@ -453,11 +453,16 @@ Test(scheduling, a_delayed_task_runs_within_a_tick_of_its_not_before)
     make_service(0, NODE);
     start(services[0]);
     char id[25];
+    int64_t created = test_now_ms();
     must_create("{}", "{\"tracked\": false, \"delay_ms\": 700}", id);
     bson_oid_t oid = oid_from_hex(id);
-    tick_idle(5); /* 150 ms: not due yet */
+    tick_idle(5); /* about 150 ms: not due yet */
     char status[32];
-    cr_assert_str_eq(status_of(&oid, status, sizeof status), "pending");
+    status_of(&oid, status, sizeof status);
+    /* On a busy machine five ticks can outlast the delay: then "still pending" proves
+     * nothing, and the not_before check below is what shows the task waited. */
+    if (test_now_ms() - created < 600)
+        cr_assert_str_eq(status, "pending");
     tick_until_count("{\"status\": \"succeeded\"}", 1, 10000);
     bson_t doc;
     read_task(&oid, &doc);
@@ -1127,19 +1132,25 @@ Test(scheduling, a_long_group_task_does_not_block_other_work_in_the_service)
         must_create("{}", "{\"tracked\": false}", id);
     must_create("{}", "{\"tracked\": false, \"group\": \"h\"}", id);
     start(services[0]);
-    /* the 6 others finish while the long one runs and its group-mate waits */
-    tick_until_count("{\"status\": \"succeeded\"}", 6, 2500);
-    char status[32];
-    cr_assert_str_eq(status_of(&long_id, status, sizeof status), "claimed");
-    bson_t doc;
-    read_task(&same_group, &doc);
-    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending", "ran beside its group's holder");
-    cr_assert_eq(test_doc_int(&doc, "attempts"), 0, "a give-back counted an attempt");
-    bson_destroy(&doc);
-    tick_until_count("{\"status\": \"succeeded\"}", 8, 10000);
+    tick_until_count("{\"status\": \"succeeded\"}", 8, 20000);
     bson_t a, b;
     read_task(&long_id, &a);
     read_task(&same_group, &b);
+    /* The 6 others finished while the long one ran (judged by the runs' own times, not by
+     * a wall-clock budget, so a busy machine cannot fail it), and its group-mate waited. */
+    int64_t long_end = test_doc_int(&a, "history.0.ended_at");
+    cr_assert_eq(count("{\"status\": \"succeeded\", \"group\": {\"$ne\": \"g\"}}"), 6);
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, QUEUE);
+    bson_t *others_filter = BCON_NEW("group", "{", "$ne", BCON_UTF8("g"), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, others_filter, NULL, NULL);
+    const bson_t *other;
+    while (mongoc_cursor_next(cursor, &other))
+        cr_assert_leq(test_doc_int(other, "history.0.ended_at"), long_end,
+                      "a task waited behind the long group task");
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(others_filter);
+    mongoc_collection_destroy(queue);
+    cr_assert_eq(test_doc_int(&b, "attempts"), 1, "a give-back counted an attempt");
     cr_assert_geq(test_doc_int(&b, "history.0.started_at") + 2 * cohort_clock_uncertainty_ms() + 5,
                   test_doc_int(&a, "history.0.ended_at"), "the group's runs overlapped");
     bson_destroy(&a);
