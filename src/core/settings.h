@@ -11,9 +11,7 @@
  * Keys with a variable part (`kind.KIND.priority`, the handler's own options) are rows too,
  * marked as patterns, so the reference documents them; the parser matches them by shape.
  *
- * Errors are core/error.h's cohort_error_t (domain COHORT_DOMAIN_CONFIG), spelt bson_error_t
- * here because this header is included next to cohort/handler.h, whose ABI has a
- * cohort_error_t of its own.
+ * Errors are bson_error_t (core/error.h), in the domain COHORT_DOMAIN_CONFIG.
  */
 #ifndef COHORT_SETTINGS_H
 #define COHORT_SETTINGS_H

@@ -3,9 +3,7 @@
  * file once, with its type, default, range, how it changes, and its line of documentation.
  *
  * Only this file (with config.c) knows the config structs: each row names the field its
- * value lands in, so settings.c stores values without knowing the structs. It does not
- * include core/error.h, because cohort/handler.h (through config.h) has a cohort_error_t
- * of its own, the handler ABI's.
+ * value lands in, so settings.c stores values without knowing the structs.
  */
 #include <string.h>
 
