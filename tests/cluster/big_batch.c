@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "noop"
 #define SMALL 1000

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SKEW_MS 300000
 #define SAMPLE_MS 5000

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define N_NODES 3
 #define SAMPLE_MS 3000

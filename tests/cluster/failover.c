@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "noop"
 #define POLL_SLACK_MS 150

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SLEEPER "../tests/handlers/test_handler_sleeper.so"
 /* Two runs "overlap" when one starts more than this before the other ends: the start and

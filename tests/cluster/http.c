@@ -25,7 +25,7 @@
 
 #include "../support/cluster.h"
 #include "../support/prometheus.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "obs"
 #define TASKS 40

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 TestSuite(cluster_isolation, .fini = cluster_cleanup_all, .timeout = 180);
 

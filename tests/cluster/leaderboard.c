@@ -40,7 +40,7 @@
 #include <time.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "lb"
 #define BOARDS 200

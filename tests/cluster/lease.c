@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "lease"
 #define QUEUE "queue_" SERVICE

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "notified"
 

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "hup"
 #define SLEEP_MS 600

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 #include "store/store.h"
 
 #define SERVICE "roll"

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "live"
 #define FILE_TAKEOVER_MS 1500

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "gen"
 #define POLL_SLACK_MS 150

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define TASKS 50
 #define RETENTION_MS 1500

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SERVICE "slow"
 #define TASKS 60

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SLEEPER "../tests/handlers/test_handler_sleeper.so"
 /* How long after a resume the first run may start: the nodes read the switch on their next

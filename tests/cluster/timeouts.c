@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "../support/cluster.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define SLEEPER "../tests/handlers/test_handler_sleeper.so"
 #define SERVICE "to"

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "../support/handlers/probe.h"
-#include "../support/support.h"
+#include "support.h"
 #include "core/clock.h"
 #include "node/context.h"
 #include "node/election.h"

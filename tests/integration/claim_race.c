@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/support.h"
+#include "support.h"
 #include "core/clock.h"
 #include "store/store.h"
 

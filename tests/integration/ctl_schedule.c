@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/support.h"
+#include "support.h"
 #include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/support.h"
+#include "support.h"
 #include "core/clock.h"
 #include "node/election.h"
 #include "store/store.h"

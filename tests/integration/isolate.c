@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/support.h"
+#include "support.h"
 #include "core/clock.h"
 #include "node/context.h"
 #include "node/isolate.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/support.h"
+#include "support.h"
 #include "core/config.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"

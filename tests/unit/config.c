@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
 #define COHORTD COHORT_BUILD_DIR "/cohortd"

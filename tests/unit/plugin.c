@@ -11,7 +11,7 @@
 
 #include "node/plugin.h"
 #include "node/service.h"
-#include "../support/support.h"
+#include "support.h"
 
 static char *handler_path(const char *name)
 {

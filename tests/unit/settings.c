@@ -14,7 +14,7 @@
 
 #include "core/config.h"
 #include "core/settings.h"
-#include "../support/support.h"
+#include "support.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
 #define COHORTD COHORT_BUILD_DIR "/cohortd"
