@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SKEW_MS 300000

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define N_NODES 3

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SERVICE "noop"

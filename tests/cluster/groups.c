@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SLEEPER "../tests/handlers/test_handler_sleeper.so"

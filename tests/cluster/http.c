@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../support/cluster.h"
-#include "../support/prometheus.h"
+#include "cluster.h"
+#include "prometheus.h"
 #include "support.h"
 
 #define SERVICE "obs"

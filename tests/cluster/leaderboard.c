@@ -39,7 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SERVICE "lb"

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SERVICE "hup"

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 #include "store/store.h"
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define TASKS 50

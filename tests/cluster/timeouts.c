@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../support/cluster.h"
+#include "cluster.h"
 #include "support.h"
 
 #define SLEEPER "../tests/handlers/test_handler_sleeper.so"

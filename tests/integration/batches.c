@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/handlers/probe.h"
+#include "handlers/probe.h"
 #include "support.h"
 #include "core/clock.h"
 #include "node/context.h"
