@@ -213,8 +213,11 @@ static char *read_line(char *str, int num, void *stream)
         snprintf(str, (size_t)num, "\n");
         return str;
     }
-    memcpy(str, text, len);
-    str[len] = '\0';
+    /* The line without its line ending (a run of '\r' can be longer than inih's buffer),
+     * then one '\n'. */
+    memcpy(str, text, content);
+    str[content] = '\n';
+    str[content + 1] = '\0';
 
     /* Leading blanks go: to inih an indented line continues the previous value, which
      * would turn an indented "key = value" into a confusing duplicate key. */
@@ -508,7 +511,8 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
         problem(&p, 0, "%s", error.message);
 
     /* A UTF-8 byte-order mark (Windows editors write one) is not part of the first line. */
-    p.next = strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
+    const unsigned char *bom = (const unsigned char *)text;
+    p.next = bom[0] == 0xEF && bom[1] == 0xBB && bom[2] == 0xBF ? text + 3 : text;
     size_t errors_parsing = errors->count;
     int rc = ini_parse_stream(read_line, &p, on_key, &p);
     if (rc > 0 && errors->count == errors_parsing) {

@@ -188,6 +188,20 @@ Test(config, a_byte_order_mark_is_accepted)
     cohort_config_destroy(c);
 }
 
+/* A line ending in a long run of carriage returns (a file mangled by a transfer) once
+ * overflowed the line buffer: the line reader copied the whole ending (found by fuzzing). */
+Test(config, a_long_run_of_carriage_returns_ends_a_line)
+{
+    char text[20000];
+    int n = snprintf(text, sizeof text, "[cluster]\ntick_ms = 500");
+    memset(text + n, '\r', 10000);
+    snprintf(text + n + 10000, sizeof text - (size_t)n - 10000,
+             "\n[service:only]\nhandler = " NOOP_SO "\n");
+    cohort_config_t *c = load_good(text);
+    cr_assert_eq(c->tick_ms, 500);
+    cohort_config_destroy(c);
+}
+
 Test(config, empty_node_id_means_generate_one)
 {
     cohort_config_t *c = load_good("[cluster]\n"
