@@ -258,25 +258,3 @@ bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *e
     }
     return true;
 }
-
-size_t cohort_settings_diff(const cohort_settings_t *was, const cohort_settings_t *now,
-                            char *buf, size_t len)
-{
-    cohort_settings_t a = *was, b = *now;
-    size_t changed = 0, used = 0;
-    if (len)
-        buf[0] = '\0';
-    for (size_t i = 0; cohort_setting_names[i]; i++) {
-        int64_t x = *cohort_settings_field(&a, cohort_setting_names[i]);
-        int64_t y = *cohort_settings_field(&b, cohort_setting_names[i]);
-        if (x == y)
-            continue;
-        changed++;
-        if (used >= len)
-            continue;
-        int n = snprintf(buf + used, len - used, "%s%s %lld -> %lld", used ? ", " : "",
-                         cohort_setting_names[i], (long long)x, (long long)y);
-        used = n < 0 ? len : used + (size_t)n;
-    }
-    return changed;
-}

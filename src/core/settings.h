@@ -5,7 +5,7 @@
  *
  * Everything that knows about keys reads this table: the INI parser in config.c (defaults,
  * types, ranges, unknown keys), `cohortd --check-config`, the live settings of
- * `cohortctl settings` (the rows marked live), the SIGHUP diff and the generated
+ * `cohortctl settings` (the rows marked live), what a SIGHUP must refuse and the generated
  * docs/CONFIGURATION.md (`cohortd --print-settings=markdown`). Adding a key is adding a row.
  *
  * Keys with a variable part (`kind.KIND.priority`, the handler's own options) are rows too,
@@ -152,11 +152,6 @@ int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key);
  * reason a person can act on. */
 bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error);
 bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *error);
-
-/* Writes the settings that differ as "takeover_ms 10000 -> 5000, tick_ms 1000 -> 500" into
- * `buf` (empty if none; cut to `len`) and returns how many differ. */
-size_t cohort_settings_diff(const cohort_settings_t *was, const cohort_settings_t *now,
-                            char *buf, size_t len);
 
 /* ---- the reference ----------------------------------------------------------------------- */
 

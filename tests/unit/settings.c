@@ -203,23 +203,6 @@ Test(settings, live_values_are_checked_against_the_rows)
                        "%s", error.message);
 }
 
-Test(settings, the_diff_names_each_changed_setting)
-{
-    cohort_settings_t was, now;
-    cohort_settings_defaults(&was);
-    now = was;
-    char text[256];
-    cr_expect_eq(cohort_settings_diff(&was, &now, text, sizeof text), 0);
-    cr_expect_str_eq(text, "");
-    now.takeover_ms = 5000;
-    now.tick_ms = 500;
-    cr_expect_eq(cohort_settings_diff(&was, &now, text, sizeof text), 2);
-    cr_expect_str_eq(text, "tick_ms 1000 -> 500, takeover_ms 10000 -> 5000");
-    char small[8];
-    cr_expect_eq(cohort_settings_diff(&was, &now, small, sizeof small), 2,
-                 "a short buffer cuts the text, not the count");
-}
-
 Test(settings, the_example_config_shows_every_key)
 {
     /* docs/CONFIGURATION.md points operators at deploy/cohort.example.ini for every key. */
