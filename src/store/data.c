@@ -56,7 +56,8 @@ bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const
     return ok;
 }
 
-/* {$or: [{path: absent}, {path: an int32 or int64 that `delta` cannot overflow}]}. */
+/* {$or: [{path: absent}, {path: an int32 or int64 that `delta` cannot overflow}]}, and not
+ * an array: a query's $type and $lte would match an array by its elements. */
 static void append_incrementable(bson_t *filter, const char *path, int64_t delta)
 {
     const char *bound = delta >= 0 ? "$lte" : "$gte";
@@ -67,7 +68,8 @@ static void append_incrementable(bson_t *filter, const char *path, int64_t delta
                               BCON_INT64(limit), "}", "}",
                               "{", path, "{", "$type", BCON_UTF8("long"), bound,
                               BCON_INT64(limit), "}", "}",
-                              "]");
+                              "]",
+                              path, "{", "$not", "{", "$type", BCON_UTF8("array"), "}", "}");
     bson_concat(filter, either);
     bson_destroy(either);
 }
