@@ -115,6 +115,16 @@ Test(plugin, handlers_built_for_older_abi_versions_still_load)
     free(v1);
 }
 
+Test(plugin, kinds_that_break_the_naming_rule)
+{
+    char *path = handler_path("bad_kinds");
+    const char *err = load_error(path);
+    assert_contains(err, "kind 'bulk mail'");
+    assert_contains(err, "kinds[1]");
+    assert_contains(err, "[A-Za-z0-9_-]");
+    free(path);
+}
+
 Test(plugin, abi_version_zero)
 {
     char *path = handler_path("zero_version");
