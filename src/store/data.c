@@ -15,6 +15,19 @@ static void data_path(char path[128], const char *key)
     snprintf(path, 128, "data.%s", key);
 }
 
+/* Initialises `update` to {$set: {path: value}}, or {$unset: {path: ""}} if value is NULL. */
+static void set_or_unset(bson_t *update, const char *path, const bson_value_t *value)
+{
+    bson_t op;
+    bson_init(update);
+    BSON_APPEND_DOCUMENT_BEGIN(update, value ? "$set" : "$unset", &op);
+    if (value)
+        bson_append_value(&op, path, -1, value);
+    else
+        BSON_APPEND_UTF8(&op, path, "");
+    bson_append_document_end(update, &op);
+}
+
 bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
                            const char *key, bson_value_t *value, bool *found,
                            bson_error_t *error)
@@ -43,13 +56,8 @@ bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const
 {
     char path[128];
     data_path(path, key);
-    bson_t update = BSON_INITIALIZER, op;
-    BSON_APPEND_DOCUMENT_BEGIN(&update, value ? "$set" : "$unset", &op);
-    if (value)
-        bson_append_value(&op, path, -1, value);
-    else
-        BSON_APPEND_UTF8(&op, path, "");
-    bson_append_document_end(&update, &op);
+    bson_t update;
+    set_or_unset(&update, path, value);
     bool ok = store_fenced_update(store, client, service, node_id, epoch, NULL, &update, applied,
                                   error);
     bson_destroy(&update);
@@ -142,13 +150,8 @@ bool cohort_store_cas_data(cohort_store_t *store, mongoc_client_t *client, const
         bson_append_array_end(&expr, &eq);
         bson_append_document_end(&filter, &expr);
     }
-    bson_t update = BSON_INITIALIZER, op;
-    BSON_APPEND_DOCUMENT_BEGIN(&update, value ? "$set" : "$unset", &op);
-    if (value)
-        bson_append_value(&op, path, -1, value);
-    else
-        BSON_APPEND_UTF8(&op, path, "");
-    bson_append_document_end(&update, &op);
+    bson_t update;
+    set_or_unset(&update, path, value);
     bool ok = modify_service(store, client, &filter, &update, NULL, applied, error);
     bson_destroy(&update);
     bson_destroy(&filter);

@@ -324,6 +324,17 @@ Test(generic_data, a_fenced_set_after_the_lease_ran_out_is_refused)
     bson_value_destroy(&v);
 }
 
+/* node-b takes over while the node of `fenced` still believes its lease valid. */
+static void take_over_behind_its_back(const cohort_ctx_t *fenced)
+{
+    bson_error_t db_error;
+    cohort_takeover_t t;
+    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
+                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
+    cr_assert(t.taken);
+    cr_assert(cohort_ctx_is_primary(fenced), "the lease ran out too soon for this test");
+}
+
 Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
 {
     test_node_t *a = make_node(0, "node-a");
@@ -333,13 +344,7 @@ Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
     set_int64(&fenced, "k", 1);
     cr_assert_eq(db_int64("k"), 1);
 
-    /* another node takes over while node-a's lease still looks valid to node-a */
-    bson_error_t db_error;
-    cohort_takeover_t t;
-    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
-                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
-    cr_assert(t.taken);
-    cr_assert(cohort_ctx_is_primary(&fenced), "the lease ran out too soon for this test");
+    take_over_behind_its_back(&fenced);
     bson_value_t two = {.value_type = BSON_TYPE_INT64, .value.v_int64 = 2};
     cohort_error_t error;
     cr_assert_not(cohort_set(&fenced, "k", &two, &error), "a deposed primary's set succeeded");
@@ -868,13 +873,7 @@ Test(generic_data, inc_and_cas_are_fenced_in_primary_work_and_refused_in_the_cal
     cr_assert_eq(c.cas_code, COHORT_ERROR_INVALID, "cas in the callback: code %d", c.cas_code);
     cr_assert_eq(db_int64("n"), 1, "a refused inc in the callback was applied");
 
-    /* another node takes over while node-a's lease still looks valid to node-a */
-    bson_error_t db_error;
-    cohort_takeover_t t;
-    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
-                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
-    cr_assert(t.taken);
-    cr_assert(cohort_ctx_is_primary(&fenced), "the lease ran out too soon for this test");
+    take_over_behind_its_back(&fenced);
     cohort_error_t error;
     cr_assert_not(cohort_data_inc(&fenced, "n", 1, NULL, &error), "a deposed primary's inc");
     cr_assert_eq(error.code, COHORT_ERROR_NOT_PRIMARY, "code %d: %s", error.code, error.message);
