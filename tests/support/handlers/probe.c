@@ -11,8 +11,8 @@
  * on_tasks_completed iterates the batch with cohort_batch_next() and then
  * cohort_batch_next_unsuccessful() and records the call (batch id, counts, the ids iterated
  * with the status and last error of the unsuccessful ones, node, epoch) in a process-wide
- * record (probe.h). Then, in this order, it applies the options below and calls the test's hook, if one is set; the
- * call succeeds only if neither asked it to fail.
+ * record (probe.h). Then, in this order, it applies the options below and calls the test's
+ * hook, if one is set; the call succeeds only if neither asked it to fail.
  *
  * primary_work calls the test's primary hook, if one is set, and returns its verdict.
  *
