@@ -418,10 +418,14 @@ void cluster_node_start(cluster_node_t *n)
 
     const char *extra[CLUSTER_MAX_ENV + 2];
     size_t n_extra = 0;
-    char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
-    extra[n_extra++] = uri_env;
-    for (size_t i = 0; i < CLUSTER_MAX_ENV && n->env[i]; i++)
+    bool own_uri = false; /* the node's env names its own database address (a proxy) */
+    for (size_t i = 0; i < CLUSTER_MAX_ENV && n->env[i]; i++) {
+        own_uri |= strncmp(n->env[i], "MONGODB_URI=", strlen("MONGODB_URI=")) == 0;
         extra[n_extra++] = n->env[i];
+    }
+    char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
+    if (!own_uri)
+        extra[n_extra++] = uri_env;
     extra[n_extra] = NULL;
 
     /* setpriv execs cohortd in place (same pid) after arranging SIGKILL on our death. */

@@ -97,7 +97,8 @@ void cluster_destroy(cluster_t *c);
 void cluster_cleanup_all(void);
 
 /* Writes the next node's config file. `env` is a NULL-terminated list of "KEY=VALUE" added to
- * the process environment (may be NULL). The node is not started. */
+ * the process environment (may be NULL); a MONGODB_URI there replaces the cluster's (to put a
+ * proxy between the node and the database). The node is not started. */
 cluster_node_t *cluster_add_node(cluster_t *c, const char *const *env);
 
 /* Spawns the node (build/cohortd -c FILE); MONGODB_URI is set to the cluster's URI. */
