@@ -97,21 +97,6 @@ static size_t wait_primary_claims(cluster_t *c, const char *primary, char runnin
     return n;
 }
 
-/* Waits until every task succeeded, for as long as tasks keep finishing. */
-static bool wait_all_succeeded(cluster_t *c, int64_t tasks)
-{
-    int64_t done = -1, progress_at = test_now_ms();
-    while (done < tasks && test_now_ms() - progress_at < NO_PROGRESS_MS) {
-        int64_t n = cluster_try_count(c, SERVICE, "{\"status\": \"succeeded\"}");
-        if (n > done) {
-            done = n;
-            progress_at = test_now_ms();
-        }
-        test_sleep_ms(50);
-    }
-    return done == tasks;
-}
-
 Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
 {
     /* What two secondaries can hold at once, so FOR_PRIMARY tasks stay pending for it. */
@@ -202,7 +187,7 @@ Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
     free(summary);
 
     /* The others finish the queue, each task once, and stop cleanly too. */
-    cluster_assert(c, wait_all_succeeded(c, tasks),
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, tasks, NO_PROGRESS_MS),
                    "not all %lld tasks succeeded (none finished for %d s)", (long long)tasks,
                    NO_PROGRESS_MS / 1000);
     int64_t retried = cluster_try_count(c, SERVICE, "{\"attempts\": {\"$gt\": 1}}");

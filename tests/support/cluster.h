@@ -218,7 +218,8 @@ bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_js
                         int64_t count, int64_t timeout_ms);
 
 /* Polls until `count` tasks of `service` are succeeded (database errors just mean "not
- * yet"). */
+ * yet"). Gives up once no task has succeeded for `timeout_ms`: a bound on progress, not on
+ * the whole wait, so a busy machine only makes it longer. */
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms);
 
 /* Runs build/cohortctl -c <node 1's config> ARGS... (NULL-terminated) with the cluster's
