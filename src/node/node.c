@@ -7,6 +7,9 @@
  * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
  * answers again; workers keep what they hold and retry their outcome writes.
  *
+ * Primacy is claimed and renewed on the tick, and renewed between ticks by the lease thread
+ * (lease.h), so a tick slowed by the database does not cost the lease.
+ *
  * Shutdown: stop ticking, stop claiming, step down from every primacy (so another node
  * takes over within a tick), wait for running tasks up to shutdown_grace_ms, then exit.
  */
@@ -21,6 +24,7 @@
 
 #include "core/clock.h"
 #include "node/http.h"
+#include "node/lease.h"
 #include "node/metrics.h"
 #include "core/log.h"
 #include "node/notify.h"
@@ -41,6 +45,7 @@ typedef struct node {
     mongoc_client_t *client; /* the main thread's */
     cohort_service_t **services;
     size_t n_services;
+    cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
 
     struct event_base *base;
     struct event *tick;
@@ -381,6 +386,18 @@ static bool start_http(node_t *n)
     return true;
 }
 
+static bool start_lease_keeper(node_t *n)
+{
+    cohort_election_t *elections[n->n_services ? n->n_services : 1];
+    for (size_t i = 0; i < n->n_services; i++)
+        elections[i] = &n->services[i]->election;
+    bson_error_t err;
+    n->lease = cohort_lease_keeper_start(n->store, elections, n->n_services, &err);
+    if (!n->lease)
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
+    return n->lease != NULL;
+}
+
 int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 {
     *abandoned = false;
@@ -435,6 +452,8 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         }
     }
 
+    if (!start_lease_keeper(&n))
+        goto out;
     n.base = event_base_new();
     if (!n.base || !start_http(&n))
         goto out;
@@ -485,6 +504,7 @@ out:;
      * (claims in flight count as running), so the counters are final. */
     if (n.store && n.n_services)
         log_summary(&n);
+    cohort_lease_keeper_stop(n.lease); /* before the elections it reads are freed */
     for (size_t i = 0; i < n.n_services; i++)
         cohort_service_destroy(n.services[i], n.client);
     free(n.services);

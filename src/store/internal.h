@@ -20,6 +20,7 @@
 
 struct cohort_store {
     mongoc_client_pool_t *pool;
+    mongoc_client_t *primacy_client; /* popped from the pool for renewals alone; NULL until used */
     mongoc_uri_t *uri;
     char *database; /* owned */
     _Atomic uint64_t commands;

@@ -50,6 +50,12 @@ void cohort_store_destroy(cohort_store_t *store);
 mongoc_client_t *cohort_store_pop(cohort_store_t *store);
 void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
 
+/* The connection kept for primacy renewal alone (node/lease.c's thread): a client of the
+ * pool that nothing else uses, so a renewal never waits behind the tick's, the workers' or a
+ * cursor's commands for a connection. Owned by the store: popped on the first call, pushed
+ * back by cohort_store_destroy(). One thread at a time may use it. */
+mongoc_client_t *cohort_store_primacy_client(cohort_store_t *store);
+
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
 
 /* ---- services.c: the service's config document ------------------------------------------ */
@@ -92,7 +98,8 @@ typedef struct cohort_batch_state {
  * names this node and epoch (one findAndModify), and declares `lease_ms`, the takeover time
  * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
  * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
- * (settings, switches, batch state), which saves the primary a read every tick. */
+ * (settings, switches, batch state), which saves the primary a read every tick. `doc` may be
+ * NULL when only the lease matters (the lease thread's renewals). */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
                               int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
