@@ -21,6 +21,7 @@
 
 #include "core/clock.h"
 #include "node/http.h"
+#include "node/liveness.h"
 #include "node/metrics.h"
 #include "core/log.h"
 #include "node/notify.h"
@@ -164,11 +165,13 @@ static bool ping(node_t *n)
         if (!cohort_store_reregister_node(n->store, n->client, n->node_id, &rerr))
             cohort_log_node(COHORT_LOG_WARN, "re-registration failed: %s", rerr.message);
     }
-    int64_t max_rtt = cohort_election_max_rtt_ms(n->config->takeover_ms);
+    /* The live takeover (cohortctl settings set may lower it), not the file's. */
+    int64_t max_rtt =
+        cohort_liveness_max_clock_rtt_ms(n->services, n->n_services, n->config->takeover_ms);
     if (!cohort_clock_sync(server_ms, sent, received, max_rtt))
         cohort_log_node(COHORT_LOG_WARN,
                         "clock sample ignored: round trip %lld ms exceeds %lld ms "
-                        "(takeover_ms/8); keeping the previous offset",
+                        "(the smallest live takeover_ms/8); keeping the previous offset",
                         (long long)(received - sent), (long long)max_rtt);
     int64_t skew = cohort_clock_node_skew_ms();
     if (!n->clock_warned && (skew > 1000 || skew < -1000)) {
