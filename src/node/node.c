@@ -218,6 +218,30 @@ static bool prepare(node_t *n, cohort_service_t *s)
     return true;
 }
 
+/* The service's config document went missing while the node ran (a dropped collection or
+ * database, an in-memory server restarted, a restore): recreate it at once, as at start-up,
+ * with an epoch above every one seen, so that a primary is elected again on the next tick
+ * under a new epoch. Its claims are this run's own: unlike prepare(), release nothing. */
+static void recreate_if_missing(node_t *n, cohort_service_t *s)
+{
+    if (!s->election.document_missing)
+        return;
+    bson_error_t error;
+    if (!cohort_store_recreate_service(n->store, n->client, s->config->name,
+                                       s->election.highest_epoch, &error)) {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "the service's config document is missing and cannot be recreated: %s; "
+                    "retrying next tick",
+                    error.message);
+        return;
+    }
+    s->election.document_missing = false;
+    cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
+                "the service's config document was missing (dropped, or the database lost its "
+                "data): recreated it with its indexes, epochs continue after %lld",
+                (long long)s->election.highest_epoch);
+}
+
 /* The node ticks as often as its most demanding service wants (tick_ms may be set live). */
 static int64_t tick_ms(node_t *n)
 {
@@ -228,11 +252,12 @@ static int64_t tick_ms(node_t *n)
     return tick;
 }
 
-/* Pinged and every service prepared: the node is ready (READY=1 for a service manager). */
+/* Pinged and every service prepared, with its config document there as last read: the
+ * node is ready (READY=1 for a service manager). */
 static bool all_prepared(node_t *n)
 {
     for (size_t i = 0; i < n->n_services; i++)
-        if (!n->services[i]->prepared)
+        if (!n->services[i]->prepared || n->services[i]->election.document_missing)
             return false;
     return true;
 }
@@ -246,8 +271,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     if (ping(n)) {
         for (size_t i = 0; i < n->n_services && !n->stopping; i++)
-            if (prepare(n, n->services[i]))
+            if (prepare(n, n->services[i])) {
                 cohort_service_tick(n->services[i], n->client);
+                recreate_if_missing(n, n->services[i]);
+            }
         if (!n->stopping && all_prepared(n) && cohort_notify_ready())
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);
@@ -366,7 +393,8 @@ static bool http_ready(void *arg, char *why, size_t whylen)
     else if (n->backoff_ms)
         snprintf(why, whylen, "database unreachable (the last ping failed)");
     else if (!all_prepared(n))
-        snprintf(why, whylen, "not registered yet (services not prepared in the database)");
+        snprintf(why, whylen, "a service's config document is missing in the database (not "
+                              "prepared yet, or being recreated)");
     else
         return true;
     return false;

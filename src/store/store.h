@@ -58,6 +58,13 @@ cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
 bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, bson_error_t *error);
 
+/* The same for a document that went missing while nodes ran (a dropped collection or
+ * database, a restore): created with epoch = `epoch_floor`, the largest epoch the caller saw,
+ * so the next primary's epoch is new (epochs never repeat). Idempotent. */
+bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t epoch_floor,
+                                   bson_error_t *error);
+
 /* Reads the service's config document into `doc` (initialised by this call; destroy it).
  * *found is false if the service has no document yet. */
 bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,

@@ -5,6 +5,8 @@
  * process_task does what the task's data says, like outcome.c:
  *   { "outcome": N }   return N (default 0, succeeded)
  *   { "sleep_ms": N }  sleep N ms first (to keep a task running across ticks)
+ *   { "set": "KEY" }   then cohort_set(KEY, the task's id), and fail the task (for good) if
+ *                      that write fails: a handler whose write is essential
  *
  * on_tasks_completed iterates the batch with cohort_batch_next() and records the call (batch
  * id, counts, the ids iterated, node, epoch) in a process-wide record (probe.h). Then, in
@@ -138,11 +140,21 @@ static bool probe_primary_work(cohort_ctx_t *ctx, void *state)
 
 static cohort_outcome_t probe_process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
-    (void)ctx;
     (void)state;
     atomic_fetch_add(&processed, 1);
     const bson_t *data = cohort_task_data(task);
     task_sleep_ms(task_data_int(data, "sleep_ms", 0));
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, data, "set") && BSON_ITER_HOLDS_UTF8(&it)) {
+        bson_value_t value = {.value_type = BSON_TYPE_UTF8};
+        value.value.v_utf8.str = (char *)cohort_task_id(task);
+        value.value.v_utf8.len = (uint32_t)strlen(value.value.v_utf8.str);
+        cohort_error_t error;
+        if (!cohort_set(ctx, bson_iter_utf8(&it, NULL), &value, &error)) {
+            cohort_task_set_error(task, "probe: cohort_set: %s", error.message);
+            return COHORT_TASK_FAILED;
+        }
+    }
     return (cohort_outcome_t)task_data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
 }
 
