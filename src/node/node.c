@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "node/notify.h"
 #include "node/reload.h"
+#include "node/runs.h"
 #include "node/service.h"
 #include "store/store.h"
 
@@ -54,6 +55,8 @@ typedef struct node {
     bool clock_warned;
     const cohort_config_t *current; /* the configuration in force (for SIGHUP comparisons) */
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
+    cohort_run_t run;               /* this process's run of node_id (runs.h) */
+    bool refused;                   /* another live process has node_id: exit non-zero */
 } node_t;
 
 void cohort_node_default_id(char *out, size_t len)
@@ -116,6 +119,8 @@ static bool ping(node_t *n)
         .pid = getpid(),
         .version = COHORT_VERSION,
         .started_at_ms = n->started_at_ms,
+        .run_id = n->run.run_id,
+        .run_since_ms = n->run.since_ms,
     };
     const char *names[n->n_services ? n->n_services : 1];
     int64_t workers[n->n_services ? n->n_services : 1];
@@ -131,9 +136,10 @@ static bool ping(node_t *n)
     bson_error_t error;
     int64_t server_ms = 0;
     bool expired = false;
+    cohort_node_run_t other_run;
     int64_t sent = cohort_clock_monotonic_ms();
     bool ok = cohort_store_ping_node(n->store, n->client, &info, &stats, &server_ms, &expired,
-                                     &error);
+                                     &other_run, &error);
     int64_t received = cohort_clock_monotonic_ms();
     bson_destroy(&stats);
 
@@ -165,6 +171,9 @@ static bool ping(node_t *n)
         if (!cohort_store_reregister_node(n->store, n->client, n->node_id, &rerr))
             cohort_log_node(COHORT_LOG_WARN, "re-registration failed: %s", rerr.message);
     }
+    cohort_run_judge(&n->run, &other_run, server_ms,
+                     cohort_liveness_min_takeover_ms(n->services, n->n_services,
+                                                     n->config->takeover_ms));
     /* The live takeover (cohortctl settings set may lower it), not the file's. */
     int64_t max_rtt =
         cohort_liveness_max_clock_rtt_ms(n->services, n->n_services, n->config->takeover_ms);
@@ -262,6 +271,34 @@ static bool all_prepared(node_t *n)
     return true;
 }
 
+/* Before the first ping: no other live process may have this node_id (runs.h). False
+ * while that is not known yet (the database failed) or once the node is refused. */
+static bool start_run(node_t *n)
+{
+    if (n->run.started)
+        return true;
+    bson_error_t error;
+    int64_t liveness =
+        cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
+    switch (cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error)) {
+    case COHORT_RUN_STARTED:
+        cohort_log_node(COHORT_LOG_INFO, "run %s registered", n->run.run_id);
+        return true;
+    case COHORT_RUN_REFUSED:
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", error.message);
+        n->refused = true;
+        event_base_loopbreak(n->base);
+        return false;
+    case COHORT_RUN_RETRY:
+        break;
+    }
+    cohort_log_node(COHORT_LOG_WARN,
+                    "cannot check that no other process has node_id '%s': %s; retrying next "
+                    "tick",
+                    n->node_id, error.message);
+    return false;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -269,9 +306,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     node_t *n = arg;
     if (n->stopping)
         return;
+    if (!start_run(n)) {
+        if (!n->refused)
+            schedule_tick(n, n->config->tick_ms);
+        return;
+    }
     if (ping(n)) {
         for (size_t i = 0; i < n->n_services && !n->stopping; i++)
-            if (prepare(n, n->services[i])) {
+            if (n->run.standing_back)
+                cohort_service_stand_back(n->services[i], n->client);
+            else if (prepare(n, n->services[i])) {
                 cohort_service_tick(n->services[i], n->client);
                 recreate_if_missing(n, n->services[i]);
             }
@@ -392,6 +436,8 @@ static bool http_ready(void *arg, char *why, size_t whylen)
         snprintf(why, whylen, "shutting down");
     else if (n->backoff_ms)
         snprintf(why, whylen, "database unreachable (the last ping failed)");
+    else if (n->run.standing_back)
+        snprintf(why, whylen, "another live process has this node_id: standing back");
     else if (!all_prepared(n))
         snprintf(why, whylen, "a service's config document is missing in the database (not "
                               "prepared yet, or being recreated)");
@@ -441,6 +487,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         cohort_node_default_id(n.node_id, sizeof n.node_id);
     gethostname(n.host, sizeof n.host - 1);
     n.started_at_ms = cohort_clock_realtime_ms();
+    cohort_run_init(&n.run, n.node_id);
     cohort_log_set_node(n.node_id);
     cohort_log_set_level(config->log_level);
     cohort_log_set_json(config->log_json);
@@ -501,8 +548,9 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
                     COHORT_VERSION, n.n_services, config->database, (long long)config->tick_ms,
                     (long long)config->takeover_ms);
     on_tick(-1, 0, &n);
-    event_base_dispatch(n.base);
-    rc = 0;
+    if (!n.refused)
+        event_base_dispatch(n.base);
+    rc = n.refused ? 1 : 0;
 
 out:;
     size_t still_running = n.base ? running_tasks(&n) : 0;
@@ -524,6 +572,7 @@ out:;
                         "%zu task(s) still running after shutdown_grace_ms; released %lld to "
                         "pending; exiting",
                         still_running, (long long)released);
+        cohort_run_end(&n.run, n.store, n.client);
         log_summary(&n);
         /* Nothing may be freed under the threads still in handler code: the caller ends the
          * process at once (cohortd does, with _exit()). */
@@ -536,6 +585,7 @@ out:;
         log_summary(&n);
     for (size_t i = 0; i < n.n_services; i++)
         cohort_service_destroy(n.services[i], n.client);
+    cohort_run_end(&n.run, n.store, n.client);
     free(n.services);
     if (n.tick)
         event_free(n.tick);
