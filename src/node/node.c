@@ -110,6 +110,21 @@ static void schedule_tick(node_t *n, int64_t ms)
     evtimer_add(n->tick, &tv);
 }
 
+/* The database failed: log it once, and double the tick interval (at most 8 ticks, 10 s). */
+static void back_off(node_t *n, const bson_error_t *error)
+{
+    if (n->backoff_ms == 0)
+        cohort_log_node(COHORT_LOG_ERROR,
+                        "database unreachable: %s; staying up and retrying with backoff",
+                        error->message);
+    int64_t cap = 8 * n->config->tick_ms < 10000 ? 8 * n->config->tick_ms : 10000;
+    if (cap < n->config->tick_ms)
+        cap = n->config->tick_ms;
+    n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : n->config->tick_ms * 2;
+    if (n->backoff_ms > cap)
+        n->backoff_ms = cap;
+}
+
 /* Registers the node and measures the cluster clock. False: the database is away. */
 static bool ping(node_t *n)
 {
@@ -144,16 +159,7 @@ static bool ping(node_t *n)
     bson_destroy(&stats);
 
     if (!ok) {
-        if (n->backoff_ms == 0)
-            cohort_log_node(COHORT_LOG_ERROR,
-                            "database unreachable: %s; staying up and retrying with backoff",
-                            error.message);
-        int64_t cap = 8 * n->config->tick_ms < 10000 ? 8 * n->config->tick_ms : 10000;
-        if (cap < n->config->tick_ms)
-            cap = n->config->tick_ms;
-        n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : n->config->tick_ms * 2;
-        if (n->backoff_ms > cap)
-            n->backoff_ms = cap;
+        back_off(n, &error);
         return false;
     }
     if (n->backoff_ms) {
@@ -292,10 +298,7 @@ static bool start_run(node_t *n)
     case COHORT_RUN_RETRY:
         break;
     }
-    cohort_log_node(COHORT_LOG_WARN,
-                    "cannot check that no other process has node_id '%s': %s; retrying next "
-                    "tick",
-                    n->node_id, error.message);
+    back_off(n, &error); /* the first ping's "database reachable again" ends it */
     return false;
 }
 
@@ -308,7 +311,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         return;
     if (!start_run(n)) {
         if (!n->refused)
-            schedule_tick(n, n->config->tick_ms);
+            schedule_tick(n, n->backoff_ms);
         return;
     }
     if (ping(n)) {

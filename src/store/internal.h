@@ -75,6 +75,11 @@ STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *
                                         const bson_t *extra_filter, const bson_t *update,
                                         bool *applied, bson_error_t *error);
 
+/* updateOne of node_id's document in `nodes` (nodes.c). */
+STORE_INTERNAL bool store_update_node(cohort_store_t *store, mongoc_client_t *client,
+                                      const char *node_id, const bson_t *update,
+                                      bson_error_t *error);
+
 /* ---- runs.c: the runs of a node_id, for the ping (nodes.c) -------------------------------- */
 
 /* Appends the run's fields to a ping's $set (run_id, runs.<id>.host, .pid, .since), and its

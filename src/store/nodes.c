@@ -12,9 +12,8 @@
 
 #include <string.h>
 
-/* updateOne of the node's document. */
-static bool update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                        const bson_t *update, bson_error_t *error)
+bool store_update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                       const bson_t *update, bson_error_t *error)
 {
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
@@ -98,7 +97,7 @@ bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, con
                              bson_error_t *error)
 {
     bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
-    bool ok = update_node(store, client, node_id, update, error);
+    bool ok = store_update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }
@@ -108,7 +107,7 @@ bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client
 {
     bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
                               "registered_at", BCON_BOOL(true), "}");
-    bool ok = update_node(store, client, node_id, update, error);
+    bool ok = store_update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }

@@ -101,23 +101,11 @@ bool cohort_store_other_run(cohort_store_t *store, mongoc_client_t *client, cons
     return ok;
 }
 
-/* updateOne of node_id's document with `update`. */
-static bool update_runs(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                        const bson_t *update, bson_error_t *error)
-{
-    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
-    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
-    bson_destroy(filter);
-    mongoc_collection_destroy(nodes);
-    return ok;
-}
-
 bool cohort_store_forget_runs(cohort_store_t *store, mongoc_client_t *client,
                               const char *node_id, bson_error_t *error)
 {
     bson_t *update = BCON_NEW("$unset", "{", "runs", BCON_UTF8(""), "}");
-    bool ok = update_runs(store, client, node_id, update, error);
+    bool ok = store_update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }
@@ -131,7 +119,7 @@ bool cohort_store_end_run(cohort_store_t *store, mongoc_client_t *client, const 
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
     BSON_APPEND_UTF8(&unset, key, "");
     bson_append_document_end(&update, &unset);
-    bool ok = update_runs(store, client, node_id, &update, error);
+    bool ok = store_update_node(store, client, node_id, &update, error);
     bson_destroy(&update);
     return ok;
 }
