@@ -5,13 +5,25 @@
  * cohort_handler_t. cohortd loads it with dlopen(), checks abi_version, calls init() once
  * per service that names it, then calls primary_work() on the service's primary every tick,
  * process_task() on the service's worker threads for every task this node claims, and
- * on_tasks_completed() on the primary once a tracked batch has drained.
+ * on_tasks_completed() on the primary once a tracked batch has drained. At load, the node
+ * logs "handler 'NAME' loaded from PATH (ABI version N)".
+ *
+ * Where init() runs, each time followed by destroy() when that user is done:
+ *   - `cohortd --check-config`, to judge the options (no database: cohort_task_create,
+ *     cohort_get/set and the other data calls fail with COHORT_ERROR_DATABASE there);
+ *   - each service that names the handler, when the node starts (a reload on SIGHUP does
+ *     not call init() again: it hands the new options to reload(), and cannot add services);
+ *   - each child worker process of a service with `isolation = process`, before its first
+ *     task.
+ * So init() must be cheap and repeatable, with no effect another init() would trip over.
  *
  * History: ABI 1 had init, destroy, primary_work, process_task. ABI 2 added
  * on_tasks_completed, reload, batches, generic data (cohort_get/cohort_set), cohort_now_ms
  * and the unique_key task option. ABI 3 added `kinds`, the scheduling task options
  * (priority, delay_ms, not_before, not_after, kind, group, coalesce_key, task_timeout_ms)
- * and the cohort_task_kind/group/priority accessors.
+ * and the cohort_task_kind/group/priority accessors. ABI 4 added the atomic generic-data
+ * calls cohort_data_inc and cohort_data_cas, the unsuccessful tasks of a batch
+ * (cohort_batch_next_unsuccessful) and the cohort_task_status/last_error accessors.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
  * (they are exported by the cohortd executable; a handler links with nothing but libbson).
@@ -24,12 +36,36 @@
  * Threads: process_task() runs concurrently on up to `workers` threads of a service; it must
  * be thread-safe with respect to the handler's state. With `isolation = process` in the
  * service's section, process_task() runs instead in child worker processes (one task at a
- * time each); every child calls init() with the same options first, and destroy() at exit. init(), primary_work() and destroy()
- * run on the node's main thread, never concurrently with each other.
+ * time each); every child calls init() with the same options first, and destroy() at exit.
+ * init(), primary_work(), on_tasks_completed(), reload() and destroy() run on the node's
+ * main thread, never concurrently with each other.
  *
  * Ownership: every pointer the node passes to a callback is owned by the node and valid only
  * for the duration of that call, unless stated otherwise. Pointers returned by cohort_*
  * accessors follow the same rule.
+ *
+ * Which call is allowed where. A call is made with the ctx (or task, batch) of the callback
+ * it runs in, on that callback's thread; a ctx is never valid in another thread or after
+ * its callback returned. "fenced": the write applies only while this node is primary under
+ * the callback's epoch, else it fails with COHORT_ERROR_NOT_PRIMARY and changes nothing.
+ * "deferred": applied atomically with the batch's completion, discarded if it fails.
+ *
+ *   call                       init/reload  primary_work  process_task  on_tasks_completed
+ *   cohort_ctx_*, cohort_log   yes          yes           yes           yes
+ *   cohort_now_ms              yes          yes           yes           yes
+ *   cohort_task_create         immediate    fenced        immediate     fenced
+ *   cohort_get                 yes          yes           yes           yes (sees its own
+ *                                                                       deferred sets)
+ *   cohort_set                 immediate    fenced        immediate     deferred
+ *   cohort_data_inc / _cas     immediate    fenced        immediate     refused
+ *                                                                       (COHORT_ERROR_INVALID)
+ *   cohort_task_* accessors    -            -             its task      the batch's task
+ *   cohort_task_set_error      -            -             its task      -
+ *   cohort_batch_*             -            -             -             its batch
+ *
+ * init() and reload() run on the main thread (init() in a worker process for isolation =
+ * process), with no database during --check-config; "immediate" writes need none there
+ * and fail with COHORT_ERROR_DATABASE without one.
  */
 #ifndef COHORT_HANDLER_H
 #define COHORT_HANDLER_H
@@ -44,7 +80,7 @@
 extern "C" {
 #endif
 
-#define COHORT_HANDLER_ABI_VERSION 3
+#define COHORT_HANDLER_ABI_VERSION 4
 #define COHORT_HANDLER_SYMBOL "cohort_handler"
 
 #if defined(__GNUC__)
@@ -121,8 +157,8 @@ typedef struct cohort_handler {
 
     /* ABI 2. Optional. Called on the primary, on the main thread, once every tracked task of
      * a batch has finished (succeeded or failed) and at least one tick has passed. Iterate
-     * the batch's succeeded tasks with cohort_batch_next(); memory stays constant whatever
-     * the batch size.
+     * the batch's succeeded tasks with cohort_batch_next() and (ABI 4) the others with
+     * cohort_batch_next_unsuccessful(); memory stays constant whatever the batch size.
      *
      * Guarantees: "batch N is completed" is recorded exactly once, in the same atomic write
      * that applies every cohort_set() made during this call. The callback body itself runs
@@ -209,6 +245,12 @@ const char *cohort_task_group(const cohort_task_t *task);
 int64_t cohort_task_priority(const cohort_task_t *task);
 /* Records why the task failed; stored in the task's history and last_error. */
 void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...) COHORT_PRINTF(2, 3);
+/* ABI 4: the task's status as stored ("succeeded", "failed", "timed_out", "cancelled", ...:
+ * compare with strcmp; a later release may add statuses) and its last error message (NULL if
+ * it has none). In process_task() the status is "claimed" and the last error is the previous
+ * attempt's, if any. */
+const char *cohort_task_status(const cohort_task_t *task);
+const char *cohort_task_last_error(const cohort_task_t *task);
 
 /* ---- batches (ABI 2) -------------------------------------------------------------------- */
 
@@ -221,6 +263,14 @@ int64_t cohort_batch_failed(const cohort_batch_t *batch);
  * valid until the next call. If iteration stopped because of a database error, the callback
  * is retried later: see cohort_batch_error(). */
 const cohort_task_t *cohort_batch_next(cohort_batch_t *batch);
+/* ABI 4. The next tracked task of the batch that ended in a final status other than
+ * succeeded (failed, timed_out, cancelled, and any such status a later release adds), in
+ * creation order, or NULL at the end; read why with cohort_task_status() and
+ * cohort_task_last_error(). Its data is empty if it was not a document (the reason such a
+ * task failed). Same rules as cohort_batch_next(): the task is valid until the next call of
+ * this function, memory stays constant, and an error ends the iteration (cohort_batch_error).
+ * The two iterations are independent; either may be used alone. */
+const cohort_task_t *cohort_batch_next_unsuccessful(cohort_batch_t *batch);
 /* True if iteration ended on an error (then returning false from the callback retries it). */
 bool cohort_batch_error(const cohort_batch_t *batch, cohort_error_t *error);
 
@@ -229,17 +279,50 @@ bool cohort_batch_error(const cohort_batch_t *batch, cohort_error_t *error);
 /* Generic data of the service: key/value pairs stored in its config document, surviving
  * restarts and failover (the seed's Get/Set). Keys are 1-64 characters without '.' or '$'.
  *
- * cohort_get copies the value into *value (release it with bson_value_destroy()); returns
- * false if the key is not set or on error (then `error`, may be NULL, says which).
+ * cohort_get copies the value into *value (release it with bson_value_destroy()) and returns
+ * true. It returns false when the key is not set (then error->code is COHORT_OK: not found
+ * is not an error) and on a failure (then error->code says which: COHORT_ERROR_INVALID for
+ * a bad key, COHORT_ERROR_DATABASE). Pass an `error` to tell the two apart.
  *
- * cohort_set stores a copy of `value` (NULL removes the key). Writes are fenced like task
- * creation: from primary_work they happen only while the primary lease is valid and only
- * under this node's epoch; from on_tasks_completed they are applied atomically with marking
- * the batch completed (and are discarded if that does not happen). Elsewhere they are
- * immediate. Reads during on_tasks_completed see the callback's own pending writes. */
+ * cohort_set stores a copy of `value` (NULL, or a null value, removes the key). Writes are
+ * fenced like task creation: from primary_work they happen only while the primary lease is
+ * valid and only under this node's epoch; from on_tasks_completed they are applied
+ * atomically with marking the batch completed (and are discarded if that does not happen).
+ * Elsewhere (process_task on any node) they are immediate and unconditional: the last
+ * writer wins. So a cohort_get + cohort_set from process_task loses updates when several
+ * workers do it at once; count with cohort_data_inc, or guard a read-modify-write with
+ * cohort_data_cas. Reads during on_tasks_completed see the callback's own pending writes. */
 bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_error_t *error);
 bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
                 cohort_error_t *error);
+
+/* ABI 4. Atomic generic data: each call is one findAndModify on the service's config
+ * document, so concurrent calls from any threads and nodes never lose an update.
+ *
+ * cohort_data_inc adds `delta` to the integer at `key` and, if `result` is not NULL, puts
+ * the new value there. A missing key starts from 0. A value that is not an int32 or int64
+ * (a double, a string...), or a sum that would overflow an int64, fails with
+ * COHORT_ERROR_INVALID and changes nothing. The stored value becomes an int64.
+ *
+ *     int64_t done;
+ *     if (!cohort_data_inc(ctx, "processed", 1, &done, &error)) ...   // exact across nodes
+ *
+ * cohort_data_cas sets `key` to `value` (NULL removes it) only if it holds `expected` now;
+ * `expected` NULL (or a null value) means "only if the key is absent". Values compare as
+ * MongoDB's aggregation $eq does: whole values (an array is not equal to its elements),
+ * documents field by field in order, numbers by value whatever their type (1 == 1.0 ==
+ * NumberLong(1)). Returns true if it set the key; false with error->code COHORT_OK if the
+ * value differs (read it again with cohort_get and retry); false with another code on a
+ * failure.
+ *
+ * From primary_work both are fenced like cohort_set (COHORT_ERROR_NOT_PRIMARY once this
+ * node is not primary under its epoch, nothing changed). From on_tasks_completed both are
+ * refused with COHORT_ERROR_INVALID: that callback's writes are deferred to the batch's
+ * completion (it may run again), so use cohort_set there. */
+bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t *result,
+                     cohort_error_t *error);
+bool cohort_data_cas(cohort_ctx_t *ctx, const char *key, const bson_value_t *expected,
+                     const bson_value_t *value, cohort_error_t *error);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 
 #include "core/config.h"
 #include "core/settings.h"
+#include "node/check.h"
 #include "node/isolate_child.h"
 #include "core/log.h"
 #include "node/node.h"
@@ -128,9 +129,11 @@ int main(int argc, char **argv)
 
     mongoc_init();
     cohort_config_errors_t errors = {0};
-    cohort_config_t *config = cohort_config_load(path, &errors);
+    /* A check goes on past the file's problems to its handlers: every problem in one pass. */
+    cohort_config_t *config = check ? cohort_config_check(path, &errors)
+                                    : cohort_config_load(path, &errors);
     if (config && check)
-        cohort_node_check_handlers(config, &errors);
+        cohort_check_handlers(config, &errors);
     int rc;
     if (errors.count > 0 || errors.unrecorded > 0 || !config) {
         for (size_t i = 0; i < errors.count; i++)

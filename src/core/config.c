@@ -287,11 +287,15 @@ static void handler_key(parser_t *p, cohort_service_config_t *s, int line, const
         return;
     }
     s->handler_path = resolve_path(p->base_dir, value);
-    if (!s->handler_path)
+    if (!s->handler_path) {
         problem(p, line, "handler: out of memory");
-    else if (access(s->handler_path, R_OK) != 0)
+    } else if (access(s->handler_path, R_OK) != 0) {
         problem(p, line, "handler file '%s' cannot be read: %s", s->handler_path,
                 strerror(errno));
+        /* No path: --check-config, which goes on with a faulty file, does not load it. */
+        free(s->handler_path);
+        s->handler_path = NULL;
+    }
 }
 
 /* One key of a row of the table: checked by the row's type, stored in `base` (the struct
@@ -334,6 +338,11 @@ static void set_key(parser_t *p, const cohort_setting_t *row, void *base, int li
 
 static void unknown_cluster_key(parser_t *p, int line, const char *key)
 {
+    const char *near = cohort_settings_did_you_mean(COHORT_SECTION_CLUSTER, key);
+    if (near) {
+        problem(p, line, "unknown key '%s' in [cluster] (did you mean '%s'?)", key, near);
+        return;
+    }
     char names[512];
     cohort_settings_list_names(COHORT_SECTION_CLUSTER, false, names, sizeof names);
     problem(p, line, "unknown key '%s' in [cluster] (known: %s)", key, names);
@@ -493,8 +502,18 @@ static void check_whole(parser_t *p)
     }
 }
 
-cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
-                                           const char *base_dir, cohort_config_errors_t *errors)
+/* MONGODB_URI overrides the file's mongodb_uri, so it is checked like the file's value. */
+static void check_env_uri(parser_t *p)
+{
+    const cohort_setting_t *row = cohort_setting_find(COHORT_SECTION_CLUSTER, "mongodb_uri");
+    bson_error_t error;
+    if (p->config->mongodb_uri_from_env && !row->check(p->config->mongodb_uri, &error))
+        problem(p, 0, "%s (from the environment variable %s)", error.message, row->env);
+}
+
+/* Parses and checks `text`; with `keep`, returns the config even if it has problems. */
+static cohort_config_t *load_text(const char *text, const char *origin, const char *base_dir,
+                                  cohort_config_errors_t *errors, bool keep)
 {
     size_t errors_before = errors->count, unrecorded_before = errors->unrecorded;
     cohort_config_t *c = calloc(1, sizeof *c);
@@ -509,6 +528,7 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
     bson_error_t error;
     if (!cohort_settings_apply_defaults(COHORT_SECTION_CLUSTER, c, &error))
         problem(&p, 0, "%s", error.message);
+    check_env_uri(&p);
 
     /* A UTF-8 byte-order mark (Windows editors write one) is not part of the first line. */
     const unsigned char *bom = (const unsigned char *)text;
@@ -529,14 +549,20 @@ cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
     }
     free(p.seen);
 
-    if (errors->count > errors_before || errors->unrecorded > unrecorded_before) {
+    if (!keep && (errors->count > errors_before || errors->unrecorded > unrecorded_before)) {
         cohort_config_destroy(c);
         return NULL;
     }
     return c;
 }
 
-cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *errors)
+cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
+                                           const char *base_dir, cohort_config_errors_t *errors)
+{
+    return load_text(text, origin, base_dir, errors, false);
+}
+
+static cohort_config_t *load_file(const char *path, cohort_config_errors_t *errors, bool keep)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -571,7 +597,7 @@ cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *er
     char *copy = strdup(path);
     cohort_config_t *c = NULL;
     if (copy)
-        c = cohort_config_load_string(text, path, dirname(copy), errors);
+        c = load_text(text, path, dirname(copy), errors, keep);
     else
         cohort_config_errors_add(errors, "%s: out of memory", path);
     free(copy);
@@ -582,6 +608,16 @@ cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *er
         c = NULL;
     }
     return c;
+}
+
+cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *errors)
+{
+    return load_file(path, errors, false);
+}
+
+cohort_config_t *cohort_config_check(const char *path, cohort_config_errors_t *errors)
+{
+    return load_file(path, errors, true);
 }
 
 void cohort_config_destroy(cohort_config_t *c)

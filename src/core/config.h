@@ -107,6 +107,13 @@ cohort_config_t *cohort_config_load(const char *path, cohort_config_errors_t *er
 cohort_config_t *cohort_config_load_string(const char *text, const char *origin,
                                            const char *base_dir, cohort_config_errors_t *errors);
 
+/* For `cohortd --check-config`: parses and validates `path` like cohort_config_load, but
+ * returns the config even when it found problems (NULL only if the file cannot be read), so
+ * that the handlers of its sections can be checked in the same pass. Where the file has a
+ * problem, the config holds the default (or nothing: a handler file that cannot be read
+ * leaves handler_path NULL); never run a node on it. */
+cohort_config_t *cohort_config_check(const char *path, cohort_config_errors_t *errors);
+
 void cohort_config_destroy(cohort_config_t *config);
 
 const cohort_service_config_t *cohort_config_find_service(const cohort_config_t *config,

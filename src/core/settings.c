@@ -11,6 +11,7 @@
 #include "core/settings.h"
 
 #include <errno.h>
+#include <mongoc/mongoc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,11 +150,24 @@ bool cohort_settings_apply_defaults(cohort_setting_section_t section, void *base
     return true;
 }
 
+/* libmongoc's own parser judges the URI, so a URI the node could not use is refused here
+ * (by --check-config too) rather than when the node starts. The message does not repeat
+ * the URI: it may hold a password. */
 bool cohort_setting_check_uri(const char *value, bson_error_t *error)
 {
-    if (*value)
+    if (!*value) {
+        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                         "mongodb_uri is empty");
+        return false;
+    }
+    bson_error_t why;
+    mongoc_uri_t *uri = mongoc_uri_new_with_error(value, &why);
+    if (uri) {
+        mongoc_uri_destroy(uri);
         return true;
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "mongodb_uri is empty");
+    }
+    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                     "mongodb_uri is not a MongoDB connection string: %s", why.message);
     return false;
 }
 

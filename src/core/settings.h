@@ -104,6 +104,10 @@ const cohort_setting_t *cohort_setting_find_kind(const char *key);
 void cohort_settings_list_names(cohort_setting_section_t section, bool live_only, char *buf,
                                 size_t len);
 
+/* The fixed key of `section` that `key` is most likely a typo of ("wokers" -> "workers"), or
+ * NULL if none is near enough (suggest.c says how near). Static. */
+const char *cohort_settings_did_you_mean(cohort_setting_section_t section, const char *key);
+
 /* Parses `value` for a number or enum row: false with a message a person can act on
  * ("workers = 1025 is out of range [1, 1024]"). */
 bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value, int64_t *out,

@@ -31,12 +31,15 @@ static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t
         ctx.pending_sets = &sets;
         cohort_batch_t batch = {.id = seq, .succeeded = counts->succeeded,
                                 .failed = counts->failed};
-        batch.cursor = cohort_store_batch_cursor(s->store, client, c->name, seq);
+        batch.cursor = cohort_store_batch_cursor(s->store, client, c->name, seq, true);
+        /* Cursors send nothing until read: a handler that does not iterate costs nothing. */
+        batch.unsuccessful = cohort_store_batch_cursor(s->store, client, c->name, seq, false);
         cohort_keepalive_t keepalive;
         cohort_keepalive_start(&keepalive, s);
         bool ok = h->on_tasks_completed(&ctx, s->handler_state, &batch);
         cohort_keepalive_stop(&keepalive);
         mongoc_cursor_destroy(batch.cursor);
+        mongoc_cursor_destroy(batch.unsuccessful);
         if (!ok) {
             cohort_logf(COHORT_LOG_ERROR, c->name, "primary", epoch,
                         "batch %lld: on_tasks_completed failed (%s); retrying next tick",

@@ -103,6 +103,16 @@ int64_t cohort_task_priority(const cohort_task_t *task)
     return task->priority;
 }
 
+const char *cohort_task_status(const cohort_task_t *task)
+{
+    return task->status ? task->status : "unknown";
+}
+
+const char *cohort_task_last_error(const cohort_task_t *task)
+{
+    return task->last_error;
+}
+
 void cohort_task_set_error(cohort_task_t *task, const char *fmt, ...)
 {
     va_list ap;
@@ -144,13 +154,17 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
         }
     }
 
-    task->kind = task->group = NULL;
+    task->kind = task->group = task->status = task->last_error = NULL;
     task->priority = 0;
     task->timeout_ms = -1;
     if (bson_iter_init_find(&it, doc, "kind") && BSON_ITER_HOLDS_UTF8(&it))
         task->kind = bson_iter_utf8(&it, NULL);
     if (bson_iter_init_find(&it, doc, "group") && BSON_ITER_HOLDS_UTF8(&it))
         task->group = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "status") && BSON_ITER_HOLDS_UTF8(&it))
+        task->status = bson_iter_utf8(&it, NULL);
+    if (bson_iter_init_find(&it, doc, "last_error") && BSON_ITER_HOLDS_UTF8(&it))
+        task->last_error = bson_iter_utf8(&it, NULL);
     if (bson_iter_init_find(&it, doc, "priority") && BSON_ITER_HOLDS_NUMBER(&it))
         task->priority = bson_iter_as_int64(&it);
     if (bson_iter_init_find(&it, doc, "task_timeout_ms") && BSON_ITER_HOLDS_NUMBER(&it))
@@ -296,13 +310,36 @@ static bool valid_data_key(const char *key, cohort_error_t *error)
     return true;
 }
 
-bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_error_t *error)
+/* Clears `error` and checks the key: what every generic-data call does first. */
+static bool data_call_begin(const char *key, cohort_error_t *error)
 {
     if (error) {
         error->code = COHORT_OK;
         error->message[0] = '\0';
     }
-    if (!valid_data_key(key, error))
+    return valid_data_key(key, error);
+}
+
+/* The fence of an immediate generic-data write: a database to write to and, from a fenced
+ * callback (primary_work), a valid lease, whose epoch *epoch receives (0 unfenced). */
+static bool data_fence(cohort_ctx_t *ctx, const char *key, const char *verb, int64_t *epoch,
+                       cohort_error_t *error)
+{
+    *epoch = 0;
+    if (!ctx->client)
+        return fail(error, COHORT_ERROR_DATABASE, "no database connection in this callback");
+    if (!ctx->fenced)
+        return true;
+    *epoch = cohort_election_epoch(&ctx->service->election);
+    if (*epoch == 0)
+        return fail(error, COHORT_ERROR_NOT_PRIMARY,
+                    "not primary any more (lease expired): '%s' not %s", key, verb);
+    return true;
+}
+
+bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_error_t *error)
+{
+    if (!data_call_begin(key, error))
         return false;
     bson_iter_t it;
     if (ctx->pending_sets && bson_iter_init_find(&it, ctx->pending_sets, key)) {
@@ -354,11 +391,7 @@ static bool set_once_document_is_back(cohort_ctx_t *ctx, const char *key,
 bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
                 cohort_error_t *error)
 {
-    if (error) {
-        error->code = COHORT_OK;
-        error->message[0] = '\0';
-    }
-    if (!valid_data_key(key, error))
+    if (!data_call_begin(key, error))
         return false;
     if (value && value->value_type == BSON_TYPE_NULL)
         value = NULL; /* storing null is removing */
@@ -379,16 +412,10 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
         bson_destroy(&copy);
         return true;
     }
-    if (!ctx->client)
-        return fail(error, COHORT_ERROR_DATABASE, "no database connection in this callback");
-    cohort_service_t *service = ctx->service;
     int64_t epoch = 0;
-    if (ctx->fenced) {
-        epoch = cohort_election_epoch(&service->election);
-        if (epoch == 0)
-            return fail(error, COHORT_ERROR_NOT_PRIMARY,
-                        "not primary any more (lease expired): '%s' not set", key);
-    }
+    if (!data_fence(ctx, key, "set", &epoch, error))
+        return false;
+    cohort_service_t *service = ctx->service;
     bool applied = false;
     bson_error_t db_error;
     if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key, value,
@@ -404,6 +431,156 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
                     "later",
                     key, db_error.message);
     return true;
+}
+
+/* The atomic calls are refused in on_tasks_completed: its writes are deferred to the
+ * completion's write (the callback may run again), so they could not return a result now. */
+static bool atomic_data_begin(cohort_ctx_t *ctx, const char *call, const char *key,
+                              int64_t *epoch, cohort_error_t *error)
+{
+    if (!data_call_begin(key, error))
+        return false;
+    if (ctx->pending_sets)
+        return fail(error, COHORT_ERROR_INVALID,
+                    "%s('%s') is not available in on_tasks_completed (its writes apply with "
+                    "the batch's completion): use cohort_set there",
+                    call, key);
+    return data_fence(ctx, key, "changed", epoch, error);
+}
+
+/* Why a conditional write of `key` matched nothing, from one read of the service document:
+ * false with `error` filled if the document is gone or (fenced) this node is no longer
+ * primary under `epoch`; else true, with the key's current value in *current if
+ * *present (the caller destroys it). */
+static bool explain_unmatched(cohort_ctx_t *ctx, const char *key, int64_t epoch,
+                              bson_value_t *current, bool *present, cohort_error_t *error)
+{
+    cohort_service_t *service = ctx->service;
+    const char *name = service->config->name;
+    bson_t doc;
+    bool found = false;
+    bson_error_t db_error;
+    bool ok = cohort_store_read_service(service->store, ctx->client, name, &doc, &found,
+                                        &db_error);
+    *present = false;
+    if (!ok) {
+        fail(error, COHORT_ERROR_DATABASE, "cannot read '%s': %s", key, db_error.message);
+    } else if (!found) {
+        ok = fail(error, COHORT_ERROR_DATABASE, "service document of '%s' missing: '%s' unchanged",
+                  name, key);
+    } else if (ctx->fenced) {
+        bson_iter_t it;
+        bool same = bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it) &&
+                    strcmp(bson_iter_utf8(&it, NULL), service->node_id) == 0 &&
+                    bson_iter_init_find(&it, &doc, "epoch") && bson_iter_as_int64(&it) == epoch;
+        if (!same)
+            ok = fail(error, COHORT_ERROR_NOT_PRIMARY,
+                      "not primary under epoch %lld any more: '%s' unchanged", (long long)epoch,
+                      key);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "data.%s", key);
+    bson_iter_t it, child;
+    if (ok && bson_iter_init(&it, &doc) && bson_iter_find_descendant(&it, path, &child)) {
+        bson_value_copy(bson_iter_value(&child), current);
+        *present = true;
+    }
+    bson_destroy(&doc);
+    return ok;
+}
+
+static const char *bson_type_name(bson_type_t type)
+{
+    switch (type) {
+    case BSON_TYPE_DOUBLE:
+        return "a double";
+    case BSON_TYPE_DECIMAL128:
+        return "a decimal";
+    case BSON_TYPE_UTF8:
+        return "a string";
+    case BSON_TYPE_DOCUMENT:
+        return "a document";
+    case BSON_TYPE_ARRAY:
+        return "an array";
+    case BSON_TYPE_BOOL:
+        return "a boolean";
+    default:
+        return "not a number";
+    }
+}
+
+/* Tries the increment a few times: a value that changed between the write and the read
+ * that explains its miss (removed, or made an integer) deserves another try. */
+#define INC_TRIES 3
+
+bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t *result,
+                     cohort_error_t *error)
+{
+    int64_t epoch;
+    if (!atomic_data_begin(ctx, "cohort_data_inc", key, &epoch, error))
+        return false;
+    cohort_service_t *service = ctx->service;
+    const char *fence = ctx->fenced ? service->node_id : NULL;
+    for (int tries = 0; tries < INC_TRIES; tries++) {
+        bool applied = false;
+        int64_t sum = 0;
+        bson_error_t db_error;
+        if (!cohort_store_inc_data(service->store, ctx->client, service->config->name, key,
+                                   delta, fence, epoch, &sum, &applied, &db_error))
+            return fail(error, COHORT_ERROR_DATABASE, "cannot increment '%s': %s", key,
+                        db_error.message);
+        if (applied) {
+            if (result)
+                *result = sum;
+            return true;
+        }
+        bson_value_t current;
+        bool present;
+        if (!explain_unmatched(ctx, key, epoch, &current, &present, error))
+            return false;
+        if (!present)
+            continue;
+        bson_type_t type = current.value_type;
+        bson_value_destroy(&current);
+        if (type == BSON_TYPE_INT32 || type == BSON_TYPE_INT64)
+            return fail(error, COHORT_ERROR_INVALID,
+                        "'%s' + %lld would overflow a 64-bit integer: not incremented", key,
+                        (long long)delta);
+        return fail(error, COHORT_ERROR_INVALID,
+                    "generic data '%s' is %s, not an integer: not incremented", key,
+                    bson_type_name(type));
+    }
+    return fail(error, COHORT_ERROR_DATABASE, "'%s' kept changing under the increment", key);
+}
+
+bool cohort_data_cas(cohort_ctx_t *ctx, const char *key, const bson_value_t *expected,
+                     const bson_value_t *value, cohort_error_t *error)
+{
+    int64_t epoch;
+    if (!atomic_data_begin(ctx, "cohort_data_cas", key, &epoch, error))
+        return false;
+    /* A stored null does not exist (cohort_set(null) removes): null is "absent" here too. */
+    if (expected && expected->value_type == BSON_TYPE_NULL)
+        expected = NULL;
+    if (value && value->value_type == BSON_TYPE_NULL)
+        value = NULL;
+    cohort_service_t *service = ctx->service;
+    bool applied = false;
+    bson_error_t db_error;
+    if (!cohort_store_cas_data(service->store, ctx->client, service->config->name, key, expected,
+                               value, ctx->fenced ? service->node_id : NULL, epoch, &applied,
+                               &db_error))
+        return fail(error, COHORT_ERROR_DATABASE, "cannot compare-and-set '%s': %s", key,
+                    db_error.message);
+    if (applied)
+        return true;
+    bson_value_t current;
+    bool present;
+    if (!explain_unmatched(ctx, key, epoch, &current, &present, error))
+        return false;
+    if (present)
+        bson_value_destroy(&current);
+    return false; /* the value differs: not an error */
 }
 
 /* ---- batches ------------------------------------------------------------------------------- */
@@ -423,24 +600,38 @@ int64_t cohort_batch_failed(const cohort_batch_t *batch)
     return batch->failed;
 }
 
-const cohort_task_t *cohort_batch_next(cohort_batch_t *batch)
+/* The next task of one of the batch's cursors; with `malformed_too`, a task whose document
+ * is not well-formed comes back as far as it could be read (its data empty). */
+static const cohort_task_t *batch_next(cohort_batch_t *batch, mongoc_cursor_t *cursor,
+                                       bool malformed_too)
 {
-    if (!batch->cursor || batch->failed_iterating)
+    if (!cursor || batch->failed_iterating)
         return NULL;
     const bson_t *doc;
-    while (mongoc_cursor_next(batch->cursor, &doc)) {
+    while (mongoc_cursor_next(cursor, &doc)) {
         int64_t ignored;
         bson_error_t malformed;
         memset(&batch->task, 0, sizeof batch->task);
         bool ok = cohort_task_from_doc(doc, &batch->task, &ignored, &malformed);
         bson_value_destroy(&batch->task.id_value);
-        if (ok)
+        if (ok || malformed_too)
             return &batch->task;
-        /* A succeeded task always had well-formed data; skip anything else. */
     }
-    if (mongoc_cursor_error(batch->cursor, &batch->error))
+    if (mongoc_cursor_error(cursor, &batch->error))
         batch->failed_iterating = true;
     return NULL;
+}
+
+const cohort_task_t *cohort_batch_next(cohort_batch_t *batch)
+{
+    /* A succeeded task always had well-formed data; skip anything else. */
+    return batch_next(batch, batch->cursor, false);
+}
+
+const cohort_task_t *cohort_batch_next_unsuccessful(cohort_batch_t *batch)
+{
+    /* Malformed data is often why such a task failed: the handler still hears of it. */
+    return batch_next(batch, batch->unsuccessful, true);
 }
 
 bool cohort_batch_error(const cohort_batch_t *batch, cohort_error_t *error)

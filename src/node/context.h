@@ -36,13 +36,16 @@ struct cohort_task {
     const char *group;
     int64_t priority;
     int64_t timeout_ms; /* the task's task_timeout_ms (0: none); -1: the service's default */
+    const char *status;     /* views into the document; NULL if it has none */
+    const char *last_error;
     char error[512];
 };
 
 struct cohort_batch {
     int64_t id;
     int64_t succeeded, failed;
-    mongoc_cursor_t *cursor; /* over the succeeded tasks; owned */
+    mongoc_cursor_t *cursor;      /* over the succeeded tasks; owned */
+    mongoc_cursor_t *unsuccessful; /* over the other finished ones; owned */
     cohort_task_t task;      /* the current one, a view into the cursor's document */
     bool failed_iterating;
     bson_error_t error;

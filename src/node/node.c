@@ -392,24 +392,6 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     }
 }
 
-void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_errors_t *errors)
-{
-    char node_id[COHORT_NODE_ID_MAX + 1];
-    cohort_node_default_id(node_id, sizeof node_id);
-    for (size_t i = 0; i < config->n_services; i++) {
-        const cohort_service_config_t *sc = &config->services[i];
-        cohort_settings_t file;
-        cohort_settings_from_config(config, sc, &file);
-        bson_error_t err;
-        cohort_service_t *s = cohort_service_new(sc, config->node_id ? config->node_id : node_id,
-                                                 &file, NULL, NULL, &err);
-        if (!s)
-            cohort_config_errors_add(errors, "%s line %d: %s", config->path ? config->path : "-",
-                                     sc->handler_line, err.message);
-        cohort_service_destroy(s, NULL);
-    }
-}
-
 static void log_summary(node_t *n)
 {
     cohort_store_stats_t db = cohort_store_stats(n->store);

@@ -20,8 +20,4 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned);
 /* Writes a node id unique to this process: host-pid-random. */
 void cohort_node_default_id(char *out, size_t len);
 
-/* Loads every service's handler and runs its init() without a database, to validate
- * handler options (--check-config). Each problem is appended to `errors`. */
-void cohort_node_check_handlers(const cohort_config_t *config, cohort_config_errors_t *errors);
-
 #endif

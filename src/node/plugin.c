@@ -12,7 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/error.h"
+
+/* Every name in an ABI 3+ handler's `kinds` must be a kind a task can have: a name that
+ * breaks the rule would never match a task, and the handler would silently serve less. */
+static bool check_kinds(const char *path, const cohort_handler_t *handler, bson_error_t *error)
+{
+    if (handler->abi_version < 3 || !handler->kinds)
+        return true;
+    for (size_t i = 0; handler->kinds[i]; i++) {
+        const char *kind = handler->kinds[i];
+        if (!cohort_config_valid_kind(kind)) {
+            cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                             "handler '%s' declares kind '%.80s' (kinds[%zu]), which is not "
+                             "1-%d of [A-Za-z0-9_-]",
+                             path, kind, i, COHORT_KIND_MAX);
+            return false;
+        }
+    }
+    return true;
+}
 
 cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
 {
@@ -45,6 +65,10 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
     if (!handler->process_task) {
         cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
                          "handler '%s' has no process_task callback (it is required)", path);
+        dlclose(dl);
+        return NULL;
+    }
+    if (!check_kinds(path, handler, error)) {
         dlclose(dl);
         return NULL;
     }

@@ -7,6 +7,8 @@
  */
 #include "store/internal.h"
 
+#include "core/status.h"
+
 #include <stdio.h>
 
 void cohort_store_parse_batch_state(const bson_t *doc, cohort_batch_state_t *state)
@@ -72,14 +74,36 @@ bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *clie
     return ok;
 }
 
-mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
-                                           const char *service, int64_t batch)
+/* {$in: [every final status but succeeded]}: a final status added to status.h joins. */
+static void append_unsuccessful(bson_t *filter)
 {
-    bson_t *filter = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true), "status",
-                              BCON_UTF8("succeeded"));
+    bson_t status, in;
+    BSON_APPEND_DOCUMENT_BEGIN(filter, "status", &status);
+    BSON_APPEND_ARRAY_BEGIN(&status, "$in", &in);
+    uint32_t n = 0;
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++) {
+        if (!cohort_status_is_final((cohort_task_status_t)i) || i == COHORT_STATUS_SUCCEEDED)
+            continue;
+        char key[16];
+        const char *k;
+        bson_uint32_to_string(n++, &k, key, sizeof key);
+        BSON_APPEND_UTF8(&in, k, cohort_status_name((cohort_task_status_t)i));
+    }
+    bson_append_array_end(&status, &in);
+    bson_append_document_end(filter, &status);
+}
+
+mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
+                                           const char *service, int64_t batch, bool succeeded)
+{
+    bson_t *filter = BCON_NEW("batch", BCON_INT64(batch), "tracked", BCON_BOOL(true));
+    if (succeeded)
+        BSON_APPEND_UTF8(filter, "status", cohort_status_name(COHORT_STATUS_SUCCEEDED));
+    else
+        append_unsuccessful(filter);
     bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "projection", "{", "data",
-                            BCON_INT32(1), "attempts", BCON_INT32(1), "}", "batchSize",
-                            BCON_INT32(500));
+                            BCON_INT32(1), "attempts", BCON_INT32(1), "status", BCON_INT32(1),
+                            "last_error", BCON_INT32(1), "}", "batchSize", BCON_INT32(500));
     mongoc_collection_t *tasks = store_queue(store, client, service);
     mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
     mongoc_collection_destroy(tasks); /* the cursor keeps what it needs */

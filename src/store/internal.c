@@ -149,6 +149,16 @@ bool store_is_duplicate_key(const bson_error_t *error)
     return error->code == 11000 || error->code == 11001;
 }
 
+void store_service_filter(bson_t *filter, const char *service, const char *node_id,
+                          int64_t epoch)
+{
+    BSON_APPEND_UTF8(filter, "_id", service);
+    if (node_id) {
+        BSON_APPEND_UTF8(filter, "primary", node_id);
+        BSON_APPEND_INT64(filter, "epoch", epoch);
+    }
+}
+
 /* An update of the service's config document, fenced on primacy under `epoch`. */
 bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const char *service,
                          const char *node_id, int64_t epoch, const bson_t *extra_filter,
@@ -156,11 +166,7 @@ bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const c
 {
     mongoc_collection_t *services = store_collection(store, client, "services");
     bson_t filter = BSON_INITIALIZER;
-    BSON_APPEND_UTF8(&filter, "_id", service);
-    if (node_id) {
-        BSON_APPEND_UTF8(&filter, "primary", node_id);
-        BSON_APPEND_INT64(&filter, "epoch", epoch);
-    }
+    store_service_filter(&filter, service, node_id, epoch);
     if (extra_filter)
         bson_concat(&filter, extra_filter);
     bson_t reply;

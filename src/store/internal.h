@@ -68,6 +68,11 @@ STORE_INTERNAL bool store_find_ids(mongoc_collection_t *coll, const bson_t *filt
                                    const bson_t *opts, bson_t *ids, uint32_t *n,
                                    bson_error_t *error);
 
+/* Appends the match of the service's config document to `filter`: its _id and, with
+ * `node_id`, that node's primacy under `epoch` (the fence of every primary-only write). */
+STORE_INTERNAL void store_service_filter(bson_t *filter, const char *service,
+                                         const char *node_id, int64_t epoch);
+
 /* An update of the service's config document; with `node_id`, fenced on its primacy under
  * `epoch`; `extra_filter` (may be NULL) narrows it further. *applied: a document matched. */
 STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client,

@@ -387,9 +387,11 @@ bool cohort_store_close_batch(cohort_store_t *store, mongoc_client_t *client, co
 bool cohort_store_acknowledge_batch(cohort_store_t *store, mongoc_client_t *client,
                                     const char *service, int64_t batch, bson_error_t *error);
 
-/* A cursor over the succeeded tasks of `batch` in creation order (caller destroys it). */
+/* A cursor over the tracked tasks of `batch` in creation order (caller destroys it): the
+ * succeeded ones, or (`succeeded` false) those in any other final status (status.h), with
+ * their status and last_error. */
 mongoc_cursor_t *cohort_store_batch_cursor(cohort_store_t *store, mongoc_client_t *client,
-                                           const char *service, int64_t batch);
+                                           const char *service, int64_t batch, bool succeeded);
 
 /* Marks the draining batch `batch` completed, and applies `data_sets` (a document of
  * generic-data keys to set; a null value unsets) in the same atomic write, if this node is
@@ -413,6 +415,23 @@ bool cohort_store_get_data(cohort_store_t *store, mongoc_client_t *client, const
 bool cohort_store_set_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
                            const char *key, const bson_value_t *value, const char *node_id,
                            int64_t epoch, bool *applied, bson_error_t *error);
+
+/* Adds `delta` to the integer data.<key> (an absent key counts from 0) in one findAndModify
+ * and puts the new value in *result. Fenced like cohort_store_set_data. *applied is false,
+ * and nothing changed, if the document did not match: no such service, not primary under
+ * `epoch`, a value that is not an int32/int64, or a sum that would overflow an int64. */
+bool cohort_store_inc_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, int64_t delta, const char *node_id, int64_t epoch,
+                           int64_t *result, bool *applied, bson_error_t *error);
+
+/* Sets data.<key> to `value` (NULL: unsets it) in one findAndModify, only if it holds
+ * `expected` now (NULL: only if it is absent), compared as the aggregation $eq does (whole
+ * values; numbers by value whatever their type). Fenced like cohort_store_set_data.
+ * *applied says whether it did. */
+bool cohort_store_cas_data(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           const char *key, const bson_value_t *expected,
+                           const bson_value_t *value, const char *node_id, int64_t epoch,
+                           bool *applied, bson_error_t *error);
 
 /* ---- queries.c: counts and listings ----------------------------------------------------- */
 

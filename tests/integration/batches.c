@@ -7,7 +7,8 @@
  *
  * Covers: a drained batch closes on one tick and completes on a later one; the callback sees
  * exactly the batch's succeeded tasks (the ids the database holds, in creation order) with
- * the right counts; untracked tasks never appear and never cause a callback; tasks created
+ * the right counts, and (ABI 4) the failed and timed-out ones with their status and last
+ * error; untracked tasks never appear and never cause a callback; tasks created
  * after the close join the next batch (from the primary, a secondary and `cohortctl enqueue
  * --tracked`); succeeded tasks get acknowledged; batches_completed and last_batch are
  * recorded; a batch waits for retries; a failing callback is retried and its completion
@@ -468,6 +469,66 @@ Test(batches, a_batch_of_only_failed_tasks_completes_with_nothing_to_iterate)
     cr_assert_eq(fx.record->call[0].iterated, 0);
     assert_state(2, 0, 1, "after an all-failed batch");
     assert_last_batch(1, 0, 2, "node-a", 1);
+}
+
+/* Sets fields of task `id` in the database by hand, as another program (or a node's tick)
+ * would: `set_json` is the $set document. */
+static void set_task_fields(const task_id_t *id, const char *set_json)
+{
+    bson_error_t error;
+    bson_t *set = bson_new_from_json((const uint8_t *)set_json, -1, &error);
+    cr_assert_not_null(set, "bad JSON %s: %s", set_json, error.message);
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id->hex);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    bson_t *update = BCON_NEW("$set", BCON_DOCUMENT(set));
+    mongoc_collection_t *coll = mongoc_client_get_collection(fx.client, fx.db, QUEUE);
+    cr_assert(mongoc_collection_update_one(coll, filter, update, NULL, NULL, &error), "%s",
+              error.message);
+    mongoc_collection_destroy(coll);
+    bson_destroy(update);
+    bson_destroy(filter);
+    bson_destroy(set);
+}
+
+static void assert_unsuccessful(const probe_unsuccessful_t *bad, const task_id_t *id,
+                                const char *status, const char *error_part)
+{
+    cr_assert_str_eq(bad->id, id->hex, "unsuccessful task %s, want %s", bad->id, id->hex);
+    cr_assert_str_eq(bad->status, status, "task %s: status %s, want %s", bad->id, bad->status,
+                     status);
+    cr_assert(strstr(bad->last_error, error_part), "task %s: last error '%s' lacks '%s'",
+              bad->id, bad->last_error, error_part);
+}
+
+Test(batches, the_callback_iterates_the_unsuccessful_tasks_with_their_status_and_last_error)
+{
+    test_node_t *a = start_node(0, "node-a", false, NULL);
+    tick(a);
+    task_id_t ok = create_task(a, "{}", true);
+    task_id_t failed = create_task(a, "{\"outcome\": 2}", true);
+    task_id_t malformed = create_task(a, "{}", true);
+    task_id_t timed_out = create_task(a, "{}", true);
+    create_task(a, "{\"outcome\": 2}", false); /* untracked: never iterated */
+    /* data that is not a document fails the task at its claim; a timeout, by hand */
+    set_task_fields(&malformed, "{\"data\": \"not a document\"}");
+    set_task_fields(&timed_out, "{\"status\": \"timed_out\", \"last_error\": \"ran past "
+                                "task_timeout_ms\"}");
+    cr_assert_eq(process_all(a), 4);
+    tick(a);
+    tick(a);
+    cr_assert_eq(fx.record->calls, 1, "the batch did not complete");
+    const probe_call_t *c = &fx.record->call[0];
+    cr_assert_not(c->iteration_error);
+    cr_assert_eq(c->succeeded, 1);
+    cr_assert_eq(c->failed, 3);
+    assert_call_ids(0, &ok, 1);
+    cr_assert_eq(c->unsuccessful, 3, "iterated %lld unsuccessful tasks, want 3",
+                 (long long)c->unsuccessful);
+    /* in creation order, each with its own status and reason */
+    assert_unsuccessful(&c->bad[0], &failed, "failed", "permanent failure");
+    assert_unsuccessful(&c->bad[1], &malformed, "failed", "not a document");
+    assert_unsuccessful(&c->bad[2], &timed_out, "timed_out", "ran past task_timeout_ms");
 }
 
 Test(batches, a_failing_callback_is_retried_and_recorded_only_once_it_succeeds)

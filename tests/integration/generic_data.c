@@ -324,6 +324,17 @@ Test(generic_data, a_fenced_set_after_the_lease_ran_out_is_refused)
     bson_value_destroy(&v);
 }
 
+/* node-b takes over while the node of `fenced` still believes its lease valid. */
+static void take_over_behind_its_back(const cohort_ctx_t *fenced)
+{
+    bson_error_t db_error;
+    cohort_takeover_t t;
+    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
+                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
+    cr_assert(t.taken);
+    cr_assert(cohort_ctx_is_primary(fenced), "the lease ran out too soon for this test");
+}
+
 Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
 {
     test_node_t *a = make_node(0, "node-a");
@@ -333,13 +344,7 @@ Test(generic_data, a_fenced_set_after_primacy_moved_on_is_refused)
     set_int64(&fenced, "k", 1);
     cr_assert_eq(db_int64("k"), 1);
 
-    /* another node takes over while node-a's lease still looks valid to node-a */
-    bson_error_t db_error;
-    cohort_takeover_t t;
-    cr_assert(cohort_store_take_lease(fx.store, fx.client, SERVICE, "node-b",
-                                      cohort_clock_cluster_ms() + 60000, -1, 0, &t, &db_error));
-    cr_assert(t.taken);
-    cr_assert(cohort_ctx_is_primary(&fenced), "the lease ran out too soon for this test");
+    take_over_behind_its_back(&fenced);
     bson_value_t two = {.value_type = BSON_TYPE_INT64, .value.v_int64 = 2};
     cohort_error_t error;
     cr_assert_not(cohort_set(&fenced, "k", &two, &error), "a deposed primary's set succeeded");
@@ -682,4 +687,270 @@ Test(generic_data, cohortctl_names_an_unknown_service)
     }
     cr_assert_eq(test_count(fx.client, fx.db, "services", "{\"_id\": \"nosuch\"}"), 0,
                  "cohortctl created a service document");
+}
+
+/* ---- cohort_data_inc / cohort_data_cas (ABI 4) --------------------------------------------- */
+
+static int64_t inc(cohort_ctx_t *ctx, const char *key, int64_t delta)
+{
+    int64_t result = INT64_MIN;
+    cohort_error_t error;
+    cr_assert(cohort_data_inc(ctx, key, delta, &result, &error), "inc(%s, %lld): %s", key,
+              (long long)delta, error.message);
+    return result;
+}
+
+/* cohort_data_inc fails with COHORT_ERROR_INVALID and a message holding `part`. */
+static void assert_inc_refused(cohort_ctx_t *ctx, const char *key, int64_t delta,
+                               const char *part)
+{
+    int64_t result = 12345;
+    cohort_error_t error;
+    cr_assert_not(cohort_data_inc(ctx, key, delta, &result, &error), "inc(%s) succeeded", key);
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID, "inc(%s): code %d: %s", key, error.code,
+                 error.message);
+    cr_assert(strstr(error.message, part), "inc(%s): '%s' lacks '%s'", key, error.message, part);
+    cr_assert_eq(result, 12345, "a failed inc wrote *result");
+}
+
+Test(generic_data, inc_starts_a_missing_key_from_zero_and_adds_exactly)
+{
+    test_node_t *a = make_node(0, "node-a");
+    cohort_ctx_t ctx = context(a, false);
+    cr_assert_eq(inc(&ctx, "n", 5), 5, "a missing key did not start from 0");
+    cr_assert_eq(inc(&ctx, "n", -7), -2);
+    cr_assert_eq(db_int64("n"), -2);
+    cohort_error_t error;
+    cr_assert(cohort_data_inc(&ctx, "n", 2, NULL, &error), "a NULL result: %s", error.message);
+    cr_assert_eq(db_int64("n"), 0);
+
+    /* an int32 (written by cohort_set or by hand) is an integer too; it becomes an int64 */
+    bson_value_t small = {.value_type = BSON_TYPE_INT32, .value.v_int32 = 40};
+    cr_assert(cohort_set(&ctx, "i32", &small, &error), "%s", error.message);
+    cr_assert_eq(inc(&ctx, "i32", 2), 42);
+    cr_assert_eq(db_int64("i32"), 42);
+}
+
+Test(generic_data, inc_on_a_value_that_is_not_an_integer_fails_and_changes_nothing)
+{
+    test_node_t *a = make_node(0, "node-a");
+    cohort_ctx_t ctx = context(a, false);
+    static const struct {
+        const char *key, *json, *part;
+    } cases[] = {
+        {"double", "{\"v\": {\"$numberDouble\": \"2.5\"}}", "is a double, not an integer"},
+        {"whole_double", "{\"v\": {\"$numberDouble\": \"3.0\"}}", "is a double"},
+        {"string", "{\"v\": \"7\"}", "is a string"},
+        {"document", "{\"v\": {\"n\": 1}}", "is a document"},
+        {"array", "{\"v\": [1]}", "is an array"},
+    };
+    cohort_error_t error;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bson_value_t v = json_value(cases[i].json);
+        cr_assert(cohort_set(&ctx, cases[i].key, &v, &error), "%s", error.message);
+        assert_inc_refused(&ctx, cases[i].key, 1, cases[i].part);
+        bson_value_t stored;
+        cr_assert(db_data(cases[i].key, &stored));
+        cr_assert(values_equal(&v, &stored), "a refused inc changed data.%s", cases[i].key);
+        bson_value_destroy(&stored);
+        bson_value_destroy(&v);
+    }
+    /* a sum past the int64 range is refused rather than wrapped */
+    set_int64(&ctx, "big", INT64_MAX - 1);
+    assert_inc_refused(&ctx, "big", 2, "overflow");
+    set_int64(&ctx, "low", INT64_MIN + 1);
+    assert_inc_refused(&ctx, "low", -2, "overflow");
+    cr_assert_eq(db_int64("big"), INT64_MAX - 1);
+    cr_assert_eq(inc(&ctx, "big", 1), INT64_MAX, "the last representable sum was refused");
+    /* invalid keys, like cohort_set */
+    cr_assert_not(cohort_data_inc(&ctx, "a.b", 1, NULL, &error));
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID);
+    cr_assert_not(cohort_data_cas(&ctx, "$x", NULL, NULL, &error));
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID);
+}
+
+/* cohort_data_cas(key, expected, value): the result, with the code it left in error. */
+static bool cas(cohort_ctx_t *ctx, const char *key, const char *expected_json,
+                const char *value_json, cohort_error_code_t *code)
+{
+    bson_value_t expected, value;
+    if (expected_json)
+        expected = json_value(expected_json);
+    if (value_json)
+        value = json_value(value_json);
+    cohort_error_t error = {.code = -1};
+    bool done = cohort_data_cas(ctx, key, expected_json ? &expected : NULL,
+                                value_json ? &value : NULL, &error);
+    *code = error.code;
+    if (expected_json)
+        bson_value_destroy(&expected);
+    if (value_json)
+        bson_value_destroy(&value);
+    return done;
+}
+
+static void assert_stored(const char *key, const char *json)
+{
+    bson_value_t want = json_value(json), got;
+    cr_assert(db_data(key, &got), "data.%s is missing", key);
+    char *got_json = value_json(&got);
+    cr_assert(values_equal(&want, &got), "data.%s is %s, want %s", key, got_json, json);
+    bson_free(got_json);
+    bson_value_destroy(&got);
+    bson_value_destroy(&want);
+}
+
+Test(generic_data, cas_sets_only_when_the_value_is_the_expected_one)
+{
+    test_node_t *a = make_node(0, "node-a");
+    cohort_ctx_t ctx = context(a, false);
+    cohort_error_code_t code;
+    /* expected NULL: only if absent */
+    cr_assert(cas(&ctx, "k", NULL, "{\"v\": \"first\"}", &code), "code %d", code);
+    assert_stored("k", "{\"v\": \"first\"}");
+    cr_assert_not(cas(&ctx, "k", NULL, "{\"v\": \"second\"}", &code), "set over a present key");
+    cr_assert_eq(code, COHORT_OK, "a differing value is not an error");
+    assert_stored("k", "{\"v\": \"first\"}");
+    /* a null expected value is "absent" too */
+    cr_assert_not(cas(&ctx, "k", "{\"v\": null}", "{\"v\": 1}", &code));
+    cr_assert_eq(code, COHORT_OK);
+    /* expected == stored: set; else not */
+    cr_assert_not(cas(&ctx, "k", "{\"v\": \"other\"}", "{\"v\": 2}", &code));
+    cr_assert_eq(code, COHORT_OK);
+    assert_stored("k", "{\"v\": \"first\"}");
+    cr_assert(cas(&ctx, "k", "{\"v\": \"first\"}", "{\"v\": {\"$numberInt\": \"7\"}}", &code),
+              "code %d", code);
+    assert_stored("k", "{\"v\": {\"$numberInt\": \"7\"}}");
+    /* numbers compare by value whatever their type */
+    cr_assert(cas(&ctx, "k", "{\"v\": {\"$numberLong\": \"7\"}}", "{\"v\": [1, 2]}", &code),
+              "code %d", code);
+    /* whole values: an array is not equal to one of its elements */
+    cr_assert_not(cas(&ctx, "k", "{\"v\": 1}", "{\"v\": 3}", &code));
+    cr_assert_eq(code, COHORT_OK);
+    cr_assert(cas(&ctx, "k", "{\"v\": [1, 2]}", "{\"v\": {\"$x\": 1}}", &code), "code %d", code);
+    /* a document with $-keys is a value, not an expression; NULL value removes */
+    cr_assert(cas(&ctx, "k", "{\"v\": {\"$x\": 1}}", NULL, &code), "code %d", code);
+    cr_assert_not(db_has("k"), "a cas to NULL did not remove the key");
+    cr_assert(cas(&ctx, "k", NULL, "{\"v\": 1}", &code), "absent again: code %d", code);
+}
+
+/* What the atomic calls answer inside on_tasks_completed. */
+typedef struct in_callback {
+    int inc_code, cas_code;
+    char inc_message[256];
+} in_callback_t;
+
+static bool atomic_calls_in_the_callback(cohort_ctx_t *ctx, cohort_batch_t *batch, void *arg)
+{
+    (void)batch;
+    in_callback_t *c = arg;
+    cohort_error_t error;
+    c->inc_code = cohort_data_inc(ctx, "n", 1, NULL, &error) ? COHORT_OK : (int)error.code;
+    snprintf(c->inc_message, sizeof c->inc_message, "%s", error.message);
+    c->cas_code = cohort_data_cas(ctx, "n", NULL, NULL, &error) ? COHORT_OK : (int)error.code;
+    return true;
+}
+
+Test(generic_data, inc_and_cas_are_fenced_in_primary_work_and_refused_in_the_callback)
+{
+    test_node_t *a = make_node(0, "node-a");
+    tick(a);
+    cr_assert_eq(cohort_election_epoch(&a->service->election), 1);
+    cohort_ctx_t fenced = context(a, true);
+    cr_assert_eq(inc(&fenced, "n", 1), 1, "a primary's fenced inc failed");
+    cohort_error_code_t code;
+    cr_assert(cas(&fenced, "c", NULL, "{\"v\": 1}", &code), "a primary's fenced cas: %d", code);
+
+    /* on_tasks_completed: refused, nothing written */
+    in_callback_t c = {-1, -1, ""};
+    ((probe_set_completed_hook_fn)test_probe_symbol(&fx, "probe_set_completed_hook"))(
+        atomic_calls_in_the_callback, &c);
+    drain_a_batch(a, 1);
+    tick(a);
+    cr_assert_eq(fx.record->calls, 1);
+    cr_assert_eq(c.inc_code, COHORT_ERROR_INVALID, "inc in the callback: code %d", c.inc_code);
+    cr_assert(strstr(c.inc_message, "on_tasks_completed"), "message: %s", c.inc_message);
+    cr_assert_eq(c.cas_code, COHORT_ERROR_INVALID, "cas in the callback: code %d", c.cas_code);
+    cr_assert_eq(db_int64("n"), 1, "a refused inc in the callback was applied");
+
+    take_over_behind_its_back(&fenced);
+    cohort_error_t error;
+    cr_assert_not(cohort_data_inc(&fenced, "n", 1, NULL, &error), "a deposed primary's inc");
+    cr_assert_eq(error.code, COHORT_ERROR_NOT_PRIMARY, "code %d: %s", error.code, error.message);
+    cr_assert_not(cas(&fenced, "c", "{\"v\": 1}", "{\"v\": 2}", &code));
+    cr_assert_eq(code, COHORT_ERROR_NOT_PRIMARY, "a deposed primary's cas: code %d", code);
+    cr_assert_eq(db_int64("n"), 1, "a deposed primary's inc was applied");
+    assert_stored("c", "{\"v\": 1}");
+}
+
+/* ---- counting from tasks on two nodes ----------------------------------------------------- */
+
+#define COUNTED_TASKS 240
+
+/* Node i with its worker threads running, so tasks run concurrently on both nodes. */
+static test_node_t *start_workers(size_t i, const char *node_id)
+{
+    test_node_t *n = make_node(i, node_id);
+    n->config.workers = 4;
+    bson_error_t err;
+    cr_assert(cohort_service_start(n->service, &err), "cannot start %s: %s", node_id,
+              err.message);
+    return n;
+}
+
+static int64_t count_tasks(const char *filter)
+{
+    return test_count(fx.client, fx.db, QUEUE, filter);
+}
+
+/* Creates `n` untracked tasks with `data_json` and ticks both nodes until none is pending
+ * or claimed, failing only if no task finished for 30 s. */
+static void run_tasks(test_node_t *a, test_node_t *b, const char *data_json, int n)
+{
+    cohort_ctx_t ctx = context(a, false);
+    bson_error_t json_error;
+    bson_t *data = bson_new_from_json((const uint8_t *)data_json, -1, &json_error);
+    bson_t *opts = BCON_NEW("tracked", BCON_BOOL(false));
+    for (int i = 0; i < n; i++) {
+        cohort_error_t error;
+        cr_assert(cohort_task_create(&ctx, data, opts, NULL, &error), "%s", error.message);
+    }
+    bson_destroy(opts);
+    bson_destroy(data);
+    const char *unfinished = "{\"status\": {\"$in\": [\"pending\", \"claimed\"]}}";
+    int64_t left = count_tasks(unfinished), last_progress = test_now_ms();
+    while (left > 0) {
+        cr_assert_lt(test_now_ms() - last_progress, 30000,
+                     "no task finished for 30 s (%lld left)", (long long)left);
+        tick(a);
+        tick(b);
+        test_sleep_ms(20);
+        int64_t now_left = count_tasks(unfinished);
+        if (now_left < left)
+            last_progress = test_now_ms();
+        left = now_left;
+    }
+}
+
+Test(generic_data, inc_from_tasks_on_two_nodes_counts_every_success_exactly, .timeout = 240)
+{
+    test_node_t *a = start_workers(0, "node-a");
+    test_node_t *b = start_workers(1, "node-b");
+    run_tasks(a, b, "{\"inc\": \"counted\"}", COUNTED_TASKS);
+    int64_t succeeded = count_tasks("{\"status\": \"succeeded\"}");
+    cr_assert_eq(succeeded, COUNTED_TASKS, "only %lld of %d tasks succeeded",
+                 (long long)succeeded, COUNTED_TASKS);
+    cr_assert_eq(db_int64("counted"), succeeded, "inc counted %lld for %lld successes",
+                 (long long)db_int64("counted"), (long long)succeeded);
+    int64_t ran_on_b = count_tasks("{\"status\": \"succeeded\", \"claimed_by\": \"node-b\"}");
+    cr_log_info("node-b ran %lld of the %d tasks", (long long)ran_on_b, COUNTED_TASKS);
+
+    /* The same count by cohort_get + cohort_set is last-writer-wins: never more than the
+     * successes, and not required to be exact (on a busy machine it often is not). */
+    run_tasks(a, b, "{\"getset\": \"racy\"}", COUNTED_TASKS);
+    bson_value_t racy;
+    cr_assert(db_data("racy", &racy), "the get+set tasks counted nothing");
+    cr_assert_leq(racy.value.v_int64, COUNTED_TASKS);
+    cr_log_info("get+set counted %lld of %d successes", (long long)racy.value.v_int64,
+                COUNTED_TASKS);
 }

@@ -284,6 +284,59 @@ Test(config, empty_mongodb_uri_environment_does_not_override)
     cohort_config_destroy(c);
 }
 
+Test(config, a_mongodb_uri_libmongoc_cannot_parse_is_refused_with_its_line)
+{
+    static const char *const bad[] = {"notauri", "mongodb://", "mongodb://host:99999",
+                                      "http://db.example:27017"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *text = NULL;
+        cr_assert_geq(asprintf(&text, "[cluster]\ntick_ms = 500\nmongodb_uri = %s\n"
+                                      "[service:a]\nhandler = " NOOP_SO "\n",
+                               bad[i]),
+                      0);
+        load_bad(text);
+        expect_problem(3, "mongodb_uri is not a MongoDB connection string");
+        cr_expect_eq(errors.count, 1, "'%s': %zu problems", bad[i], errors.count);
+        cohort_config_errors_clear(&errors);
+        free(text);
+    }
+    /* the override is judged too, without a line of the file */
+    cr_assert_eq(setenv("MONGODB_URI", "notauri", 1), 0);
+    load_bad("[cluster]\n[service:a]\nhandler = " NOOP_SO "\n");
+    expect_problem(0, "mongodb_uri is not a MongoDB connection string", "MONGODB_URI");
+    unsetenv("MONGODB_URI");
+}
+
+Test(config, an_unknown_cluster_key_near_a_setting_gets_a_did_you_mean)
+{
+    load_bad("[cluster]\ntick_mss = 500\ncolour = red\n[service:a]\nhandler = " NOOP_SO "\n");
+    expect_problem(2, "unknown key 'tick_mss' in [cluster]", "did you mean 'tick_ms'?");
+    expect_problem(3, "unknown key 'colour' in [cluster]", "known: ");
+    cr_expect_not(has_problem(3, "did you mean"), "a far key got a suggestion");
+}
+
+Test(config, did_you_mean_suggests_only_near_misses)
+{
+    static const struct {
+        const char *key, *want;
+    } cases[] = {
+        {"wokers", "workers"},          {"max_atempts", "max_attempts"},
+        {"wrokers", "workers"},         {"stall_timeout_m", "stall_timeout_ms"},
+        {"workers", NULL},              {"sleep_ms", NULL},
+        {"ttl", NULL},                  {"journal", NULL},
+        {"x", NULL},                    {"stall_timeout", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *got = cohort_settings_did_you_mean(COHORT_SECTION_SERVICE, cases[i].key);
+        if (cases[i].want)
+            cr_expect(got && strcmp(got, cases[i].want) == 0, "'%s': got %s, want %s",
+                      cases[i].key, got ? got : "NULL", cases[i].want);
+        else
+            cr_expect_null(got, "'%s': suggested %s", cases[i].key, got);
+    }
+}
+
 Test(config, a_long_mongodb_uri_is_kept_whole)
 {
     /* A replica set URI with credentials and options easily passes 200 characters. */
@@ -715,11 +768,93 @@ Test(cohortd, check_config_reports_options_the_handler_rejects)
                               "journl = /tmp/x\n");     /* 8 */
     test_run_result_t r = run_cohortd((const char *const[]){"--check-config", "-c", path, NULL});
     cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
-    expect_in(r.err, "line 5: sleep_ms = 'abc'");
-    expect_in(r.err, "[service:slow]");
-    expect_in(r.err, "line 8: unknown option 'journl'");
-    expect_in(r.err, "[service:typo]");
+    /* at the line the handler names, once: not "line 4: line 5: ..." */
+    expect_in(r.err, "cohort.ini line 5: [service:slow] handler 'noop' rejected its "
+                     "configuration: sleep_ms = 'abc'");
+    expect_in(r.err, "cohort.ini line 8: [service:typo] handler 'noop' rejected its "
+                     "configuration: unknown option 'journl'");
+    cr_expect_null(strstr(r.err, ": line "), "a doubled line prefix:\n%s", r.err);
     expect_in(r.err, "2 problem(s)");
+    test_run_result_free(&r);
+    remove_config(path);
+}
+
+/* How many lines of `text` contain `part`. */
+static int lines_with(const char *text, const char *part)
+{
+    int n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *hit = strstr(line, part);
+        n += hit && hit < line + len;
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+Test(cohortd, check_config_reports_every_problem_once_with_its_line)
+{
+    char *path = write_config("\xEF\xBB\xBF[cluster]\n"                   /* 1 (a BOM) */
+                              "mongodb_uri = notauri\n"                     /* 2 */
+                              "tick_ms = 500\n"                             /* 3 */
+                              "[service:hi]\n"                              /* 4 */
+                              "handler = " COHORT_BUILD_DIR "/handlers/cohort_hello.so\n"
+                              "wokers = 3\n"                                /* 6 */
+                              "max_atempts = 4\n"                           /* 7 */
+                              "greeting = hi\n"                             /* 8 */
+                              "[service:work]\n"                            /* 9 */
+                              "handler = " NOOP_SO "\n"                     /* 10 */
+                              "sleep_ms = 1\n"                              /* 11 */
+                              "wokers = 2\n"                                /* 12 */
+                              "zzz = 1\n"                                   /* 13 */
+                              "workers = 0\n"                               /* 14 */
+                              "[service:gone]\n"                            /* 15 */
+                              "handler = /nonexistent/handler.so\n"         /* 16 */
+                              "[service:kinds]\n"                           /* 17 */
+                              "handler = " COHORT_BUILD_DIR
+                              "/tests/handlers/test_handler_bad_kinds.so\n" /* 18 */
+                              "[service:abi]\n"                             /* 19 */
+                              "handler = " COHORT_BUILD_DIR
+                              "/tests/handlers/test_handler_wrong_version.so\n"); /* 20 */
+    test_run_result_t r = run_cohortd((const char *const[]){"--check-config", "-c", path, NULL});
+    cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
+    static const struct {
+        int line;
+        const char *what;
+    } want[] = {
+        {2, "mongodb_uri is not a MongoDB connection string"},
+        {6, "[service:hi] unknown key 'wokers' (did you mean 'workers'?)"},
+        {7, "[service:hi] unknown key 'max_atempts' (did you mean 'max_attempts'?)"},
+        {8, "[service:hi] unknown key 'greeting' (handler 'hello' takes no options)"},
+        {12, "[service:work] unknown key 'wokers' (did you mean 'workers'?)"},
+        {13, "[service:work] handler 'noop' rejected its configuration: unknown option 'zzz'"},
+        {14, "workers = 0 is out of range"},
+        {16, "handler file '/nonexistent/handler.so' cannot be read"},
+        {18, "declares kind 'bulk mail'"},
+        {20, "was built for handler ABI version"},
+    };
+    size_t n = sizeof want / sizeof want[0];
+    for (size_t i = 0; i < n; i++) {
+        char tag[1024];
+        snprintf(tag, sizeof tag, "%s line %d: ", path, want[i].line);
+        cr_expect_eq(lines_with(r.err, want[i].what), 1, "'%s' not reported exactly once:\n%s",
+                     want[i].what, r.err);
+        /* the problem's own line, with its text */
+        bool found = false;
+        for (const char *at = strstr(r.err, tag); at && !found; at = strstr(at + 1, tag)) {
+            const char *eol = strchr(at, '\n');
+            const char *hit = strstr(at, want[i].what);
+            found = hit && (!eol || hit < eol);
+        }
+        cr_expect(found, "line %d: '%s' missing:\n%s", want[i].line, want[i].what, r.err);
+    }
+    char total[64];
+    snprintf(total, sizeof total, "cohortd: %zu problem(s)", n);
+    expect_in(r.err, total);
+    cr_expect_null(strstr(r.err, ": line "), "a doubled line prefix:\n%s", r.err);
+    cr_expect_eq(lines_with(r.err, "'sleep_ms'"), 0, "an option the handler accepts:\n%s",
+                 r.err);
     test_run_result_free(&r);
     remove_config(path);
 }

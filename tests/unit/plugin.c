@@ -93,6 +93,38 @@ Test(plugin, abi_version_too_new)
     free(path);
 }
 
+Test(plugin, handlers_built_for_older_abi_versions_still_load)
+{
+    bson_error_t err;
+    char *v3 = handler_path("abi_v3");
+    cohort_plugin_t *plugin = cohort_plugin_load(v3, &err);
+    cr_assert_not_null(plugin, "an ABI 3 handler was refused: %s", err.message);
+    cr_assert_eq(plugin->handler->abi_version, 3);
+    cr_assert_not_null(plugin->handler->kinds, "the kinds of an ABI 3 handler were dropped");
+    cr_assert_str_eq(plugin->handler->kinds[0], "mail");
+    cohort_plugin_unload(plugin);
+    free(v3);
+
+    char *v1 = handler_path("abi_v1");
+    plugin = cohort_plugin_load(v1, &err);
+    cr_assert_not_null(plugin, "an ABI 1 handler was refused: %s", err.message);
+    cr_assert_eq(plugin->handler->abi_version, 1);
+    cr_assert_not_null(plugin->handler->process_task);
+    cr_assert_null(plugin->handler->on_tasks_completed, "a field ABI 1 lacks was read");
+    cohort_plugin_unload(plugin);
+    free(v1);
+}
+
+Test(plugin, kinds_that_break_the_naming_rule)
+{
+    char *path = handler_path("bad_kinds");
+    const char *err = load_error(path);
+    assert_contains(err, "kind 'bulk mail'");
+    assert_contains(err, "kinds[1]");
+    assert_contains(err, "[A-Za-z0-9_-]");
+    free(path);
+}
+
 Test(plugin, abi_version_zero)
 {
     char *path = handler_path("zero_version");

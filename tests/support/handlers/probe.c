@@ -5,13 +5,16 @@
  * process_task does what the task's data says, like outcome.c:
  *   { "outcome": N }   return N (default 0, succeeded)
  *   { "sleep_ms": N }  sleep N ms first (to keep a task running across ticks)
- *   { "set": "KEY" }   then cohort_set(KEY, the task's id), and fail the task (for good) if
+ *   { "inc": KEY }     cohort_data_inc(KEY, 1) first; a failure makes the run a retry
+ *   { "getset": KEY }  cohort_get(KEY) then cohort_set(KEY, value + 1): the racy way
+ *   { "set": KEY }     then cohort_set(KEY, the task's id), and fail the task (for good) if
  *                      that write fails: a handler whose write is essential
  *
- * on_tasks_completed iterates the batch with cohort_batch_next() and records the call (batch
- * id, counts, the ids iterated, node, epoch) in a process-wide record (probe.h). Then, in
- * this order, it applies the options below and calls the test's hook, if one is set; the
- * call succeeds only if neither asked it to fail.
+ * on_tasks_completed iterates the batch with cohort_batch_next() and then
+ * cohort_batch_next_unsuccessful() and records the call (batch id, counts, the ids iterated
+ * with the status and last error of the unsuccessful ones, node, epoch) in a process-wide
+ * record (probe.h). Then, in this order, it applies the options below and calls the test's
+ * hook, if one is set; the call succeeds only if neither asked it to fail.
  *
  * primary_work calls the test's primary hook, if one is set, and returns its verdict.
  *
@@ -138,19 +141,48 @@ static bool probe_primary_work(cohort_ctx_t *ctx, void *state)
     return primary_hook ? primary_hook(ctx, primary_arg) : true;
 }
 
+static const char *data_str(const bson_t *data, const char *key)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, data, key) && BSON_ITER_HOLDS_UTF8(&it))
+        return bson_iter_utf8(&it, NULL);
+    return NULL;
+}
+
+/* The racy counter: another worker's set between this get and set is lost. */
+static bool get_and_set(cohort_ctx_t *ctx, const char *key, cohort_error_t *error)
+{
+    bson_value_t value = {.value_type = BSON_TYPE_INT64};
+    bson_value_t read;
+    if (cohort_get(ctx, key, &read, error)) {
+        value.value.v_int64 = read.value.v_int64;
+        bson_value_destroy(&read);
+    } else if (error->code != COHORT_OK) {
+        return false;
+    }
+    value.value.v_int64++;
+    return cohort_set(ctx, key, &value, error);
+}
+
 static cohort_outcome_t probe_process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     (void)state;
     atomic_fetch_add(&processed, 1);
     const bson_t *data = cohort_task_data(task);
     task_sleep_ms(task_data_int(data, "sleep_ms", 0));
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, "set") && BSON_ITER_HOLDS_UTF8(&it)) {
+    const char *inc = data_str(data, "inc"), *getset = data_str(data, "getset");
+    cohort_error_t error;
+    if ((inc && !cohort_data_inc(ctx, inc, 1, NULL, &error)) ||
+        (getset && !get_and_set(ctx, getset, &error))) {
+        cohort_task_set_error(task, "probe: %s", error.message);
+        return COHORT_TASK_RETRY;
+    }
+    const char *set = data_str(data, "set");
+    if (set) {
         bson_value_t value = {.value_type = BSON_TYPE_UTF8};
         value.value.v_utf8.str = (char *)cohort_task_id(task);
         value.value.v_utf8.len = (uint32_t)strlen(value.value.v_utf8.str);
-        cohort_error_t error;
-        if (!cohort_set(ctx, bson_iter_utf8(&it, NULL), &value, &error)) {
+        if (!cohort_set(ctx, set, &value, &error)) {
             cohort_task_set_error(task, "probe: cohort_set: %s", error.message);
             return COHORT_TASK_FAILED;
         }
@@ -193,6 +225,17 @@ static bool probe_completed(cohort_ctx_t *ctx, void *state, cohort_batch_t *batc
         if (call->iterated < PROBE_MAX_IDS)
             snprintf(call->ids[call->iterated], sizeof call->ids[0], "%s", cohort_task_id(task));
         call->iterated++;
+    }
+    while ((task = cohort_batch_next_unsuccessful(batch)) != NULL) {
+        if (call->unsuccessful < PROBE_MAX_UNSUCCESSFUL) {
+            probe_unsuccessful_t *bad = &call->bad[call->unsuccessful];
+            snprintf(bad->id, sizeof bad->id, "%s", cohort_task_id(task));
+            snprintf(bad->status, sizeof bad->status, "%s", cohort_task_status(task));
+            const char *last_error = cohort_task_last_error(task);
+            snprintf(bad->last_error, sizeof bad->last_error, "%s",
+                     last_error ? last_error : "(null)");
+        }
+        call->unsuccessful++;
     }
     cohort_error_t error;
     call->iteration_error = cohort_batch_error(batch, &error);

@@ -16,6 +16,14 @@
 
 #define PROBE_MAX_CALLS 32 /* on_tasks_completed calls recorded; later ones only counted */
 #define PROBE_MAX_IDS 256  /* task ids recorded per call */
+#define PROBE_MAX_UNSUCCESSFUL 16 /* unsuccessful tasks recorded per call */
+
+/* A task cohort_batch_next_unsuccessful() returned. */
+typedef struct probe_unsuccessful {
+    char id[25];
+    char status[16];     /* cohort_task_status() */
+    char last_error[96]; /* cohort_task_last_error(), "(null)" if NULL */
+} probe_unsuccessful_t;
 
 typedef struct probe_call {
     int64_t batch_id;
@@ -27,6 +35,8 @@ typedef struct probe_call {
     bool returned;             /* what the call returned */
     bool read_own_set;         /* with set_key: cohort_get() saw this call's pending value */
     char ids[PROBE_MAX_IDS][25];
+    int64_t unsuccessful;      /* tasks cohort_batch_next_unsuccessful() returned */
+    probe_unsuccessful_t bad[PROBE_MAX_UNSUCCESSFUL];
 } probe_call_t;
 
 typedef struct probe_record {
