@@ -26,6 +26,8 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     e->node_id = node_id;
     e->takeover_ms = takeover_ms;
     e->primary = false;
+    e->document_missing = false;
+    e->highest_epoch = 0;
     atomic_store(&e->epoch, 0);
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->alive_until_ms, 0);
@@ -184,12 +186,16 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
         bson_destroy(&doc);
         return false;
     }
+    e->document_missing = !found;
     if (!found) {
         bson_destroy(&doc);
-        return true; /* created on the node's next preparation */
+        return true; /* the node recreates it (node.c) */
     }
     keep_settings(e, &doc);
     bson_iter_t it;
+    if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it) &&
+        bson_iter_as_int64(&it) > e->highest_epoch)
+        e->highest_epoch = bson_iter_as_int64(&it);
     const char *primary = NULL;
     if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
         primary = bson_iter_utf8(&it, NULL);
@@ -228,6 +234,8 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     atomic_store(&e->lease_until_ms, sent + lease);
     e->primary = true;
     e->batches = result.batches;
+    if (result.epoch > e->highest_epoch)
+        e->highest_epoch = result.epoch;
     atomic_fetch_add(&e->leader_changes, 1);
     cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
                 "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,

@@ -43,6 +43,10 @@ typedef struct cohort_election {
     bson_t settings;                /* main thread: the document's live settings, as last read */
     bson_t pause, block;            /* main thread: its pause and block switches, likewise */
     _Atomic uint64_t leader_changes; /* times this node became primary or stopped being it */
+    /* Main thread: the last read found no config document (dropped, or the database lost
+     * it): the node recreates it (node.c). */
+    bool document_missing;
+    int64_t highest_epoch; /* main thread: the largest epoch seen in the document */
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,
