@@ -151,7 +151,8 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
 
 int cmd_status(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     bool json = false;
     int opt;
     ctl_reset_getopt();
