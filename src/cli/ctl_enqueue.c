@@ -222,12 +222,19 @@ static bool enqueue_single(ctl_t *ctl, const char *service, const cohort_new_tas
     return true;
 }
 
-/* Makes sure the service exists: creates it with `create` (as a node does at start-up),
- * otherwise refuses an unknown one. A status. */
+/* Makes sure the service exists: creates it (as a node does at start-up) with `create` or
+ * when the -c file hosts it (its nodes will run it), otherwise refuses an unknown one. A
+ * status. */
 static int require_service(ctl_t *ctl, const char *service, bool create)
 {
-    if (!create)
-        return ctl_check_service(ctl, service, "enqueue");
+    create |= ctl->config && cohort_config_find_service(ctl->config, service);
+    if (!create) {
+        int rc = ctl_check_service(ctl, service, "enqueue");
+        if (rc == CTL_REFUSED)
+            fprintf(stderr, "cohortctl enqueue: nothing inserted; --create makes the service "
+                            "first, as a node does at start-up\n");
+        return rc;
+    }
     bson_error_t error;
     if (!cohort_store_ensure_service(ctl->store, ctl->client, service, &error)) {
         fprintf(stderr, "cohortctl enqueue: cannot create service '%s': %s\n", service,

@@ -162,6 +162,28 @@ void cli_print_command_help(FILE *out, const cli_program_t *program,
 
 /* ---- man page ---------------------------------------------------------------------------- */
 
+/* Prints the character at `p`, a UTF-8 sequence as roff's \[uXXXX] (groff reads bytes as
+ * Latin-1 otherwise); returns how many bytes after the first it took. */
+static int man_char(FILE *out, const char *p)
+{
+    unsigned char c = (unsigned char)*p;
+    int more = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    if (more == 0) {
+        fputc(*p, out);
+        return 0;
+    }
+    unsigned long code = c & (0x3F >> more);
+    for (int i = 1; i <= more; i++) {
+        if (((unsigned char)p[i] & 0xC0) != 0x80) { /* not UTF-8 after all: drop the byte */
+            fputc('?', out);
+            return 0;
+        }
+        code = (code << 6) | ((unsigned char)p[i] & 0x3F);
+    }
+    fprintf(out, "\\[u%04lX]", code);
+    return more;
+}
+
 /* `text` escaped for roff, without a final newline. */
 static void man_escape(FILE *out, const char *text)
 {
@@ -188,7 +210,7 @@ static void man_escape(FILE *out, const char *text)
             line_start = true;
             break;
         default:
-            fputc(*p, out);
+            p += man_char(out, p);
         }
     }
     if (bold)
