@@ -426,8 +426,8 @@ void cli_print_bash_completion(FILE *out, const cli_program_t *program)
           "    # Operands typed so far: words after the command, not options or their values.\n"
           "    local operands=0\n"
           "    for ((i = at + 1; i < COMP_CWORD; i++)); do\n"
-          "        [[ ${COMP_WORDS[i]} == -* || \" $valued \" == *\" ${COMP_WORDS[i - 1]} \"* ]] ||\n"
-          "            ((operands++))\n"
+          "        [[ ${COMP_WORDS[i]} == -* ||\n"
+          "            \" $valued \" == *\" ${COMP_WORDS[i - 1]} \"* ]] || ((operands++))\n"
           "    done\n",
           out);
     fprintf(out,

@@ -420,7 +420,8 @@ Test(ctl_schedule, switches_need_an_existing_service)
     test_run_result_t r = ctl("block", "ghost", "--reason", "x");
     cr_assert_eq(r.exit_code, 1);
     test_run_result_free(&r);
-    cr_assert_eq(test_count(client, db, "services", "{\"_id\": \"ghost\"}"), 0, "a switch created a service");
+    cr_assert_eq(test_count(client, db, "services", "{\"_id\": \"ghost\"}"), 0,
+                 "a switch created a service");
 }
 
 Test(ctl_schedule, switch_usage_errors)

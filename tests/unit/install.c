@@ -6,8 +6,8 @@
  * installed tree into a handler the loader accepts.
  *
  * And what an operator gets: the man pages cohortd(1) and cohortctl(1), which `man -l` renders
- * when man is installed, and the bash completions; every path deploy/container/Dockerfile copies out of its install
- * prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
+ * when man is installed, and the bash completions; every path deploy/container/Dockerfile
+ * copies out of its install prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
  * whose handlers live under that prefix in the image) passes the installed cohortd's
  * --check-config with only those copied paths.
  */
