@@ -172,7 +172,8 @@ int main(int argc, char **argv)
 
     /* libmongoc's shared-memory counters are not used (commands are counted through APM),
      * and when /dev/shm is short it prints a warning at init, before any log handler, which
-     * would break a JSON log stream. */
+     * would break a JSON log stream. Where libmongoc initialises itself in a constructor
+     * (Debian's does) this comes too late, so deploy/ sets it in the environment as well. */
     setenv("MONGOC_DISABLE_SHM", "1", 0);
     cohort_log_route_mongoc();
 
