@@ -5,8 +5,8 @@
  * ctl_main.c reads the global options (-c FILE, --database) and calls one cmd_* with the
  * command's own argv (argv[0] is the command's name). Each command parses its flags with
  * getopt_long (after ctl_reset_getopt), checks them before it touches the database, then
- * opens the store. Exit status: CTL_DONE, CTL_FAILED (database, missing service or task) or
- * CTL_USAGE. Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
+ * opens the store. Exit status: CTL_DONE, CTL_FAILED (the database, a missing task), CTL_USAGE
+ * or CTL_REFUSED (an unknown service: ctl_unknown_service). Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
  * Every MongoDB access goes through the store (store/store.h, store/listing.h).
  * Errors are bson_error_t (core/error.h).
  */
@@ -50,9 +50,9 @@ bool ctl_open_store(ctl_t *ctl);
  * such; *server_ms (may be NULL) receives the server's time. */
 bool ctl_reach_database(ctl_t *ctl, int64_t *server_ms);
 
-/* True if the service has its config document; otherwise says so (as `command`), naming the
- * services that exist. */
-bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command);
+/* Says that `service` has no config document (as `command`), naming the services that do;
+ * returns CTL_REFUSED (exit 2). */
+int ctl_unknown_service(ctl_t *ctl, const char *service, const char *command);
 
 /* The same as a status: CTL_DONE, CTL_FAILED (the database) or CTL_REFUSED (no such
  * service), the message printed. */

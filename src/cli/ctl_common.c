@@ -64,9 +64,13 @@ static void print_known_services(ctl_t *ctl)
     fputc('\n', stderr);
 }
 
-bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command)
+int ctl_unknown_service(ctl_t *ctl, const char *service, const char *command)
 {
-    return ctl_check_service(ctl, service, command) == CTL_DONE;
+    fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
+                    "check the name, or start a node that hosts it first)\n",
+            command, service);
+    print_known_services(ctl);
+    return CTL_REFUSED;
 }
 
 int ctl_check_service(ctl_t *ctl, const char *service, const char *command)
@@ -79,13 +83,9 @@ int ctl_check_service(ctl_t *ctl, const char *service, const char *command)
     if (!ok)
         fprintf(stderr, "cohortctl %s: cannot read service '%s': %s\n", command, service,
                 error.message);
-    if (ok && !found) {
-        fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
-                        "check the name, or start a node that hosts it first)\n",
-                command, service);
-        print_known_services(ctl);
-    }
-    return !ok ? CTL_FAILED : found ? CTL_DONE : CTL_REFUSED;
+    if (!ok)
+        return CTL_FAILED;
+    return found ? CTL_DONE : ctl_unknown_service(ctl, service, command);
 }
 
 void ctl_longopts(const ctl_t *ctl, struct option out[CLI_MAX_OPTIONS + 1])

@@ -91,14 +91,13 @@ int cmd_data(ctl_t *ctl, int argc, char **argv)
             bool exists = true;
             cohort_store_read_service(ctl->store, ctl->client, service, &doc, &exists, &error);
             bson_destroy(&doc);
-            if (!exists)
-                fprintf(stderr, "cohortctl data get: service '%s' does not exist (start a node "
-                                "that hosts it first)\n",
-                        service);
-            else
+            if (!exists) {
+                rc = ctl_unknown_service(ctl, service, "data get");
+            } else {
                 fprintf(stderr, "cohortctl data get: '%s' is not set for service '%s'\n", key,
                         service);
-            rc = CTL_FAILED;
+                rc = CTL_FAILED;
+            }
         } else {
             print_value(&v);
             bson_value_destroy(&v);
@@ -113,10 +112,9 @@ int cmd_data(ctl_t *ctl, int argc, char **argv)
             fprintf(stderr, "cohortctl data %s: %s\n", verb, error.message);
             rc = CTL_FAILED;
         } else if (!applied) {
-            fprintf(stderr, "cohortctl data %s: service '%s' does not exist (start a node that "
-                            "hosts it first)\n",
-                    verb, service);
-            rc = CTL_FAILED;
+            char command[32];
+            snprintf(command, sizeof command, "data %s", verb);
+            rc = ctl_unknown_service(ctl, service, command);
         }
     }
     bson_destroy(wrapper);

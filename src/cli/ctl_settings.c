@@ -149,9 +149,7 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
     }
     int rc = CTL_DONE;
     if (!found) {
-        fprintf(stderr, "cohortctl settings: service '%s' does not exist (start a node that "
-                        "hosts it first)\n", service);
-        rc = CTL_FAILED;
+        rc = ctl_unknown_service(ctl, service, "settings");
     } else if (want == 2) {
         for (size_t i = 0; cohort_setting_names[i]; i++) {
             bson_iter_t it;

@@ -195,9 +195,7 @@ int cmd_switch(ctl_t *ctl, int argc, char **argv)
     switch_author(by, sizeof by);
     bson_error_t error;
     if (!found) {
-        fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
-                        "check the name)\n", a.command, a.service);
-        rc = CTL_FAILED;
+        rc = ctl_unknown_service(ctl, a.service, a.command);
     } else if (!a.on && !search.found) {
         printf("%s %s was not %s: nothing to do\n", a.service, what,
                is_block ? "blocked" : "paused");
@@ -207,8 +205,7 @@ int cmd_switch(ctl_t *ctl, int argc, char **argv)
         fprintf(stderr, "cohortctl %s: %s\n", a.command, error.message);
         rc = CTL_FAILED;
     } else if (!found) {
-        fprintf(stderr, "cohortctl %s: service '%s' does not exist\n", a.command, a.service);
-        rc = CTL_FAILED;
+        rc = ctl_unknown_service(ctl, a.service, a.command);
     } else if (a.on) {
         printf("%s %s %s%s%s%s; nodes stop claiming those tasks by their next tick, running "
                "tasks finish\n",

@@ -412,13 +412,14 @@ Test(ctl_schedule, switches_need_an_existing_service)
     static const char *const commands[] = {"pause", "resume", "unblock"};
     for (size_t i = 0; i < 3; i++) {
         test_run_result_t r = ctl(commands[i], "ghost");
-        cr_assert_eq(r.exit_code, 1, "%s: exit %d", commands[i], r.exit_code);
+        cr_assert_eq(r.exit_code, 2, "%s: exit %d", commands[i], r.exit_code);
         cr_assert_not_null(strstr(r.err, "'ghost' does not exist"), "%s: %s", commands[i],
                            r.err);
+        cr_assert_not_null(strstr(r.err, "known services: "), "%s: %s", commands[i], r.err);
         test_run_result_free(&r);
     }
     test_run_result_t r = ctl("block", "ghost", "--reason", "x");
-    cr_assert_eq(r.exit_code, 1);
+    cr_assert_eq(r.exit_code, 2);
     test_run_result_free(&r);
     cr_assert_eq(test_count(client, db, "services", "{\"_id\": \"ghost\"}"), 0,
                  "a switch created a service");

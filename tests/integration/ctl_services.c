@@ -103,6 +103,30 @@ Test(ctl_services, enqueue_into_an_unknown_service_is_refused_and_names_the_know
     cr_assert_not(service_exists("mial"));
 }
 
+/* The other commands that take a SERVICE refuse an unknown one the same way (exit 2). */
+Test(ctl_services, every_command_refuses_an_unknown_service_and_names_the_known_ones)
+{
+    create_service("mail");
+    const char *const *cases[] = {
+        (const char *const[]){"pause", "mial", NULL},
+        (const char *const[]){"resume", "mial", NULL},
+        (const char *const[]){"block", "mial", "--reason", "r", NULL},
+        (const char *const[]){"unblock", "mial", NULL},
+        (const char *const[]){"settings", "get", "mial", NULL},
+        (const char *const[]){"settings", "set", "mial", "tick_ms", "500", NULL},
+        (const char *const[]){"data", "get", "mial", "k", NULL},
+        (const char *const[]){"data", "set", "mial", "k", "1", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_run_result_t r = ctl_args(cases[i]);
+        cr_assert_eq(r.exit_code, 2, "%s: exit %d: %s", cases[i][0], r.exit_code, r.err);
+        cr_assert_not_null(strstr(r.err, "service 'mial' does not exist"), "%s", r.err);
+        cr_assert_not_null(strstr(r.err, "known services: mail"), "%s", r.err);
+        test_run_result_free(&r);
+    }
+    cr_assert_not(service_exists("mial"));
+}
+
 Test(ctl_services, enqueue_into_an_empty_database_says_there_is_no_service)
 {
     test_run_result_t r = ctl("enqueue", "mail");

@@ -678,11 +678,12 @@ Test(generic_data, cohortctl_names_an_unknown_service)
         const char *args[6] = {verbs[v][0], verbs[v][1], verbs[v][2],
                                verbs[v][3], verbs[v][4], NULL};
         test_run_result_t r = ctl_run(args);
-        cr_assert_eq(r.exit_code, 1, "data %s on an unknown service: exit %d: %s", verbs[v][1],
+        cr_assert_eq(r.exit_code, 2, "data %s on an unknown service: exit %d: %s", verbs[v][1],
                      r.exit_code, r.err);
         cr_assert(strstr(r.err, "'nosuch'") && strstr(r.err, "does not exist"),
                   "data %s on an unknown service does not say the service does not exist: %s",
                   verbs[v][1], r.err);
+        cr_assert_not_null(strstr(r.err, "known services: "), "data %s: %s", verbs[v][1], r.err);
         test_run_result_free(&r);
     }
     cr_assert_eq(test_count(fx.client, fx.db, "services", "{\"_id\": \"nosuch\"}"), 0,
