@@ -5,8 +5,10 @@
 #include "cli/ctl.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 bool ctl_open_store(ctl_t *ctl)
 {
@@ -49,6 +51,19 @@ bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command)
                         "check the name, or start a node that hosts it first)\n",
                 command, service);
     return ok && found;
+}
+
+void ctl_author(char *buf, size_t len)
+{
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    const char *user = getenv("USER");
+    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    if (pw)
+        user = pw->pw_name;
+    snprintf(buf, len, "cohortctl %s@%s", user && *user ? user : "?", host);
 }
 
 void ctl_reset_getopt(void)

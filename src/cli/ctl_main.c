@@ -1,7 +1,8 @@
 /*
  * ctl_main.c - cohortctl, the operator's tool: its global options, its help and the
  * dispatch to one command file per group (ctl_status.c, ctl_enqueue.c, ctl_switches.c,
- * ctl_tasks.c, ctl_data.c, ctl_settings.c, ctl_nodes.c; shared helpers in ctl_common.c).
+ * ctl_tasks.c, ctl_ops.c, ctl_data.c, ctl_settings.c, ctl_nodes.c; shared helpers in
+ * ctl_common.c).
  *
  *   cohortctl [-c FILE] status [--json]
  *   cohortctl [-c FILE] enqueue SERVICE [--count N] [--data JSON] [--tracked] [scheduling flags]
@@ -13,6 +14,10 @@
  *   cohortctl [-c FILE] data get|set|unset SERVICE KEY [JSON]
  *   cohortctl [-c FILE] settings get|set|unset SERVICE [KEY [VALUE]]
  *   cohortctl [-c FILE] nodes [--json]
+ *   cohortctl [-c FILE] retry SERVICE ID | --status failed|timed_out|cancelled [--kind K]
+ *   cohortctl [-c FILE] cancel SERVICE ID | [--status pending] [--kind K] [--group G]
+ *   cohortctl [-c FILE] delete SERVICE ID | --status S [--older-than DUR]
+ *                       (the last three also take --limit N and --dry-run; ctl_ops.c)
  *
  * The database comes from FILE's [cluster] section, or without -c from MONGODB_URI and
  * --database (default "cohort"). MONGODB_URI always wins over the file, as in cohortd.
@@ -72,6 +77,14 @@ static void usage(FILE *out)
             "  tasks SERVICE [--status S] [--limit N] [--json]\n"
             "                       tasks in claim order (default: any status, 50)\n"
             "  task SERVICE ID      one task's whole document as JSON\n"
+            "  retry SERVICE ID | retry SERVICE --status failed|timed_out|cancelled [--kind K]\n"
+            "                       back to pending, attempts from 0, history kept\n"
+            "  cancel SERVICE ID | cancel SERVICE [--status pending] [--kind K] [--group G]\n"
+            "                       pending tasks end cancelled (final); running ones refused\n"
+            "  delete SERVICE ID | delete SERVICE --status S [--older-than DUR]\n"
+            "                       delete tasks in a final status\n"
+            "                       retry, cancel and delete also take --limit N and --dry-run\n"
+            "                       and print how many tasks they changed (or would change)\n"
             "  data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY\n"
             "                       the service's generic data (any JSON value)\n"
             "  nodes [--json]       nodes seen in the last day: live or expired, last ping\n"
@@ -99,6 +112,9 @@ static const struct command {
     {"counts", cmd_counts},     /* ctl_tasks.c */
     {"tasks", cmd_tasks},
     {"task", cmd_task},
+    {"retry", cmd_retry},       /* ctl_ops.c */
+    {"cancel", cmd_cancel},
+    {"delete", cmd_delete},
     {"data", cmd_data},         /* ctl_data.c */
     {"settings", cmd_settings}, /* ctl_settings.c */
     {"nodes", cmd_nodes},       /* ctl_nodes.c */
