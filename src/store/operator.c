@@ -179,7 +179,8 @@ static bool check_task(const bson_t *doc, const char *id, const cohort_task_chan
                   ? bson_iter_utf8(&it, NULL)
                   : "(none)";
     cohort_task_status_t known;
-    if (!cohort_status_parse(*status, &known) || !cohort_task_action_applies(change->action, known)) {
+    if (!cohort_status_parse(*status, &known) ||
+        !cohort_task_action_applies(change->action, known)) {
         cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT, "task %s is %s: %s", id,
                          *status, action_needs(change->action));
         return false;
@@ -282,8 +283,9 @@ static bool change_in_pages(mongoc_collection_t *tasks, const bson_t *filter,
     int64_t left = selection->limit > 0 ? selection->limit : INT64_MAX;
     bool ok = true;
     while (ok && left > 0) {
+        int64_t size = left < COHORT_OPERATOR_PAGE ? left : COHORT_OPERATOR_PAGE;
         bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
-                                BCON_INT64(left < COHORT_OPERATOR_PAGE ? left : COHORT_OPERATOR_PAGE));
+                                BCON_INT64(size));
         bson_t ids = BSON_INITIALIZER;
         uint32_t n = 0;
         int64_t in_page = 0;

@@ -212,6 +212,38 @@ Test(ctl_ops, retry_by_status_and_kind)
     ctl_prints("0\n", "retry", "mail", "--status", "timed_out");
 }
 
+/* Sets the service's open batch, as a primary closing and completing batches would. */
+static void set_open_batch(int64_t seq)
+{
+    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8("mail"));
+    bson_t *update = BCON_NEW("$set", "{", "batch_seq", BCON_INT64(seq), "}");
+    bson_error_t error;
+    cr_assert(mongoc_collection_update_one(services, filter, update, NULL, NULL, &error), "%s",
+              error.message);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+}
+
+Test(ctl_ops, a_retried_tracked_task_of_a_completed_batch_joins_the_open_one)
+{
+    char done[25], open[25];
+    enqueue(done, (const char *const[]){"--tracked", NULL}); /* batch 1 */
+    make_failed(done, "failed");
+    set_open_batch(3); /* batches 1 and 2 completed */
+    enqueue(open, (const char *const[]){"--tracked", NULL}); /* batch 3 */
+    make_failed(open, "failed");
+    ctl_prints("2\n", "retry", "mail", "--status", "failed");
+    bson_t doc;
+    cr_assert(read_task(done, &doc));
+    cr_assert_eq(test_doc_int(&doc, "batch"), 3, "a completed batch's task must join the open one");
+    bson_destroy(&doc);
+    cr_assert(read_task(open, &doc));
+    cr_assert_eq(test_doc_int(&doc, "batch"), 3);
+    bson_destroy(&doc);
+}
+
 Test(ctl_ops, retry_refusals_change_nothing)
 {
     char pending[25], claimed[25], failed[25];
@@ -369,15 +401,7 @@ Test(ctl_ops, delete_leaves_tracked_tasks_of_a_batch_not_completed_yet)
     ctl_prints("0\n", "delete", "mail", "--status", "failed");
     cr_assert_eq(count("{}"), 3);
     /* once the batch completed (batch 2 open, nothing draining) they go */
-    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8("mail"));
-    bson_t *update = BCON_NEW("$set", "{", "batch_seq", BCON_INT64(2), "}");
-    bson_error_t error;
-    cr_assert(mongoc_collection_update_one(services, filter, update, NULL, NULL, &error), "%s",
-              error.message);
-    bson_destroy(update);
-    bson_destroy(filter);
-    mongoc_collection_destroy(services);
+    set_open_batch(2);
     ctl_prints("1\n", "delete", "mail", id);
     ctl_prints("2\n", "delete", "mail", "--status", "failed");
 }
