@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -358,6 +359,35 @@ bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_
     return found;
 }
 
+/* How long an unfenced cohort_set() waits for a missing config document to come back: the
+ * node recreates it on its next tick (node.c), within a few ticks of any tick_ms allowed. */
+#define DOCUMENT_WAIT_MS 30000
+#define DOCUMENT_POLL_MS 50
+
+/* An unfenced set found no config document (dropped, or the database lost its data while
+ * nodes ran). That is no fault of the task: wait for the node to recreate the document and
+ * set the key then, so the handler's write is not lost and its task not failed. False (with
+ * `error` filled) if the document is still missing after DOCUMENT_WAIT_MS. */
+static bool set_once_document_is_back(cohort_ctx_t *ctx, const char *key,
+                                      const bson_value_t *value, bson_error_t *error)
+{
+    cohort_service_t *service = ctx->service;
+    int64_t deadline = cohort_clock_monotonic_ms() + DOCUMENT_WAIT_MS;
+    while (cohort_clock_monotonic_ms() < deadline) {
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = DOCUMENT_POLL_MS * 1000000L};
+        nanosleep(&pause, NULL);
+        bool applied = false;
+        if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key,
+                                   value, NULL, 0, &applied, error))
+            return false;
+        if (applied)
+            return true;
+    }
+    cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,
+                     "not recreated within %d ms", DOCUMENT_WAIT_MS);
+    return false;
+}
+
 bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
                 cohort_error_t *error)
 {
@@ -391,11 +421,15 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
     if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key, value,
                                ctx->fenced ? service->node_id : NULL, epoch, &applied, &db_error))
         return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key, db_error.message);
-    if (!applied)
-        return fail(error, ctx->fenced ? COHORT_ERROR_NOT_PRIMARY : COHORT_ERROR_DATABASE,
-                    ctx->fenced ? "not primary under epoch %lld any more: '%s' not set"
-                                : "service document missing (epoch %lld): '%s' not set",
-                    (long long)epoch, key);
+    if (!applied && ctx->fenced)
+        return fail(error, COHORT_ERROR_NOT_PRIMARY,
+                    "not primary under epoch %lld any more: '%s' not set", (long long)epoch,
+                    key);
+    if (!applied && !set_once_document_is_back(ctx, key, value, &db_error))
+        return fail(error, COHORT_ERROR_DATABASE,
+                    "cannot set '%s': the service's config document is missing (%s); retry "
+                    "later",
+                    key, db_error.message);
     return true;
 }
 

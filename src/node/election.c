@@ -5,6 +5,10 @@
  * primary, whatever it believed. Anyone may then try the takeover findAndModify, whose
  * filter is the seed's three conditions (primary null, primary me, last_active older than
  * takeover_ms) and which always starts a new epoch.
+ *
+ * The lease's end is written by two threads (the main thread's round, the lease thread's
+ * renewals), so it only moves through extend_lease(): forward, never back, and never out of
+ * 0 (lost or stepped down) except by the main thread, which owns the role.
  */
 #include "node/election.h"
 
@@ -22,8 +26,11 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     e->node_id = node_id;
     e->takeover_ms = takeover_ms;
     e->primary = false;
+    e->document_missing = false;
+    e->highest_epoch = 0;
     atomic_store(&e->epoch, 0);
     atomic_store(&e->lease_until_ms, 0);
+    atomic_store(&e->alive_until_ms, 0);
     atomic_store(&e->leader_changes, 0);
     bson_init(&e->settings);
     bson_init(&e->pause);
@@ -73,6 +80,64 @@ int64_t cohort_election_max_rtt_ms(int64_t takeover_ms)
     return max_rtt < 2 ? 2 : max_rtt;
 }
 
+/* The lease a renewal or takeover sent now would grant, on the monotonic clock. */
+static int64_t lease_ms(const cohort_election_t *e)
+{
+    int64_t takeover = atomic_load(&((cohort_election_t *)e)->takeover_ms);
+    return takeover - cohort_election_guard_ms(takeover);
+}
+
+/* Moves the lease's end forward to `until`. A lease at 0 was lost or given up: only the main
+ * thread (`revive`), whose renewal just succeeded, may start it again. */
+static void extend_lease(cohort_election_t *e, int64_t until, bool revive)
+{
+    int64_t current = atomic_load(&e->lease_until_ms);
+    while (current < until && (current > 0 || revive))
+        if (atomic_compare_exchange_weak(&e->lease_until_ms, &current, until))
+            return;
+}
+
+void cohort_election_note_alive(cohort_election_t *e)
+{
+    atomic_store(&e->alive_until_ms, cohort_clock_monotonic_ms() + 10 * e->takeover_ms);
+}
+
+int64_t cohort_election_renew_due_ms(const cohort_election_t *e)
+{
+    cohort_election_t *m = (cohort_election_t *)e;
+    int64_t until = atomic_load(&m->lease_until_ms);
+    if (atomic_load(&m->epoch) <= 0 || until <= 0 ||
+        cohort_clock_monotonic_ms() >= atomic_load(&m->alive_until_ms))
+        return 0;
+    return until - lease_ms(e) / 2;
+}
+
+bool cohort_election_renew(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
+                           cohort_renewal_t *out, bson_error_t *error)
+{
+    *out = (cohort_renewal_t){.epoch = atomic_load(&e->epoch),
+                              .lease_until_ms = atomic_load(&e->lease_until_ms)};
+    if (out->epoch <= 0 || out->lease_until_ms <= 0)
+        return true;
+    int64_t lease = lease_ms(e);
+    out->sent_ms = cohort_clock_monotonic_ms();
+    bool ok = cohort_store_renew_lease(store, client, e->service, e->node_id, out->epoch,
+                                       e->takeover_ms, e->tick_ms, &out->renewed, NULL, error);
+    out->received_ms = cohort_clock_monotonic_ms();
+    if (!ok)
+        return false;
+    if (atomic_load(&e->epoch) != out->epoch)
+        return true; /* the main thread lost or gave up this epoch meanwhile */
+    if (out->renewed) {
+        extend_lease(e, out->sent_ms + lease, false);
+    } else {
+        /* Another node took over (or an operator cleared it): stop acting now. */
+        int64_t seen = out->lease_until_ms;
+        atomic_compare_exchange_strong(&e->lease_until_ms, &seen, 0);
+    }
+    return true;
+}
+
 static void lose(cohort_election_t *e, const char *why)
 {
     int64_t epoch = atomic_load(&e->epoch);
@@ -87,8 +152,9 @@ static void lose(cohort_election_t *e, const char *why)
 bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
                           bson_error_t *error)
 {
+    cohort_election_note_alive(e);
     int64_t sent = cohort_clock_monotonic_ms();
-    int64_t lease = e->takeover_ms - cohort_election_guard_ms(e->takeover_ms);
+    int64_t lease = lease_ms(e);
 
     if (e->primary) {
         bool renewed = false;
@@ -100,7 +166,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
             return false;
         }
         if (renewed) {
-            atomic_store(&e->lease_until_ms, sent + lease);
+            extend_lease(e, sent + lease, true);
             cohort_store_parse_batch_state(&doc, &e->batches);
             keep_settings(e, &doc);
             bson_destroy(&doc);
@@ -120,12 +186,16 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
         bson_destroy(&doc);
         return false;
     }
+    e->document_missing = !found;
     if (!found) {
         bson_destroy(&doc);
-        return true; /* created on the node's next preparation */
+        return true; /* the node recreates it (node.c) */
     }
     keep_settings(e, &doc);
     bson_iter_t it;
+    if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it) &&
+        bson_iter_as_int64(&it) > e->highest_epoch)
+        e->highest_epoch = bson_iter_as_int64(&it);
     const char *primary = NULL;
     if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
         primary = bson_iter_utf8(&it, NULL);
@@ -164,30 +234,13 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
     atomic_store(&e->lease_until_ms, sent + lease);
     e->primary = true;
     e->batches = result.batches;
+    if (result.epoch > e->highest_epoch)
+        e->highest_epoch = result.epoch;
     atomic_fetch_add(&e->leader_changes, 1);
     cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
                 "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
                 result.previous[0] ? result.previous : "none");
     return true;
-}
-
-bool cohort_election_renew_from_helper(cohort_election_t *e, cohort_store_t *store,
-                                       mongoc_client_t *client)
-{
-    int64_t epoch = cohort_election_epoch(e);
-    if (epoch == 0)
-        return false;
-    int64_t sent = cohort_clock_monotonic_ms();
-    bool renewed = false;
-    bson_t doc;
-    bson_error_t error;
-    bool ok = cohort_store_renew_lease(store, client, e->service, e->node_id, epoch,
-                                       e->takeover_ms, e->tick_ms, &renewed, &doc, &error);
-    bson_destroy(&doc);
-    if (ok && renewed)
-        atomic_store(&e->lease_until_ms,
-                     sent + e->takeover_ms - cohort_election_guard_ms(e->takeover_ms));
-    return ok && renewed;
 }
 
 bool cohort_election_has_lease(const cohort_election_t *e)

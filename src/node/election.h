@@ -1,6 +1,6 @@
 /*
- * election.h - per-service primacy: claim or renew it once per tick, and know at any moment
- * whether this node may act as primary.
+ * election.h - per-service primacy: claim it or renew it on every tick, renew it between
+ * ticks too (node/lease.c), and know at any moment whether this node may act as primary.
  *
  * Acting as primary needs a lease, measured on this node's monotonic clock from the moment
  * the winning command was sent: lease = takeover_ms - guard. Other nodes may take over only
@@ -9,6 +9,17 @@
  * guard; clock samples with a larger error are rejected (see clock.h). So a primary that is
  * paused, partitioned or slow stops acting before anyone else can start: the epoch it acted
  * under is never shared.
+ *
+ * Every claim and every renewal is one atomic findAndModify: a renewal matches only
+ * {primary: me, epoch: E} and a takeover always increments the epoch. Two threads renew: the
+ * main thread in its election round, and the lease thread (lease.h) whenever less than half
+ * of the lease is left, on a connection of its own, so a tick made long by a slow database
+ * does not let the lease run out. Both may extend the lease, never shorten it, and each
+ * extension rests on its own successful renewal: the server wrote last_active at or after
+ * the renewal was sent, so no takeover can match before sent + takeover_ms (minus the clock
+ * error), whichever thread sent it and in whatever order the replies arrive. The lease thread
+ * renews only while the main thread is alive (it started an election round or a handler
+ * callback in the last 10 takeover periods), so a wedged node does not hold primacy forever.
  */
 #ifndef COHORT_ELECTION_H
 #define COHORT_ELECTION_H
@@ -22,15 +33,20 @@
 typedef struct cohort_election {
     const char *service; /* borrowed */
     const char *node_id; /* borrowed */
-    int64_t takeover_ms;
-    int64_t tick_ms; /* declared with the lease, so operators' tools know the cluster's tick */
+    _Atomic int64_t takeover_ms; /* set live by the main thread, read by the lease thread */
+    _Atomic int64_t tick_ms; /* declared with the lease, so operators' tools know the tick */
     bool primary; /* main thread only: this node believes it holds primacy */
     _Atomic int64_t epoch;          /* epoch of the held primacy, 0 if none */
-    _Atomic int64_t lease_until_ms; /* monotonic; 0 if none */
+    _Atomic int64_t lease_until_ms; /* monotonic; 0 if none (or found lost by the lease thread) */
+    _Atomic int64_t alive_until_ms; /* monotonic: the lease thread renews until then */
     cohort_batch_state_t batches;   /* main thread: as of the last renewal or takeover */
     bson_t settings;                /* main thread: the document's live settings, as last read */
     bson_t pause, block;            /* main thread: its pause and block switches, likewise */
     _Atomic uint64_t leader_changes; /* times this node became primary or stopped being it */
+    /* Main thread: the last read found no config document (dropped, or the database lost
+     * it): the node recreates it (node.c). */
+    bool document_missing;
+    int64_t highest_epoch; /* main thread: the largest epoch seen in the document */
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,
@@ -52,11 +68,30 @@ int64_t cohort_election_max_rtt_ms(int64_t takeover_ms);
 bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
                           mongoc_client_t *client, bson_error_t *error);
 
-/* Renews the lease held under the current epoch, from another thread while the main thread
- * is busy in handler code (see keepalive.h). Touches only the lease. Returns
- * whether it was renewed; false also on a database error. */
-bool cohort_election_renew_from_helper(cohort_election_t *election, cohort_store_t *store,
-                                       mongoc_client_t *client);
+/* The main thread is making progress (an election round, a handler callback starting): the
+ * lease thread may renew for 10 more takeover periods. Called by the main thread. */
+void cohort_election_note_alive(cohort_election_t *election);
+
+/* When the lease thread should next renew (monotonic ms): once less than half of the lease
+ * is left. 0 if there is nothing to renew (no primacy, lost, or the main thread is silent).
+ * Safe from any thread. */
+int64_t cohort_election_renew_due_ms(const cohort_election_t *election);
+
+/* What one renewal from the lease thread found. */
+typedef struct cohort_renewal {
+    int64_t epoch;          /* the epoch it renewed, 0 if there was none to renew */
+    bool renewed;           /* the document still named this node and epoch */
+    int64_t sent_ms;        /* monotonic */
+    int64_t received_ms;    /* monotonic */
+    int64_t lease_until_ms; /* the lease before the renewal (0: lost) */
+} cohort_renewal_t;
+
+/* Renews the lease held under the current epoch from the lease thread (see lease.h), on that
+ * thread's own client. Touches only the lease: on success extends it; if the document no
+ * longer names this node and epoch, ends the lease at once (the main thread's next round
+ * logs the loss). Returns false on a database error (the lease then runs out on its own). */
+bool cohort_election_renew(cohort_election_t *election, cohort_store_t *store,
+                           mongoc_client_t *client, cohort_renewal_t *out, bson_error_t *error);
 
 /* True while primary with an unexpired lease. Safe from any thread. */
 bool cohort_election_has_lease(const cohort_election_t *election);

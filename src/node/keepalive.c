@@ -1,6 +1,6 @@
 /*
- * keepalive.c - the helper thread that keeps primacy and the node's registration alive while
- * the main thread runs handler code (see keepalive.h).
+ * keepalive.c - the helper thread that keeps the node's registration alive while the main
+ * thread runs handler code (see keepalive.h); the lease thread keeps primacy.
  */
 #include "node/keepalive.h"
 
@@ -25,12 +25,9 @@ static void *keepalive_main(void *arg)
         if (k->done)
             break;
         pthread_mutex_unlock(&k->lock);
-        bool renewed = cohort_election_renew_from_helper(&s->election, s->store, client);
         bson_error_t error;
         cohort_store_touch_node(s->store, client, s->node_id, &error);
         pthread_mutex_lock(&k->lock);
-        if (!renewed)
-            break; /* lost, or the database is away: the lease runs out as it would */
     }
     pthread_mutex_unlock(&k->lock);
     cohort_store_push(s->store, client);
@@ -40,6 +37,7 @@ static void *keepalive_main(void *arg)
 void cohort_keepalive_start(cohort_keepalive_t *k, cohort_service_t *s)
 {
     *k = (cohort_keepalive_t){.service = s};
+    cohort_election_note_alive(&s->election); /* the lease thread renews through the call */
     pthread_mutex_init(&k->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

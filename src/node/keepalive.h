@@ -1,11 +1,13 @@
 /*
- * keepalive.h - primacy kept alive through long handler callbacks.
+ * keepalive.h - primacy and registration kept alive through long handler callbacks.
  *
- * While the main thread runs handler code (primary_work, on_tasks_completed),
- * it cannot renew primacy or ping. A long callback would then lose primacy inside itself,
- * over and over, and get its node expired. So a helper thread renews the lease and touches
- * the node document every tick until the callback returns, for at most 10 takeover periods
- * (a wedged handler must not hold primacy forever).
+ * While the main thread runs handler code (primary_work, on_tasks_completed), it cannot
+ * ping. A long callback would then get its node expired. So a helper thread touches the node
+ * document every tick until the callback returns, for at most 10 takeover periods. Starting
+ * it also tells the election that the main thread is alive, so the lease thread (lease.h)
+ * renews primacy through the callback for those 10 periods too: a callback that takes longer
+ * than takeover_ms must not lose primacy inside itself over and over, and a wedged handler
+ * must not hold primacy forever.
  */
 #ifndef COHORT_KEEPALIVE_H
 #define COHORT_KEEPALIVE_H

@@ -7,6 +7,9 @@
  * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
  * answers again; workers keep what they hold and retry their outcome writes.
  *
+ * Primacy is claimed and renewed on the tick, and renewed between ticks by the lease thread
+ * (lease.h), so a tick slowed by the database does not cost the lease.
+ *
  * Shutdown: stop ticking, stop claiming, step down from every primacy (so another node
  * takes over within a tick), wait for running tasks up to shutdown_grace_ms, then exit.
  */
@@ -21,10 +24,13 @@
 
 #include "core/clock.h"
 #include "node/http.h"
+#include "node/lease.h"
+#include "node/liveness.h"
 #include "node/metrics.h"
 #include "core/log.h"
 #include "node/notify.h"
 #include "node/reload.h"
+#include "node/runs.h"
 #include "node/service.h"
 #include "store/store.h"
 
@@ -41,6 +47,7 @@ typedef struct node {
     mongoc_client_t *client; /* the main thread's */
     cohort_service_t **services;
     size_t n_services;
+    cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
 
     struct event_base *base;
     struct event *tick;
@@ -53,6 +60,8 @@ typedef struct node {
     bool clock_warned;
     const cohort_config_t *current; /* the configuration in force (for SIGHUP comparisons) */
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
+    cohort_run_t run;               /* this process's run of node_id (runs.h) */
+    bool refused;                   /* another live process has node_id: exit non-zero */
 } node_t;
 
 void cohort_node_default_id(char *out, size_t len)
@@ -106,6 +115,21 @@ static void schedule_tick(node_t *n, int64_t ms)
     evtimer_add(n->tick, &tv);
 }
 
+/* The database failed: log it once, and double the tick interval (at most 8 ticks, 10 s). */
+static void back_off(node_t *n, const bson_error_t *error)
+{
+    if (n->backoff_ms == 0)
+        cohort_log_node(COHORT_LOG_ERROR,
+                        "database unreachable: %s; staying up and retrying with backoff",
+                        error->message);
+    int64_t cap = 8 * n->config->tick_ms < 10000 ? 8 * n->config->tick_ms : 10000;
+    if (cap < n->config->tick_ms)
+        cap = n->config->tick_ms;
+    n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : n->config->tick_ms * 2;
+    if (n->backoff_ms > cap)
+        n->backoff_ms = cap;
+}
+
 /* Registers the node and measures the cluster clock. False: the database is away. */
 static bool ping(node_t *n)
 {
@@ -115,6 +139,8 @@ static bool ping(node_t *n)
         .pid = getpid(),
         .version = COHORT_VERSION,
         .started_at_ms = n->started_at_ms,
+        .run_id = n->run.run_id,
+        .run_since_ms = n->run.since_ms,
     };
     const char *names[n->n_services ? n->n_services : 1];
     int64_t workers[n->n_services ? n->n_services : 1];
@@ -130,23 +156,15 @@ static bool ping(node_t *n)
     bson_error_t error;
     int64_t server_ms = 0;
     bool expired = false;
+    cohort_node_run_t other_run;
     int64_t sent = cohort_clock_monotonic_ms();
     bool ok = cohort_store_ping_node(n->store, n->client, &info, &stats, &server_ms, &expired,
-                                     &error);
+                                     &other_run, &error);
     int64_t received = cohort_clock_monotonic_ms();
     bson_destroy(&stats);
 
     if (!ok) {
-        if (n->backoff_ms == 0)
-            cohort_log_node(COHORT_LOG_ERROR,
-                            "database unreachable: %s; staying up and retrying with backoff",
-                            error.message);
-        int64_t cap = 8 * n->config->tick_ms < 10000 ? 8 * n->config->tick_ms : 10000;
-        if (cap < n->config->tick_ms)
-            cap = n->config->tick_ms;
-        n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : n->config->tick_ms * 2;
-        if (n->backoff_ms > cap)
-            n->backoff_ms = cap;
+        back_off(n, &error);
         return false;
     }
     if (n->backoff_ms) {
@@ -164,11 +182,16 @@ static bool ping(node_t *n)
         if (!cohort_store_reregister_node(n->store, n->client, n->node_id, &rerr))
             cohort_log_node(COHORT_LOG_WARN, "re-registration failed: %s", rerr.message);
     }
-    int64_t max_rtt = cohort_election_max_rtt_ms(n->config->takeover_ms);
+    cohort_run_judge(&n->run, &other_run, server_ms,
+                     cohort_liveness_min_takeover_ms(n->services, n->n_services,
+                                                     n->config->takeover_ms));
+    /* The live takeover (cohortctl settings set may lower it), not the file's. */
+    int64_t max_rtt =
+        cohort_liveness_max_clock_rtt_ms(n->services, n->n_services, n->config->takeover_ms);
     if (!cohort_clock_sync(server_ms, sent, received, max_rtt))
         cohort_log_node(COHORT_LOG_WARN,
                         "clock sample ignored: round trip %lld ms exceeds %lld ms "
-                        "(takeover_ms/8); keeping the previous offset",
+                        "(the smallest live takeover_ms/8); keeping the previous offset",
                         (long long)(received - sent), (long long)max_rtt);
     int64_t skew = cohort_clock_node_skew_ms();
     if (!n->clock_warned && (skew > 1000 || skew < -1000)) {
@@ -215,6 +238,30 @@ static bool prepare(node_t *n, cohort_service_t *s)
     return true;
 }
 
+/* The service's config document went missing while the node ran (a dropped collection or
+ * database, an in-memory server restarted, a restore): recreate it at once, as at start-up,
+ * with an epoch above every one seen, so that a primary is elected again on the next tick
+ * under a new epoch. Its claims are this run's own: unlike prepare(), release nothing. */
+static void recreate_if_missing(node_t *n, cohort_service_t *s)
+{
+    if (!s->election.document_missing)
+        return;
+    bson_error_t error;
+    if (!cohort_store_recreate_service(n->store, n->client, s->config->name,
+                                       s->election.highest_epoch, &error)) {
+        cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
+                    "the service's config document is missing and cannot be recreated: %s; "
+                    "retrying next tick",
+                    error.message);
+        return;
+    }
+    s->election.document_missing = false;
+    cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
+                "the service's config document was missing (dropped, or the database lost its "
+                "data): recreated it with its indexes, epochs continue after %lld",
+                (long long)s->election.highest_epoch);
+}
+
 /* The node ticks as often as its most demanding service wants (tick_ms may be set live). */
 static int64_t tick_ms(node_t *n)
 {
@@ -225,13 +272,39 @@ static int64_t tick_ms(node_t *n)
     return tick;
 }
 
-/* Pinged and every service prepared: the node is ready (READY=1 for a service manager). */
+/* Pinged and every service prepared, with its config document there as last read: the
+ * node is ready (READY=1 for a service manager). */
 static bool all_prepared(node_t *n)
 {
     for (size_t i = 0; i < n->n_services; i++)
-        if (!n->services[i]->prepared)
+        if (!n->services[i]->prepared || n->services[i]->election.document_missing)
             return false;
     return true;
+}
+
+/* Before the first ping: no other live process may have this node_id (runs.h). False
+ * while that is not known yet (the database failed) or once the node is refused. */
+static bool start_run(node_t *n)
+{
+    if (n->run.started)
+        return true;
+    bson_error_t error;
+    int64_t liveness =
+        cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
+    switch (cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error)) {
+    case COHORT_RUN_STARTED:
+        cohort_log_node(COHORT_LOG_INFO, "run %s registered", n->run.run_id);
+        return true;
+    case COHORT_RUN_REFUSED:
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", error.message);
+        n->refused = true;
+        event_base_loopbreak(n->base);
+        return false;
+    case COHORT_RUN_RETRY:
+        break;
+    }
+    back_off(n, &error); /* the first ping's "database reachable again" ends it */
+    return false;
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -241,10 +314,19 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     node_t *n = arg;
     if (n->stopping)
         return;
+    if (!start_run(n)) {
+        if (!n->refused)
+            schedule_tick(n, n->backoff_ms);
+        return;
+    }
     if (ping(n)) {
         for (size_t i = 0; i < n->n_services && !n->stopping; i++)
-            if (prepare(n, n->services[i]))
+            if (n->run.standing_back)
+                cohort_service_stand_back(n->services[i], n->client);
+            else if (prepare(n, n->services[i])) {
                 cohort_service_tick(n->services[i], n->client);
+                recreate_if_missing(n, n->services[i]);
+            }
         if (!n->stopping && all_prepared(n) && cohort_notify_ready())
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);
@@ -344,8 +426,11 @@ static bool http_ready(void *arg, char *why, size_t whylen)
         snprintf(why, whylen, "shutting down");
     else if (n->backoff_ms)
         snprintf(why, whylen, "database unreachable (the last ping failed)");
+    else if (n->run.standing_back)
+        snprintf(why, whylen, "another live process has this node_id: standing back");
     else if (!all_prepared(n))
-        snprintf(why, whylen, "not registered yet (services not prepared in the database)");
+        snprintf(why, whylen, "a service's config document is missing in the database (not "
+                              "prepared yet, or being recreated)");
     else
         return true;
     return false;
@@ -381,6 +466,18 @@ static bool start_http(node_t *n)
     return true;
 }
 
+static bool start_lease_keeper(node_t *n)
+{
+    cohort_election_t *elections[n->n_services ? n->n_services : 1];
+    for (size_t i = 0; i < n->n_services; i++)
+        elections[i] = &n->services[i]->election;
+    bson_error_t err;
+    n->lease = cohort_lease_keeper_start(n->store, elections, n->n_services, &err);
+    if (!n->lease)
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
+    return n->lease != NULL;
+}
+
 int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 {
     *abandoned = false;
@@ -392,6 +489,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         cohort_node_default_id(n.node_id, sizeof n.node_id);
     gethostname(n.host, sizeof n.host - 1);
     n.started_at_ms = cohort_clock_realtime_ms();
+    cohort_run_init(&n.run, n.node_id);
     cohort_log_set_node(n.node_id);
     cohort_log_set_level(config->log_level);
     cohort_log_set_json(config->log_json);
@@ -435,6 +533,8 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         }
     }
 
+    if (!start_lease_keeper(&n))
+        goto out;
     n.base = event_base_new();
     if (!n.base || !start_http(&n))
         goto out;
@@ -452,8 +552,9 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
                     COHORT_VERSION, n.n_services, config->database, (long long)config->tick_ms,
                     (long long)config->takeover_ms);
     on_tick(-1, 0, &n);
-    event_base_dispatch(n.base);
-    rc = 0;
+    if (!n.refused)
+        event_base_dispatch(n.base);
+    rc = n.refused ? 1 : 0;
 
 out:;
     size_t still_running = n.base ? running_tasks(&n) : 0;
@@ -475,6 +576,7 @@ out:;
                         "%zu task(s) still running after shutdown_grace_ms; released %lld to "
                         "pending; exiting",
                         still_running, (long long)released);
+        cohort_run_end(&n.run, n.store, n.client);
         log_summary(&n);
         /* Nothing may be freed under the threads still in handler code: the caller ends the
          * process at once (cohortd does, with _exit()). */
@@ -485,8 +587,10 @@ out:;
      * (claims in flight count as running), so the counters are final. */
     if (n.store && n.n_services)
         log_summary(&n);
+    cohort_lease_keeper_stop(n.lease); /* before the elections it reads are freed */
     for (size_t i = 0; i < n.n_services; i++)
         cohort_service_destroy(n.services[i], n.client);
+    cohort_run_end(&n.run, n.store, n.client);
     free(n.services);
     if (n.tick)
         event_free(n.tick);

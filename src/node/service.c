@@ -95,6 +95,15 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     cohort_workers_refill(s);
 }
 
+void cohort_service_stand_back(cohort_service_t *s, mongoc_client_t *client)
+{
+    cohort_checkins_run(s, client);
+    if (s->config->isolation == COHORT_ISOLATION_THREAD)
+        cohort_checkins_watch_timeouts(s, client);
+    cohort_election_step_down(&s->election, s->store, client);
+    cohort_workers_hold(s);
+}
+
 void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)
 {
     if (!s)

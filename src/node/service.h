@@ -44,6 +44,10 @@ bool cohort_service_start(cohort_service_t *service, bson_error_t *error);
 /* One tick on the main thread; `client` is the main thread's. */
 void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);
 
+/* The tick of a process standing back (another live process has its node_id, runs.h): keeps
+ * the claims it holds alive, gives primacy up, and claims nothing. */
+void cohort_service_stand_back(cohort_service_t *service, mongoc_client_t *client);
+
 /* Joins the workers (call after cohort_service_stop_claiming and when running is 0 or the
  * grace period is over), steps down (with a client), calls the handler's destroy() and
  * frees everything. NULL is ignored. */

@@ -489,6 +489,13 @@ void cohort_workers_refill(cohort_service_t *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+void cohort_workers_hold(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->budget = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void cohort_workers_join(cohort_service_t *s)
 {
     cohort_service_stop_claiming(s);

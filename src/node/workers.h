@@ -29,6 +29,9 @@ void cohort_service_stop_claiming(cohort_service_t *service);
  * parked worker woken to use it. */
 void cohort_workers_refill(cohort_service_t *service);
 
+/* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
+void cohort_workers_hold(cohort_service_t *service);
+
 /* Stops claiming, joins every worker thread (they finish their task and write its outcome
  * first) and frees the pool; tasks left in the ready queue are released at exit. */
 void cohort_workers_join(cohort_service_t *service);

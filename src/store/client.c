@@ -76,6 +76,8 @@ void cohort_store_destroy(cohort_store_t *store)
 {
     if (!store)
         return;
+    if (store->primacy_client)
+        mongoc_client_pool_push(store->pool, store->primacy_client);
     if (store->pool)
         mongoc_client_pool_destroy(store->pool);
     mongoc_uri_destroy(store->uri);
@@ -92,6 +94,13 @@ void cohort_store_push(cohort_store_t *store, mongoc_client_t *client)
 {
     if (client)
         mongoc_client_pool_push(store->pool, client);
+}
+
+mongoc_client_t *cohort_store_primacy_client(cohort_store_t *store)
+{
+    if (!store->primacy_client)
+        store->primacy_client = mongoc_client_pool_pop(store->pool);
+    return store->primacy_client;
 }
 
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store)

@@ -20,6 +20,7 @@
 
 struct cohort_store {
     mongoc_client_pool_t *pool;
+    mongoc_client_t *primacy_client; /* popped from the pool for renewals alone; NULL until used */
     mongoc_uri_t *uri;
     char *database; /* owned */
     _Atomic uint64_t commands;
@@ -79,6 +80,22 @@ STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *
                                         const char *service, const char *node_id, int64_t epoch,
                                         const bson_t *extra_filter, const bson_t *update,
                                         bool *applied, bson_error_t *error);
+
+/* updateOne of node_id's document in `nodes` (nodes.c). */
+STORE_INTERNAL bool store_update_node(cohort_store_t *store, mongoc_client_t *client,
+                                      const char *node_id, const bson_t *update,
+                                      bson_error_t *error);
+
+/* ---- runs.c: the runs of a node_id, for the ping (nodes.c) -------------------------------- */
+
+/* Appends the run's fields to a ping's $set (run_id, runs.<id>.host, .pid, .since), and its
+ * runs.<id>.seen_at to the ping's $currentDate. */
+STORE_INTERNAL void store_append_run(bson_t *set, const cohort_node_info_t *node);
+STORE_INTERNAL void store_append_run_seen(bson_t *current_date, const cohort_node_info_t *node);
+
+/* The freshest run in the node document `doc` other than `run_id` (run_id "" if none). */
+STORE_INTERNAL void store_other_run(const bson_t *doc, const char *run_id,
+                                    cohort_node_run_t *other);
 
 /* ---- building task filters and updates -------------------------------------------------- */
 

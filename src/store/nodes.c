@@ -12,9 +12,8 @@
 
 #include <string.h>
 
-/* updateOne of the node's document. */
-static bool update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                        const bson_t *update, bson_error_t *error)
+bool store_update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                       const bson_t *update, bson_error_t *error)
 {
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
@@ -26,7 +25,8 @@ static bool update_node(cohort_store_t *store, mongoc_client_t *client, const ch
 
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
-                            int64_t *server_ms, bool *expired, bson_error_t *error)
+                            int64_t *server_ms, bool *expired, cohort_node_run_t *other,
+                            bson_error_t *error)
 {
     if (expired)
         *expired = false;
@@ -55,11 +55,16 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
             BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
         bson_append_document_end(&set, &workers);
     }
+    if (node->run_id)
+        store_append_run(&set, node);
     bson_append_document_end(&update, &set);
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
     BSON_APPEND_BOOL(&current, "seen_at", true);
+    if (node->run_id)
+        store_append_run_seen(&current, node);
     bson_append_document_end(&update, &current);
-    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1), "expired", BCON_INT32(1));
+    bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1), "expired", BCON_INT32(1), "run_id",
+                              BCON_INT32(1), "runs", BCON_INT32(1));
 
     bson_t doc;
     bool found = false;
@@ -75,6 +80,11 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     bson_iter_t it;
     if (ok && expired && bson_iter_init_find(&it, &doc, "expired") && BSON_ITER_HOLDS_BOOL(&it))
         *expired = bson_iter_bool(&it);
+    if (other) {
+        memset(other, 0, sizeof *other);
+        if (ok)
+            store_other_run(&doc, node->run_id, other);
+    }
     bson_destroy(&doc);
     bson_destroy(fields);
     bson_destroy(&update);
@@ -87,7 +97,7 @@ bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, con
                              bson_error_t *error)
 {
     bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
-    bool ok = update_node(store, client, node_id, update, error);
+    bool ok = store_update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }
@@ -97,7 +107,7 @@ bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client
 {
     bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
                               "registered_at", BCON_BOOL(true), "}");
-    bool ok = update_node(store, client, node_id, update, error);
+    bool ok = store_update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }

@@ -22,12 +22,16 @@ bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
     bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "tick_ms",
                               BCON_INT64(tick_ms), "}", "$currentDate", "{", "last_active",
                               BCON_BOOL(true), "}");
-    bson_t *fields = BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1), "settings",
-                              BCON_INT32(1), "lease_ms", BCON_INT32(1), "pause", BCON_INT32(1),
-                              "block", BCON_INT32(1));
-    bson_init(doc);
-    bool ok = store_find_and_modify(services, query, NULL, update, fields, true, false, doc,
-                                    renewed, error);
+    bson_t *fields = doc ? BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1),
+                                    "settings", BCON_INT32(1), "lease_ms", BCON_INT32(1),
+                                    "pause", BCON_INT32(1), "block", BCON_INT32(1))
+                         : BCON_NEW("_id", BCON_INT32(1));
+    bson_t unused = BSON_INITIALIZER;
+    if (doc)
+        bson_init(doc);
+    bool ok = store_find_and_modify(services, query, NULL, update, fields, true, false,
+                                    doc ? doc : &unused, renewed, error);
+    bson_destroy(&unused);
     bson_destroy(fields);
     bson_destroy(update);
     bson_destroy(query);

@@ -22,12 +22,13 @@ static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
     return ok;
 }
 
-bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, bson_error_t *error)
+/* The config document (created with `epoch` if missing) and the queue's indexes. */
+static bool ensure_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                           int64_t epoch, bson_error_t *error)
 {
     mongoc_collection_t *services = store_collection(store, client, "services");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
-    bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(0),
+    bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(epoch),
                               "last_active", BCON_NULL, "batch_seq", BCON_INT64(1), "draining",
                               BCON_NULL, "batches_completed", BCON_INT64(0), "data", "{", "}",
                               "}", "$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
@@ -90,6 +91,18 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
     bson_destroy(indexes);
     mongoc_collection_destroy(tasks);
     return ok;
+}
+
+bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, bson_error_t *error)
+{
+    return ensure_service(store, client, service, 0, error);
+}
+
+bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t epoch_floor, bson_error_t *error)
+{
+    return ensure_service(store, client, service, epoch_floor, error);
 }
 
 bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,

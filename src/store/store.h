@@ -51,6 +51,12 @@ void cohort_store_destroy(cohort_store_t *store);
 mongoc_client_t *cohort_store_pop(cohort_store_t *store);
 void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
 
+/* The connection kept for primacy renewal alone (node/lease.c's thread): a client of the
+ * pool that nothing else uses, so a renewal never waits behind the tick's, the workers' or a
+ * cursor's commands for a connection. Owned by the store: popped on the first call, pushed
+ * back by cohort_store_destroy(). One thread at a time may use it. */
+mongoc_client_t *cohort_store_primacy_client(cohort_store_t *store);
+
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
 
 /* ---- services.c: the service's config document ------------------------------------------ */
@@ -58,6 +64,13 @@ cohort_store_stats_t cohort_store_stats(const cohort_store_t *store);
 /* Creates the service's config document (if missing) and the queue's indexes. Idempotent. */
 bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, bson_error_t *error);
+
+/* The same for a document that went missing while nodes ran (a dropped collection or
+ * database, a restore): created with epoch = `epoch_floor`, the largest epoch the caller saw,
+ * so the next primary's epoch is new (epochs never repeat). Idempotent. */
+bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, int64_t epoch_floor,
+                                   bson_error_t *error);
 
 /* Reads the service's config document into `doc` (initialised by this call; destroy it).
  * *found is false if the service has no document yet. */
@@ -93,7 +106,8 @@ typedef struct cohort_batch_state {
  * names this node and epoch (one findAndModify), and declares `lease_ms`, the takeover time
  * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
  * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
- * (settings, switches, batch state), which saves the primary a read every tick. */
+ * (settings, switches, batch state), which saves the primary a read every tick. `doc` may be
+ * NULL when only the lease matters (the lease thread's renewals). */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
                               int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
@@ -117,6 +131,8 @@ bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, con
 
 /* ---- nodes.c: nodes and the cluster clock ----------------------------------------------- */
 
+#define COHORT_RUN_ID_LEN 32 /* a run id: 128 random bits in hex */
+
 typedef struct cohort_node_info {
     const char *node_id;
     const char *host;
@@ -126,13 +142,43 @@ typedef struct cohort_node_info {
     const char *const *services; /* the services it hosts (may be NULL) */
     const int64_t *workers;      /* their worker counts */
     size_t n_services;
+    const char *run_id;   /* this process's run (NULL: not recorded; tools and tests) */
+    int64_t run_since_ms; /* server time at which the run started */
 } cohort_node_info_t;
 
+/* One run (process) of a node_id, as its document records it (runs.c). */
+typedef struct cohort_node_run {
+    char run_id[COHORT_RUN_ID_LEN + 1]; /* "": none */
+    char host[256];
+    int64_t pid;
+    int64_t since_ms;   /* server time at which it started */
+    int64_t seen_at_ms; /* server time of its last ping (or keep-alive touch) */
+} cohort_node_run_t;
+
 /* Upserts the node's document with seen_at = the server's $currentDate and reads it back:
- * *server_ms is the server's time during the call. */
+ * *server_ms is the server's time during the call. With node->run_id, also refreshes the
+ * run's entry, and *other (may be NULL) receives the freshest other run of the same node_id
+ * recorded there (run_id "" if none). */
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
-                            int64_t *server_ms, bool *expired, bson_error_t *error);
+                            int64_t *server_ms, bool *expired, cohort_node_run_t *other,
+                            bson_error_t *error);
+
+/* ---- runs.c: one process per node_id ------------------------------------------------------ */
+
+/* The server's time now, and the freshest run of `node_id` other than `run_id` that its
+ * document records (run_id "" if none, or no document). */
+bool cohort_store_other_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                            const char *run_id, int64_t *server_ms, cohort_node_run_t *other,
+                            bson_error_t *error);
+
+/* Removes every run entry of `node_id`: a new run does so once it found none of them alive. */
+bool cohort_store_forget_runs(cohort_store_t *store, mongoc_client_t *client,
+                              const char *node_id, bson_error_t *error);
+
+/* Removes the entry of `run_id` (a clean shutdown): the next run need not wait for it. */
+bool cohort_store_end_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                          const char *run_id, bson_error_t *error);
 
 /* A bare liveness ping (seen_at = server time) for when the main thread is busy. */
 bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,

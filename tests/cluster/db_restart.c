@@ -60,7 +60,7 @@ Test(cluster_db_restart, tasks_survive_a_database_restart)
     int rc = cluster_run_ctl(c, enqueue);
     cluster_assert(c, rc == 0, "cohortctl enqueue exited %d (see %s/cohortctl.log)", rc, c->dir);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 30, 20000),
-                   "30 tasks did not succeed within 20 s");
+                   "30 tasks did not succeed (none for 20 s)");
     int64_t before = cluster_count_status(c, SERVICE, "succeeded");
     cluster_assert(c, before < TASKS - 50,
                    "%lld of %d tasks had already succeeded: nothing left to interrupt",

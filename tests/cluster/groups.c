@@ -156,7 +156,7 @@ Test(cluster_groups, no_two_runs_of_a_group_overlap_on_three_nodes)
     const int64_t total = GROUPS * PER_GROUP + UNGROUPED;
     bool done = cluster_wait_succeeded(c, service, total, 45000);
     int64_t took = test_now_ms() - started;
-    cluster_assert(c, done, "only %lld of %lld tasks succeeded within 45 s",
+    cluster_assert(c, done, "only %lld of %lld tasks succeeded (none for 45 s)",
                    (long long)cluster_count_status(c, service, "succeeded"), (long long)total);
     cluster_assert(c, count(c, service, "{\"group_lock\": {\"$exists\": true}}") == 0,
                    "a finished task still holds its group's lock");

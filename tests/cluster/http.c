@@ -408,7 +408,7 @@ Test(cluster_http, counters_move_as_tasks_run)
     const char *enqueue[] = {"enqueue", SERVICE, "--count", count, NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, TASKS, 30000),
-                   "%d tasks did not succeed within 30 s", TASKS);
+                   "%d tasks did not succeed (none for 30 s)", TASKS);
     /* The counter moves right after the outcome is written: poll for it. */
     succeeded_wait_t sw = {c, ports, before.succeeded + TASKS};
     cluster_assert(c, test_wait_until(metrics_show_succeeded, &sw, 10000),

@@ -334,7 +334,8 @@ Test(cluster_ops_rolling, rolling_restart_loses_nothing_runs_nothing_twice_keeps
                    (long long)s.max_sample_interval_ms);
 
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, s.enqueued, 30000),
-                   "not all %lld tasks succeeded within 30 s (%lld did)", (long long)s.enqueued,
+                   "not all %lld tasks succeeded (none for 30 s) (%lld did)",
+                   (long long)s.enqueued,
                    (long long)cluster_count_status(c, SERVICE, "succeeded"));
     int64_t again = cluster_try_count(c, SERVICE, "{\"attempts\": {\"$ne\": 1}}");
     cluster_assert(c, again == 0, "%lld task(s) were claimed more than once", (long long)again);

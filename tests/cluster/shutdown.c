@@ -3,6 +3,13 @@
  * finishes what it is running (those tasks end succeeded, none is left claimed), exits 0
  * within shutdown_grace_ms, and since it stepped down another node becomes primary within
  * about a tick - well under takeover_ms.
+ *
+ * The primary must hold a claim when it gets SIGTERM, but every node claims, and with batch
+ * claims (cluster-batch32) the secondaries' prefetches can take a small queue whole before
+ * the primary's tick comes. So the queue is arranged to outlast them: besides the 60 tasks
+ * for the primary, as many as the two secondaries can hold at once (each its workers plus its
+ * ready queue of two batch claims), and the test waits for the primary's claim for as long
+ * as tasks are still pending, not for a fixed time.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -14,8 +21,10 @@
 #include "support.h"
 
 #define SERVICE "slow"
-#define TASKS 60
+#define FOR_PRIMARY 60
+#define WORKERS 2
 #define MAX_RUNNING 16
+#define NO_PROGRESS_MS 20000 /* the queue's end: no task finished for this long */
 
 TestSuite(cluster_shutdown, .fini = cluster_cleanup_all, .timeout = 120);
 
@@ -68,11 +77,37 @@ static bool given_back(cluster_t *c, const char id[25], const char *node)
     return n == 1;
 }
 
+/* The claim_batch the harness writes (COHORT_TEST_CLAIM_BATCH; cluster.h), else 1. */
+static int64_t claim_batch(void)
+{
+    const char *batch = getenv("COHORT_TEST_CLAIM_BATCH");
+    int64_t n = batch ? strtoll(batch, NULL, 10) : 1;
+    return n > 0 ? n : 1;
+}
+
+/* Waits until the primary holds at least one claim, as long as tasks are pending (while they
+ * are, its next tick claims some). Returns how many it holds (ids in `running`). */
+static size_t wait_primary_claims(cluster_t *c, const char *primary, char running[][25])
+{
+    size_t n = 0;
+    int64_t cap = test_now_ms() + 60000;
+    while ((n = claimed_by(c, primary, running, MAX_RUNNING)) == 0 && test_now_ms() < cap &&
+           cluster_try_count(c, SERVICE, "{\"status\": \"pending\"}") != 0)
+        test_sleep_ms(10);
+    return n;
+}
+
 Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
 {
+    /* What two secondaries can hold at once, so FOR_PRIMARY tasks stay pending for it. */
+    int64_t tasks = FOR_PRIMARY + 2 * (WORKERS + 2 * claim_batch());
+    char count[24];
+    snprintf(count, sizeof count, "%lld", (long long)tasks);
+    char settings[64];
+    snprintf(settings, sizeof settings, "workers = %d\nsleep_ms = 300", WORKERS);
     cluster_options_t options = {
         .tag = "shutdown",
-        .services = {{.name = SERVICE, .settings = "workers = 2\nsleep_ms = 300"}},
+        .services = {{.name = SERVICE, .settings = settings}},
     };
     cluster_t *c = cluster_new(&options);
     cluster_primacy_t old;
@@ -80,7 +115,7 @@ Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
     cluster_node_t *primary = cluster_node_by_id(c, old.primary);
     cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", old.primary);
 
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", "60", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", count, NULL};
     int rc = cluster_run_ctl(c, enqueue);
     cluster_assert(c, rc == 0, "cohortctl enqueue exited %d", rc);
 
@@ -89,12 +124,10 @@ Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
     srand((unsigned)getpid() ^ (unsigned)test_now_ms());
     test_sleep_ms(rand() % c->tick_ms);
     char running[MAX_RUNNING][25];
-    size_t n_running = 0;
-    int64_t deadline = test_now_ms() + 10000;
-    while ((n_running = claimed_by(c, primary->id, running, MAX_RUNNING)) == 0 &&
-           test_now_ms() < deadline)
-        test_sleep_ms(10);
-    cluster_assert(c, n_running > 0, "primary %s claimed no task within 10 s", primary->id);
+    size_t n_running = wait_primary_claims(c, primary->id, running);
+    cluster_assert(c, n_running > 0,
+                   "primary %s claimed none of %lld tasks while some were pending (60 s cap)",
+                   primary->id, (long long)tasks);
 
     int64_t term_at = test_now_ms();
     cluster_node_send_term(primary);
@@ -154,8 +187,9 @@ Test(cluster_shutdown, sigterm_primary_steps_down_and_drains)
     free(summary);
 
     /* The others finish the queue, each task once, and stop cleanly too. */
-    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, TASKS, 30000),
-                   "not all %d tasks succeeded within 30 s", TASKS);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, tasks, NO_PROGRESS_MS),
+                   "not all %lld tasks succeeded (none finished for %d s)", (long long)tasks,
+                   NO_PROGRESS_MS / 1000);
     int64_t retried = cluster_try_count(c, SERVICE, "{\"attempts\": {\"$gt\": 1}}");
     cluster_assert(c, retried == 0, "%lld task(s) needed more than one attempt",
                    (long long)retried);

@@ -1059,7 +1059,7 @@ Test(scheduling, every_way_out_of_claimed_releases_the_group_lock)
                                        .version = "test", .started_at_ms = 1};
             int64_t server_ms;
             bson_error_t error;
-            cr_assert(cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL,
+            cr_assert(cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL, NULL,
                                              &error),
                       "%s", error.message);
             test_sleep_ms(5);

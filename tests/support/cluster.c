@@ -418,10 +418,14 @@ void cluster_node_start(cluster_node_t *n)
 
     const char *extra[CLUSTER_MAX_ENV + 2];
     size_t n_extra = 0;
-    char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
-    extra[n_extra++] = uri_env;
-    for (size_t i = 0; i < CLUSTER_MAX_ENV && n->env[i]; i++)
+    bool own_uri = false; /* the node's env names its own database address (a proxy) */
+    for (size_t i = 0; i < CLUSTER_MAX_ENV && n->env[i]; i++) {
+        own_uri |= strncmp(n->env[i], "MONGODB_URI=", strlen("MONGODB_URI=")) == 0;
         extra[n_extra++] = n->env[i];
+    }
+    char *uri_env = xasprintf("MONGODB_URI=%s", c->uri);
+    if (!own_uri)
+        extra[n_extra++] = uri_env;
     extra[n_extra] = NULL;
 
     /* setpriv execs cohortd in place (same pid) after arranging SIGKILL on our death. */
@@ -813,7 +817,18 @@ bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_js
 
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms)
 {
-    return cluster_wait_count(c, service, "{\"status\": \"succeeded\"}", count, timeout_ms);
+    int64_t done = -1, progress_at = test_now_ms();
+    while (test_now_ms() - progress_at <= timeout_ms) {
+        int64_t n = cluster_try_count(c, service, "{\"status\": \"succeeded\"}");
+        if (n >= count)
+            return true;
+        if (n > done) {
+            done = n;
+            progress_at = test_now_ms();
+        }
+        test_sleep_ms(20);
+    }
+    return false;
 }
 
 /* Runs cohortctl with `args`; its stdout goes to out_path, its stderr to cohortctl.log. */

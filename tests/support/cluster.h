@@ -97,7 +97,8 @@ void cluster_destroy(cluster_t *c);
 void cluster_cleanup_all(void);
 
 /* Writes the next node's config file. `env` is a NULL-terminated list of "KEY=VALUE" added to
- * the process environment (may be NULL). The node is not started. */
+ * the process environment (may be NULL); a MONGODB_URI there replaces the cluster's (to put a
+ * proxy between the node and the database). The node is not started. */
 cluster_node_t *cluster_add_node(cluster_t *c, const char *const *env);
 
 /* Spawns the node (build/cohortd -c FILE); MONGODB_URI is set to the cluster's URI. */
@@ -217,7 +218,8 @@ bool cluster_wait_count(cluster_t *c, const char *service, const char *filter_js
                         int64_t count, int64_t timeout_ms);
 
 /* Polls until `count` tasks of `service` are succeeded (database errors just mean "not
- * yet"). */
+ * yet"). Gives up once no task has succeeded for `timeout_ms`: a bound on progress, not on
+ * the whole wait, so a busy machine only makes it longer. */
 bool cluster_wait_succeeded(cluster_t *c, const char *service, int64_t count, int64_t timeout_ms);
 
 /* Runs build/cohortctl -c <node 1's config> ARGS... (NULL-terminated) with the cluster's

@@ -383,7 +383,7 @@ void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max
         bson_error_t error;
         int64_t server_ms = 0;
         int64_t sent = cohort_clock_monotonic_ms();
-        bool ok = cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL, &error);
+        bool ok = cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL, NULL, &error);
         int64_t received = cohort_clock_monotonic_ms();
         if (ok && cohort_clock_sync(server_ms, sent, received, max_rtt_ms))
             return;

@@ -7,6 +7,8 @@
  *   { "sleep_ms": N }  sleep N ms first (to keep a task running across ticks)
  *   { "inc": KEY }     cohort_data_inc(KEY, 1) first; a failure makes the run a retry
  *   { "getset": KEY }  cohort_get(KEY) then cohort_set(KEY, value + 1): the racy way
+ *   { "set": KEY }     then cohort_set(KEY, the task's id), and fail the task (for good) if
+ *                      that write fails: a handler whose write is essential
  *
  * on_tasks_completed iterates the batch with cohort_batch_next() and then
  * cohort_batch_next_unsuccessful() and records the call (batch id, counts, the ids iterated
@@ -174,6 +176,16 @@ static cohort_outcome_t probe_process(cohort_ctx_t *ctx, void *state, cohort_tas
         (getset && !get_and_set(ctx, getset, &error))) {
         cohort_task_set_error(task, "probe: %s", error.message);
         return COHORT_TASK_RETRY;
+    }
+    const char *set = data_str(data, "set");
+    if (set) {
+        bson_value_t value = {.value_type = BSON_TYPE_UTF8};
+        value.value.v_utf8.str = (char *)cohort_task_id(task);
+        value.value.v_utf8.len = (uint32_t)strlen(value.value.v_utf8.str);
+        if (!cohort_set(ctx, set, &value, &error)) {
+            cohort_task_set_error(task, "probe: cohort_set: %s", error.message);
+            return COHORT_TASK_FAILED;
+        }
     }
     return (cohort_outcome_t)task_data_int(data, "outcome", COHORT_TASK_SUCCEEDED);
 }

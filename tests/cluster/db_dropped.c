@@ -1,0 +1,130 @@
+/*
+ * db_dropped.c - the database loses its data while the nodes run (issue 15, item 1): a
+ * database dropped by hand, or the service's config collection dropped, under a running
+ * 3-node cluster.
+ *
+ * The nodes must notice the missing config document, recreate it (with its indexes) and elect
+ * a primary again within takeover_ms + 2 * tick_ms of the drop, under an epoch never used
+ * before; `cohortctl enqueue --unique-key` works again, tasks run, and no valid task fails
+ * because of it: a task whose cohort_set() meets the missing document waits for it to come
+ * back instead of failing (the probe handler fails its task for good if that write fails).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "support.h"
+
+#define SERVICE "probe"
+#define PROBE "../tests/handlers/test_handler_probe.so"
+#define TICK_MS 200
+#define TAKEOVER_MS 1500
+#define SETTER "{\"set\": \"last_task\"}"
+
+TestSuite(cluster_db_dropped, .fini = cluster_cleanup_all, .timeout = 240);
+
+static cluster_t *start_cluster(const char *tag, cluster_primacy_t *primacy)
+{
+    cluster_options_t options = {
+        .tag = tag,
+        .tick_ms = TICK_MS,
+        .takeover_ms = TAKEOVER_MS,
+        .services = {{.name = SERVICE, .handler = PROBE, .settings = "workers = 2"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_start_elected(c, 3, SERVICE, 10000, primacy);
+    return c;
+}
+
+static void enqueue_setters(cluster_t *c, int count, int sleep_ms)
+{
+    char data[96];
+    snprintf(data, sizeof data, "{\"set\": \"last_task\", \"sleep_ms\": %d}", sleep_ms);
+    for (int i = 0; i < count; i++)
+        cluster_enqueue(c, SERVICE, data, NULL, NULL);
+}
+
+static void assert_nothing_failed(cluster_t *c, int64_t expect_succeeded)
+{
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, expect_succeeded, 60000),
+                   "%lld tasks did not succeed within 60 s (succeeded %lld, failed %lld)",
+                   (long long)expect_succeeded,
+                   (long long)cluster_count_status(c, SERVICE, "succeeded"),
+                   (long long)cluster_count_status(c, SERVICE, "failed"));
+    int64_t failed = cluster_count_status(c, SERVICE, "failed");
+    cluster_assert(c, failed == 0, "%lld valid task(s) failed", (long long)failed);
+}
+
+static void all_stop_ok(cluster_t *c)
+{
+    char why[160];
+    cluster_assert(c, cluster_epochs_unique(c, SERVICE, why, sizeof why), "%s", why);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+Test(cluster_db_dropped, a_dropped_database_is_recreated_and_a_primary_elected_in_time)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("dbdrop", &before);
+    enqueue_setters(c, 10, 0);
+    assert_nothing_failed(c, 10);
+
+    int64_t dropped_at = cluster_server_ms(c);
+    mongoc_database_t *db = mongoc_client_get_database(c->client, c->db);
+    bson_error_t error;
+    bool dropped = mongoc_database_drop(db, &error);
+    mongoc_database_destroy(db);
+    cr_assert(dropped, "dropDatabase: %s", error.message);
+
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 30000, &after),
+                   "no primary within 30 s of dropping the database");
+    int64_t took = after.elected_at_ms - dropped_at;
+    fprintf(stderr, "db_dropped: %s primary again (epoch %lld, was %lld) %lld ms after the drop\n",
+            after.primary, (long long)after.epoch, (long long)before.epoch, (long long)took);
+    cluster_assert(c, took <= TAKEOVER_MS + 2 * TICK_MS,
+                   "a primary was elected %lld ms after the drop; the bound is takeover_ms + "
+                   "2 * tick_ms = %d ms",
+                   (long long)took, TAKEOVER_MS + 2 * TICK_MS);
+    cluster_assert(c, after.epoch > before.epoch,
+                   "the recreated document restarted the epochs: %lld after %lld",
+                   (long long)after.epoch, (long long)before.epoch);
+
+    const char *unique[] = {"enqueue", SERVICE, "--unique-key", "after-the-drop", "--data",
+                            SETTER, NULL};
+    int rc = cluster_run_ctl(c, unique);
+    cluster_assert(c, rc == 0, "cohortctl enqueue --unique-key exited %d after the drop (see %s)",
+                   rc, c->dir);
+    enqueue_setters(c, 20, 0);
+    assert_nothing_failed(c, 21);
+    all_stop_ok(c);
+}
+
+Test(cluster_db_dropped, tasks_writing_generic_data_survive_a_dropped_config_collection)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("svcdrop", &before);
+    /* 6 workers in all, tasks of 200 ms: some are always running, and finish (calling
+     * cohort_set) in the ticks before the document is back. */
+    enqueue_setters(c, 60, 200);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 6, 30000),
+                   "the first tasks did not succeed within 30 s");
+    mongoc_collection_t *services = mongoc_client_get_collection(c->client, c->db, "services");
+    bson_error_t error;
+    bool dropped = mongoc_collection_drop(services, &error);
+    mongoc_collection_destroy(services);
+    cr_assert(dropped, "drop services: %s", error.message);
+    int64_t left = 60 - cluster_count_status(c, SERVICE, "succeeded");
+    cluster_assert(c, left >= 6, "only %lld tasks left when the collection was dropped",
+                   (long long)left);
+
+    assert_nothing_failed(c, 60);
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 10000, &after),
+                   "no primary after the config collection was dropped");
+    cluster_assert(c, after.epoch > before.epoch, "epochs restarted: %lld after %lld",
+                   (long long)after.epoch, (long long)before.epoch);
+    all_stop_ok(c);
+}

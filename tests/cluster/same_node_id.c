@@ -1,0 +1,170 @@
+/*
+ * same_node_id.c - two processes with one node_id (issue 15, item 2). Before runs, they
+ * swapped primacy every tick (a new epoch each time) and shared every claim, silently.
+ *
+ *  - A second process started while the first runs is refused at start-up: it exits
+ *    non-zero with an error naming the node_id and the other run's host, pid and last
+ *    check-in.
+ *  - A clone the start-up check cannot see (the first process is stopped with SIGSTOP until
+ *    its check-in is stale, then the clone starts, then the first resumes): both log an ERROR
+ *    naming the clash every tick, the newer (the clone) stands back - it runs no task and
+ *    takes no primacy - and the epoch stops moving.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cluster.h"
+#include "support.h"
+
+#define SERVICE "noop"
+#define CLASH "is used by two live processes"
+
+TestSuite(cluster_same_node_id, .fini = cluster_cleanup_all, .timeout = 240);
+
+static cluster_t *start_cluster(const char *tag, cluster_primacy_t *primacy)
+{
+    cluster_options_t options = {
+        .tag = tag,
+        .services = {{.name = SERVICE, .settings = "workers = 2\njournal = @DIR@/journal.log"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_start_elected(c, 2, SERVICE, 10000, primacy);
+    return c;
+}
+
+/* A third node whose config says node_id = n1, journaling to its own file. */
+static cluster_node_t *add_clone(cluster_t *c)
+{
+    cluster_node_t *clone = cluster_add_node(c, NULL);
+    cluster_node_config_set(clone, "node_id", "n1");
+    char journal[512];
+    snprintf(journal, sizeof journal, "%s/clone.log", c->dir);
+    cluster_node_config_set(clone, "journal", journal);
+    return clone;
+}
+
+Test(cluster_same_node_id, a_second_live_process_is_refused_at_start_up)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("dupid", &before);
+    cluster_node_t *first = &c->nodes[0];
+    cluster_node_t *clone = add_clone(c);
+    int64_t started = test_now_ms();
+    cluster_node_start(clone);
+    int64_t took = cluster_node_wait_exit(clone, started, 30000);
+    cluster_assert(c, took >= 0, "the second process with node_id n1 is still running after 30 s");
+    cluster_assert(c, WIFEXITED(clone->wait_status) && WEXITSTATUS(clone->wait_status) != 0,
+                   "the second process exited with wait status 0x%x, want a non-zero exit",
+                   clone->wait_status);
+    char *line = cluster_log_find(clone, "node_id 'n1' is in use by another live process", NULL);
+    cluster_assert(c, line, "the refusal does not name the node_id and the clash");
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %lld,", (long long)first->pid);
+    cluster_assert(c, strstr(line, pid) && strstr(line, "on host ") && strstr(line, "last seen"),
+                   "the refusal does not name the other run's host, %s and last check-in: %s", pid,
+                   line);
+    fprintf(stderr, "same_node_id: refused after %lld ms: %s\n", (long long)took, line);
+    free(line);
+    cluster_assert(c, cluster_log_count(first, CLASH, NULL) == 0, "the first process saw a clash");
+
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &after), "cannot read the primacy");
+    cluster_assert(c, after.epoch == before.epoch, "the epoch moved from %lld to %lld",
+                   (long long)before.epoch, (long long)after.epoch);
+    for (size_t i = 0; i < 2; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* Waits until the nodes document of `node_id` was last written by process `pid`. */
+static bool wait_pinged_by(cluster_t *c, const char *node_id, pid_t pid, int64_t timeout_ms)
+{
+    mongoc_collection_t *nodes = mongoc_client_get_collection(c->client, c->db, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id), "pid", BCON_INT64((int64_t)pid));
+    int64_t deadline = test_now_ms() + timeout_ms;
+    bool seen = false;
+    while (!seen && test_now_ms() < deadline) {
+        seen = mongoc_collection_count_documents(nodes, filter, NULL, NULL, NULL, NULL) > 0;
+        if (!seen)
+            test_sleep_ms(50);
+    }
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return seen;
+}
+
+/* Waits until the node has logged `count` clash lines. */
+static bool wait_clash_lines(cluster_node_t *n, int count, int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    while (cluster_log_count(n, CLASH, NULL) < count) {
+        if (test_now_ms() >= deadline)
+            return false;
+        test_sleep_ms(50);
+    }
+    return true;
+}
+
+Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_not_flap)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("lateid", &before);
+    cluster_node_t *first = &c->nodes[0];
+    /* Unseen by the clone's start-up check: n1 stops checking in until its check-in is stale
+     * (the clone waits that long), and resumes once the clone runs. */
+    cluster_node_pause(first);
+    cluster_node_t *clone = add_clone(c);
+    cluster_node_start(clone);
+    cluster_assert(c, wait_pinged_by(c, "n1", clone->pid, 30000),
+                   "the clone did not start (ping as n1) while n1 was stopped");
+    cluster_node_resume(first);
+
+    cluster_assert(c, wait_clash_lines(first, 3, 30000) && wait_clash_lines(clone, 3, 30000),
+                   "the two processes with node_id n1 did not both log the clash (ERROR '" CLASH
+                   "') within 30 s");
+    cluster_assert(c, cluster_log_count(clone, CLASH, "this one started later and stands back"),
+                   "the clone does not say it stands back");
+    cluster_assert(c, cluster_log_count(first, CLASH, "the other started later"),
+                   "n1 does not say the clone stands back");
+    cluster_assert(c, cluster_log_count(first, CLASH, "ERROR") > 0, "the clash is not an ERROR");
+
+    cluster_primacy_t settled;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &settled), "cannot read the primacy");
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", "40", NULL};
+    int rc = cluster_run_ctl(c, enqueue);
+    cluster_assert(c, rc == 0, "cohortctl enqueue exited %d", rc);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 40, 30000),
+                   "40 tasks did not succeed within 30 s of the clash");
+    /* Ten more ticks of both processes under the clash. */
+    int first_lines = cluster_log_count(first, CLASH, NULL);
+    int clone_lines = cluster_log_count(clone, CLASH, NULL);
+    cluster_assert(c,
+                   wait_clash_lines(first, first_lines + 10, 30000) &&
+                       wait_clash_lines(clone, clone_lines + 10, 30000),
+                   "the clash stopped being logged every tick");
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &after), "cannot read the primacy");
+    fprintf(stderr, "same_node_id: epoch %lld before, %lld once the clash was seen, %lld after\n",
+            (long long)before.epoch, (long long)settled.epoch, (long long)after.epoch);
+    cluster_assert(c, after.epoch == settled.epoch,
+                   "primacy flapped under the clash: epoch %lld -> %lld", (long long)settled.epoch,
+                   (long long)after.epoch);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/clone.log", c->dir);
+    char *journal = test_try_read_file(path);
+    cluster_assert(c, !journal || !journal[0], "the clone standing back ran tasks:\n%s", journal);
+    free(journal);
+    char why[160];
+    cluster_assert(c, cluster_epochs_unique(c, SERVICE, why, sizeof why), "%s", why);
+
+    /* The clone goes; n1 is alone again and says so. */
+    cluster_node_stop_ok(clone, c->shutdown_grace_ms + 5000);
+    cluster_assert(c, cluster_wait_log(first, "no other live process uses node_id 'n1'", NULL,
+                                       30000),
+                   "n1 did not notice the clone had gone");
+    for (size_t i = 0; i < 2; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}

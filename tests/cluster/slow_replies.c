@@ -1,0 +1,138 @@
+/*
+ * slow_replies.c - a primary whose database answers every command a third of takeover_ms
+ * late keeps its primacy and its epoch (the brief's guarantee 7, issue 15 item 4).
+ *
+ * n1 reaches the database through a proxy in this process (tests/support/delay_proxy.h); n2
+ * and n3 connect directly. Once n1 is primary, the proxy holds every reply to n1 for
+ * takeover_ms / 3 (500 ms). Each of n1's ticks is then a queue of slow commands (ping,
+ * check-ins, renewal, busy groups, maintenance, batches), several times longer than
+ * takeover_ms; the lease thread must renew between them, on its own connection, once less
+ * than half of the lease is left. The test watches the services document for WINDOW_LEASES
+ * takeover periods after the delay is in force (counted from the first delayed reply) and
+ * requires: the same primary and epoch at every reading, last_active still advancing, no
+ * "lost primacy" in n1's log, and n2 and n3 never primary.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "delay_proxy.h"
+#include "support.h"
+
+#define SERVICE "noop"
+#define TASKS "300"
+#define WINDOW_LEASES 10
+#define POLL_MS 100
+
+TestSuite(cluster_slow_replies, .fini = cluster_cleanup_all, .timeout = 240);
+
+/* host and port of a single-server mongodb:// URI; false for anything else (a replica set,
+ * SRV, several hosts), which the proxy cannot stand in for. */
+static bool single_server(const char *uri, char *host, size_t hostlen, int *port)
+{
+    const char *p = strncmp(uri, "mongodb://", 10) == 0 ? uri + 10 : NULL;
+    if (!p || strchr(p, ',') || strstr(p, "replicaSet") || strchr(p, '@'))
+        return false;
+    size_t len = strcspn(p, "/?");
+    const char *colon = memchr(p, ':', len);
+    if (!colon || (size_t)(colon - p) >= hostlen)
+        return false;
+    snprintf(host, hostlen, "%.*s", (int)(colon - p), p);
+    *port = atoi(colon + 1);
+    return *port > 0;
+}
+
+typedef struct proxy_progress {
+    delay_proxy_t *proxy;
+    int64_t replies;
+} proxy_progress_t;
+
+static bool replies_passed(void *arg)
+{
+    proxy_progress_t *p = arg;
+    return delay_proxy_replies(p->proxy) > p->replies;
+}
+
+Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its_epoch)
+{
+    cluster_options_t options = {
+        .tag = "slow_replies",
+        .tick_ms = 200,
+        .takeover_ms = 1500,
+        .services = {{.name = SERVICE, .settings = "workers = 2"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int port = 0;
+    if (!single_server(c->uri, host, sizeof host, &port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    delay_proxy_t *proxy = delay_proxy_start(host, port);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, NULL};
+
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", TASKS, "--tracked", NULL};
+    cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
+    cluster_node_t *slow = cluster_add_node(c, env);
+    cluster_node_start(slow);
+    cluster_primacy_t before;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 20000, &before),
+                   "n1 did not become primary within 20 s");
+    cluster_assert(c, strcmp(before.primary, slow->id) == 0, "%s is primary, not n1",
+                   before.primary);
+    cluster_node_start(cluster_add_node(c, NULL));
+    cluster_node_start(cluster_add_node(c, NULL));
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+
+    int64_t delay = c->takeover_ms / 3;
+    delay_proxy_set_reply_delay(proxy, delay);
+    /* The window starts once a reply has waited the delay (the delay is in force). */
+    proxy_progress_t progress = {proxy, delay_proxy_replies(proxy)};
+    cluster_assert(c, test_wait_until(replies_passed, &progress, 10000),
+                   "no reply went through the proxy within 10 s");
+    progress.replies = delay_proxy_replies(proxy);
+    cluster_assert(c, test_wait_until(replies_passed, &progress, 10000),
+                   "no delayed reply went through the proxy within 10 s");
+
+    cluster_primacy_t first, now;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &first), "cannot read the primacy");
+    int64_t end = test_now_ms() + WINDOW_LEASES * c->takeover_ms;
+    int readings = 0;
+    while (test_now_ms() < end) {
+        if (cluster_read_primacy(c, SERVICE, &now)) {
+            readings++;
+            cluster_assert(c, strcmp(now.primary, slow->id) == 0 && now.epoch == before.epoch,
+                           "with every reply %lld ms late, %s (epoch %lld) lost primacy: now "
+                           "'%s' (epoch %lld) after %d readings",
+                           (long long)delay, slow->id, (long long)before.epoch, now.primary,
+                           (long long)now.epoch, readings);
+        }
+        test_sleep_ms(POLL_MS);
+    }
+    int64_t delayed = delay_proxy_replies(proxy) - progress.replies;
+    fprintf(stderr,
+            "slow_replies: %s kept epoch %lld for %lld ms with every reply %lld ms late "
+            "(%lld delayed replies; last_active advanced %lld ms; %d late-renewal warnings)\n",
+            slow->id, (long long)before.epoch, (long long)(WINDOW_LEASES * c->takeover_ms),
+            (long long)delay, (long long)delayed,
+            (long long)(now.last_active_ms - first.last_active_ms),
+            cluster_log_count(slow, "primacy renewal of epoch", "was late"));
+    cluster_assert(c, readings > 0, "no reading of the primacy in the window");
+    cluster_assert(c, now.last_active_ms > first.last_active_ms,
+                   "%s's last_active did not advance in the window", slow->id);
+    cluster_assert(c, cluster_log_count(slow, "lost primacy", NULL) == 0,
+                   "%s logged a loss of primacy", slow->id);
+    for (size_t i = 1; i < c->n_nodes; i++)
+        cluster_assert(c, cluster_log_count(&c->nodes[i], "became primary", NULL) == 0,
+                       "%s became primary", c->nodes[i].id);
+    char why[160];
+    cluster_assert(c, cluster_epochs_unique(c, SERVICE, why, sizeof why), "%s", why);
+
+    delay_proxy_set_reply_delay(proxy, 0);
+    cluster_destroy(c);
+    delay_proxy_stop(proxy);
+}
