@@ -112,8 +112,8 @@ Test(crash_history, an_expired_nodes_claim_is_recorded_as_a_crash)
                                .started_at_ms = 1};
     int64_t server_ms = 0, nodes = 0, released = 0;
     bson_error_t error;
-    cr_assert(cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL, &error), "%s",
-              error.message);
+    cr_assert(cohort_store_ping_node(store, client, &info, NULL, &server_ms, NULL, NULL, &error),
+              "%s", error.message);
     insert_claimed("n4", 1);
     test_sleep_ms(5);
     cr_assert(cohort_store_server_time(store, client, &server_ms, &error), "%s", error.message);
