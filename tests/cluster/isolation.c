@@ -304,11 +304,12 @@ Test(cluster_isolation, pool_survives_many_crashes_and_dies_with_its_node)
     enqueue(c, "{\"sleep_ms\": 60000}", 2);
     cluster_assert(c, wait_count(c, "{\"status\": \"claimed\"}", 2, 10000),
                    "the long tasks were not claimed in 10 s");
-    cluster_node_t *victim = NULL;
-    for (size_t i = 0; i < 2 && !victim; i++)
-        if (count_workers(&c->nodes[i]) > 0)
-            victim = &c->nodes[i];
-    cluster_assert(c, victim, "no node has a worker process");
+    /* The victim is a node running one of them: both nodes have worker processes by now. */
+    bson_t doc;
+    read_task(c, "{\"data.sleep_ms\": 60000, \"status\": \"claimed\"}", &doc);
+    cluster_node_t *victim = cluster_node_by_id(c, doc_str(&doc, "claimed_by"));
+    bson_destroy(&doc);
+    cluster_assert(c, victim && count_workers(victim) > 0, "no node runs a long task");
     cluster_node_kill(victim);
     cluster_assert(c, wait_workers(victim, 0, 5000),
                    "%d worker process(es) of %s outlived its SIGKILL", count_workers(victim),
