@@ -80,6 +80,7 @@ if [ -z "${MONGODB_URI:-}" ]; then
     DB_STARTED=1
 fi
 export MONGODB_URI
+export MONGOC_DISABLE_SHM=1 # libmongoc's shared-memory counters (unused): deploy/systemd says why
 DATABASE="cohort_demo_$(date +%s)"
 echo "local-cluster: database $DATABASE at $MONGODB_URI"
 

@@ -5,9 +5,12 @@
  *   cohortd --check-config -c cohort.ini  list every problem (with line numbers), exit 1 if any
  *   cohortd --print-settings=markdown     the configuration reference, from the settings table
  *                                         (docs/CONFIGURATION.md is this output)
+ *   cohortd --print-man                   the man page cohortd(1), settings included
  *
- * Hidden: `cohortd --worker -c FILE --service NAME --node-id ID` is a child worker process of
- * a node whose service runs with isolation = process (see isolate.h); the node starts it.
+ * `cohortd --worker -c FILE --service NAME --node-id ID` is a child worker process of a node
+ * whose service runs with isolation = process (see isolate.h); the node starts it.
+ * Every option is a row of `options` below, from which getopt_long()'s array, --help, the man
+ * page and the bash completion are rendered (help.h).
  */
 #include <getopt.h>
 #include <mongoc/mongoc.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/help.h"
 #include "core/config.h"
 #include "core/settings.h"
 #include "node/check.h"
@@ -27,42 +31,93 @@
 #define COHORT_VERSION "0.0.0"
 #endif
 
+static const cli_option_t options[] = {
+    {"config", "FILE", 'c', CLI_SHORT, "the configuration file (INI; see SETTINGS)", NULL},
+    {"check-config", NULL, 'k', CLI_LONG_ONLY,
+     "validate FILE and load its handlers, list every problem with its line number; exit 0 if "
+     "none, 1 otherwise",
+     NULL},
+    {"print-settings", "FORMAT", 'P', CLI_LONG_ONLY,
+     "print the configuration reference (every key, its default, range and meaning) as "
+     "markdown, the only FORMAT; docs/CONFIGURATION.md is this output",
+     "markdown"},
+    {"print-man", NULL, 'M', CLI_LONG_ONLY, "print this man page (roff) and exit", NULL},
+    {"print-completion", NULL, 'B', CLI_LONG_ONLY, "print the bash completion script and exit",
+     NULL},
+    {"version", NULL, 'V', CLI_LONG_ONLY,
+     "print the version, the handler ABI and libmongoc's version, and exit", NULL},
+    {"help", NULL, 'h', CLI_SHORT, "print this help and exit", NULL},
+    {"worker", NULL, 'W', CLI_LONG_ONLY,
+     "run as a child worker process of a node whose service has isolation = process (with -c, "
+     "--service and --node-id); the node starts it, do not run it by hand",
+     NULL},
+    {"service", "NAME", 'S', CLI_LONG_ONLY, "with --worker: the service it works for", NULL},
+    {"node-id", "ID", 'N', CLI_LONG_ONLY, "with --worker: the node that started it", NULL},
+    {NULL, NULL, 0, 0, NULL, NULL},
+};
+
+/* The man page's SETTINGS: every key of the settings table, with its meaning. */
+static void man_settings(FILE *out)
+{
+    static const char *const titles[] = {"[cluster]", "[service:NAME]"};
+    fputs(".SH SETTINGS\n", out);
+    cli_man_text(out, "The file has a [cluster] section and one [service:NAME] section per "
+                      "service. The full reference, with types, defaults and ranges, is "
+                      "docs/CONFIGURATION.md (`cohortd --print-settings=markdown`).");
+    for (int section = COHORT_SECTION_CLUSTER; section <= COHORT_SECTION_SERVICE; section++) {
+        fprintf(out, ".SS %s\n", titles[section]);
+        for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+            if ((int)r->section != section)
+                continue;
+            fputs(".TP\n.B ", out);
+            cli_man_text(out, r->name);
+            cli_man_text(out, r->doc);
+        }
+    }
+}
+
+static const cli_program_t program = {
+    .name = "cohortd",
+    .summary = "run a Cohort node",
+    .synopsis = "-c FILE\n"
+                "--check-config -c FILE\n"
+                "--print-settings=markdown | --print-man | --print-completion\n"
+                "--version | --help",
+    .description =
+        "A node of Cohort, a leader-elected cluster service on MongoDB. It hosts the services "
+        "of its configuration file: on every tick it tries to become or stay each service's "
+        "primary, and its workers claim tasks and run them through the service's handler.",
+    .options = options,
+    .sections = (const cli_section_t[]){
+        {"ENVIRONMENT", "MONGODB_URI overrides [cluster] mongodb_uri."},
+        {"SIGNALS", "SIGTERM, SIGINT: stop claiming, step down, let running tasks finish within "
+                    "shutdown_grace_ms, then exit 0.\nSIGHUP: re-read the file (see "
+                    "docs/OPERATING.md)."},
+        {"EXIT STATUS", "0 done (or the file is good), 1 a problem (named), 2 bad usage."},
+        {"SEE ALSO", "cohortctl(1); docs/CONFIGURATION.md, docs/OPERATING.md and "
+                     "docs/HANDLERS.md in the source tree."},
+        {NULL, NULL},
+    },
+    .man_extra = man_settings,
+};
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: cohortd -c FILE            run a Cohort node\n"
-            "       cohortd --check-config -c FILE\n"
-            "                                 validate FILE (and load its handlers), list every\n"
-            "                                 problem with its line number; exit 0 if none\n"
-            "       cohortd --print-settings=markdown\n"
-            "                                 print the configuration reference (every key,\n"
-            "                                 its default, range and meaning)\n"
-            "       cohortd --version | --help\n"
-            "\n"
-            "Environment: MONGODB_URI overrides [cluster] mongodb_uri.\n"
-            "Signals: SIGTERM/SIGINT stop claiming, step down, let running tasks finish\n"
-            "         within shutdown_grace_ms, then exit 0.\n");
+    cli_print_usage(out, &program);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"check-config", no_argument, NULL, 'k'},
-        {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},
-        {"worker", no_argument, NULL, 'W'},
-        {"service", required_argument, NULL, 'S'},
-        {"node-id", required_argument, NULL, 'N'},
-        {"print-settings", required_argument, NULL, 'P'},
-        {NULL, 0, NULL, 0},
-    };
+    struct option longopts[CLI_MAX_OPTIONS + 1];
+    char shortopts[16];
+    cli_longopts(options, longopts);
+    cli_shortopts(options, "", shortopts, sizeof shortopts);
     const char *path = NULL;
     bool check = false;
     bool worker = false;
     const char *worker_service = NULL, *worker_node = NULL;
     int opt;
-    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
@@ -91,8 +146,14 @@ int main(int argc, char **argv)
                    COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
             return 0;
         case 'h':
-            usage(stdout);
+            cli_print_help(stdout, &program);
             return 0;
+        case 'M':
+            cli_print_man(stdout, &program);
+            return fflush(stdout) == 0 ? 0 : 1;
+        case 'B':
+            cli_print_bash_completion(stdout, &program);
+            return fflush(stdout) == 0 ? 0 : 1;
         default:
             usage(stderr);
             return 2;
@@ -111,7 +172,8 @@ int main(int argc, char **argv)
 
     /* libmongoc's shared-memory counters are not used (commands are counted through APM),
      * and when /dev/shm is short it prints a warning at init, before any log handler, which
-     * would break a JSON log stream. */
+     * would break a JSON log stream. Where libmongoc initialises itself in a constructor
+     * (Debian's does) this comes too late, so deploy/ sets it in the environment as well. */
     setenv("MONGOC_DISABLE_SHM", "1", 0);
     cohort_log_route_mongoc();
 

@@ -19,10 +19,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli/help.h"
 #include "core/config.h"
 #include "store/store.h"
 
-enum { CTL_DONE = 0, CTL_FAILED = 1, CTL_USAGE = 2 };
+/* CTL_REFUSED exits 2 like CTL_USAGE, for well-formed arguments naming what does not exist
+ * (an unknown service): main adds no usage line. */
+enum { CTL_DONE = 0, CTL_FAILED = 1, CTL_USAGE = 2, CTL_REFUSED = 3, CTL_INTERRUPTED = 130 };
+
+/* The command line (ctl_commands.c): the rows main dispatches on and the help renders. */
+extern const cli_program_t ctl_program;
+extern const cli_command_t ctl_commands[];
 
 typedef struct ctl {
     cohort_config_t *config; /* NULL without -c; owned by main */
@@ -30,7 +37,11 @@ typedef struct ctl {
     const char *database;
     cohort_store_t *store;   /* NULL until ctl_open_store(); released by main */
     mongoc_client_t *client; /* popped from `store` for the whole run */
+    const cli_command_t *command; /* the row of the command being run */
 } ctl_t;
+
+/* The command's getopt_long() array, from its row: what it accepts is what its help says. */
+void ctl_longopts(const ctl_t *ctl, struct option out[CLI_MAX_OPTIONS + 1]);
 
 /* Opens the store (connecting lazily). False, with the message printed, on a bad URI. */
 bool ctl_open_store(ctl_t *ctl);
@@ -39,8 +50,13 @@ bool ctl_open_store(ctl_t *ctl);
  * such; *server_ms (may be NULL) receives the server's time. */
 bool ctl_reach_database(ctl_t *ctl, int64_t *server_ms);
 
-/* True if the service has its config document; otherwise says so (as `command`). */
+/* True if the service has its config document; otherwise says so (as `command`), naming the
+ * services that exist. */
 bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command);
+
+/* The same as a status: CTL_DONE, CTL_FAILED (the database) or CTL_REFUSED (no such
+ * service), the message printed. */
+int ctl_check_service(ctl_t *ctl, const char *service, const char *command);
 
 /* Who is running this command, as switches and the task history record it:
  * "cohortctl USER@HOST". */
@@ -98,6 +114,7 @@ void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len);
 
 /* ---- the commands: argv[0] is the command's name ---------------------------------------- */
 
+int cmd_help(ctl_t *ctl, int argc, char **argv); /* ctl_main.c */
 int cmd_status(ctl_t *ctl, int argc, char **argv);
 int cmd_enqueue(ctl_t *ctl, int argc, char **argv);
 int cmd_switch(ctl_t *ctl, int argc, char **argv); /* pause, resume, block, unblock */

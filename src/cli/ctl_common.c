@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "store/listing.h"
+
 bool ctl_open_store(ctl_t *ctl)
 {
     bson_error_t error;
@@ -36,7 +38,40 @@ bool ctl_reach_database(ctl_t *ctl, int64_t *server_ms)
     return true;
 }
 
+#define KNOWN_SHOWN 20 /* services named in an "unknown service" message */
+
+static bool name_known(void *user, const char *name, bson_error_t *error)
+{
+    (void)error;
+    size_t *n = user;
+    if (*n < KNOWN_SHOWN)
+        fprintf(stderr, "%s%s", *n ? ", " : "", name);
+    (*n)++;
+    return true;
+}
+
+/* Ends the "does not exist" message with the services that do. */
+static void print_known_services(ctl_t *ctl)
+{
+    size_t n = 0;
+    bson_error_t error;
+    fputs("known services: ", stderr);
+    bool ok = cohort_store_each_service(ctl->store, ctl->client, name_known, &n, &error);
+    if (!ok)
+        fprintf(stderr, "%s(cannot list them: %s)", n ? " " : "", error.message);
+    else if (n == 0)
+        fputs("none yet", stderr);
+    else if (n > KNOWN_SHOWN)
+        fprintf(stderr, " and %zu more (cohortctl status lists them)", n - KNOWN_SHOWN);
+    fputc('\n', stderr);
+}
+
 bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command)
+{
+    return ctl_check_service(ctl, service, command) == CTL_DONE;
+}
+
+int ctl_check_service(ctl_t *ctl, const char *service, const char *command)
 {
     bson_t doc;
     bool found = false;
@@ -46,11 +81,18 @@ bool ctl_service_exists(ctl_t *ctl, const char *service, const char *command)
     if (!ok)
         fprintf(stderr, "cohortctl %s: cannot read service '%s': %s\n", command, service,
                 error.message);
-    else if (!found)
+    if (ok && !found) {
         fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "
                         "check the name, or start a node that hosts it first)\n",
                 command, service);
-    return ok && found;
+        print_known_services(ctl);
+    }
+    return !ok ? CTL_FAILED : found ? CTL_DONE : CTL_REFUSED;
+}
+
+void ctl_longopts(const ctl_t *ctl, struct option out[CLI_MAX_OPTIONS + 1])
+{
+    cli_longopts(ctl->command->options, out);
 }
 
 void ctl_author(char *buf, size_t len)

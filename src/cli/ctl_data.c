@@ -33,7 +33,8 @@ static void print_value(const bson_value_t *value)
 /* cohortctl data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY */
 int cmd_data(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option none[] = {{NULL, 0, NULL, 0}};
+    struct option none[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, none);
     ctl_reset_getopt();
     /* "+": operands only, so that a JSON value such as -5 is not taken for an option. */
     bool options = getopt_long(argc, argv, "+:", none, NULL) != -1;
@@ -42,9 +43,8 @@ int cmd_data(ctl_t *ctl, int argc, char **argv)
     if (options || argc < 3 || (strcmp(argv[0], "set") == 0 ? argc != 4 : argc != 3) ||
         (strcmp(argv[0], "get") != 0 && strcmp(argv[0], "set") != 0 &&
          strcmp(argv[0], "unset") != 0)) {
-        fprintf(stderr, "usage: cohortctl data get SERVICE KEY\n"
-                        "       cohortctl data set SERVICE KEY JSON   (any JSON value)\n"
-                        "       cohortctl data unset SERVICE KEY\n");
+        fprintf(stderr, "cohortctl data: get SERVICE KEY, set SERVICE KEY JSON (any JSON "
+                        "value) or unset SERVICE KEY\n");
         return CTL_USAGE;
     }
     const char *verb = argv[0], *service = argv[1], *key = argv[2];

@@ -1,13 +1,18 @@
 /*
- * ctl_enqueue.c - `cohortctl enqueue SERVICE [--count N] [--data JSON] [--tracked] [flags]`:
- * inserts tasks as cohort_task_create() would.
+ * ctl_enqueue.c - `cohortctl enqueue SERVICE [--count N] [--data JSON] [--tracked] [--create]
+ * [flags]`: inserts tasks as cohort_task_create() would.
  *
  * Each scheduling flag sets one task option and is checked alone by the shared parser
  * (taskopts.h), so a refusal names the flag; then the whole set is checked together, with
  * the service's defaults from the config file when it has the service. Tasks are due "now"
- * on the server's clock. Unique and coalesce keys need the queue's indexes, so those tasks
- * go only into a service a node has run.
+ * on the server's clock. Tasks go only into a service a node has run (or --create made):
+ * elsewhere no node would ever claim them and `status` would not show them, and unique and
+ * coalesce keys would lack the queue's indexes.
+ *
+ * SIGINT and SIGTERM during --count N stop the inserts between two bulk writes, so the count
+ * printed is exactly what went in.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +23,8 @@
 
 typedef enum flag_type { FLAG_INT, FLAG_DURATION, FLAG_TIME, FLAG_STRING } flag_type_t;
 
-/* The scheduling flags of `enqueue` and the task option each one sets. */
+/* The scheduling flags of `enqueue` and the task option each one sets. Their help is in
+ * ctl_commands.c, where getopt_long() returns CTL_SCHEDULING_FLAG for each of them. */
 static const struct enqueue_flag {
     const char *flag;
     const char *option;
@@ -36,6 +42,43 @@ static const struct enqueue_flag {
     {"--unique-key", "unique_key", FLAG_STRING},
 };
 #define N_ENQUEUE_FLAGS (sizeof enqueue_flags / sizeof enqueue_flags[0])
+
+/* The flag named `name` (a long option without "--"), or NULL. */
+static const struct enqueue_flag *find_enqueue_flag(const char *name)
+{
+    for (size_t i = 0; i < N_ENQUEUE_FLAGS; i++)
+        if (strcmp(enqueue_flags[i].flag + 2, name) == 0)
+            return &enqueue_flags[i];
+    return NULL;
+}
+
+/* Tasks per bulk write of --count N: an interruption waits for at most one. */
+#define ENQUEUE_CHUNK 1000
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* From here on SIGINT and SIGTERM only set `interrupted`; the loops check it. */
+static void catch_interrupts(void)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* After an interrupted --count N: how far it got, on stderr (the count is on stdout). */
+static int report_interrupt(int64_t done, int64_t count)
+{
+    fprintf(stderr, "cohortctl enqueue: interrupted after %lld of %lld tasks\n",
+            (long long)done, (long long)count);
+    return CTL_INTERRUPTED;
+}
 
 /* Appends the flag's value to `opts` as its task option and checks it alone with the shared
  * parser, so that a refusal names the flag. False (message printed) if it is bad. */
@@ -100,13 +143,13 @@ static void print_options_refusal(const char *why)
 
 /* Creates the tasks one at a time (each may coalesce or exist already) and prints the
  * counts. */
-static bool enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new_task_t *task,
-                               int64_t count)
+static int enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new_task_t *task,
+                              int64_t count)
 {
-    int64_t created = 0, merged = 0, existing = 0;
+    int64_t created = 0, merged = 0, existing = 0, i = 0;
     bson_error_t error;
     bool ok = true;
-    for (int64_t i = 0; ok && i < count; i++) {
+    for (; ok && i < count && !interrupted; i++) {
         bool exists = false, coalesced = false;
         ok = cohort_store_insert_task(ctl->store, ctl->client, service, task, NULL, &exists,
                                       &coalesced, &error);
@@ -123,7 +166,32 @@ static bool enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new
         printf("created=%lld existing=%lld\n", (long long)created, (long long)existing);
     if (!ok)
         fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
-    return ok;
+    if (ok && i < count)
+        return report_interrupt(i, count);
+    return ok ? CTL_DONE : CTL_FAILED;
+}
+
+/* Inserts `count` tasks in bulk writes and prints how many went in. */
+static int enqueue_bulk(ctl_t *ctl, const char *service, const cohort_new_task_t *task,
+                        int64_t count)
+{
+    int64_t inserted = 0;
+    bson_error_t error;
+    bool ok = true;
+    while (ok && inserted < count && !interrupted) {
+        int64_t chunk = count - inserted < ENQUEUE_CHUNK ? count - inserted : ENQUEUE_CHUNK;
+        int64_t done = 0;
+        ok = cohort_store_insert_tasks(ctl->store, ctl->client, service, task, chunk, &done,
+                                       &error);
+        inserted += done;
+    }
+    printf("%lld\n", (long long)inserted);
+    fflush(stdout);
+    if (!ok)
+        fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
+    if (ok && inserted < count)
+        return report_interrupt(inserted, count);
+    return ok ? CTL_DONE : CTL_FAILED;
 }
 
 /* Creates one task and prints its id. */
@@ -154,26 +222,45 @@ static bool enqueue_single(ctl_t *ctl, const char *service, const cohort_new_tas
     return true;
 }
 
+/* Makes sure the service exists: creates it (as a node does at start-up) with `create` or
+ * when the -c file hosts it (its nodes will run it), otherwise refuses an unknown one. A
+ * status. */
+static int require_service(ctl_t *ctl, const char *service, bool create)
+{
+    create |= ctl->config && cohort_config_find_service(ctl->config, service);
+    if (!create) {
+        int rc = ctl_check_service(ctl, service, "enqueue");
+        if (rc == CTL_REFUSED)
+            fprintf(stderr, "cohortctl enqueue: nothing inserted; --create makes the service "
+                            "first, as a node does at start-up\n");
+        return rc;
+    }
+    bson_error_t error;
+    if (!cohort_store_ensure_service(ctl->store, ctl->client, service, &error)) {
+        fprintf(stderr, "cohortctl enqueue: cannot create service '%s': %s\n", service,
+                error.message);
+        return CTL_FAILED;
+    }
+    return CTL_DONE;
+}
+
 /* Inserts the tasks with the parsed options: one, its id printed (count 0), or `count`, their
- * number printed. False (message printed) if the database failed or refused. */
-static bool enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_options_t *options,
-                          const bson_t *data, int64_t count)
+ * number printed. A status (message printed). */
+static int enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_options_t *options,
+                         const bson_t *data, int64_t count, bool create)
 {
     if (!ctl_open_store(ctl))
-        return false;
+        return CTL_FAILED;
     bson_error_t error;
     int64_t server_now = 0;
     /* Tasks are due "now" on the server's clock, not this machine's. */
     if (!cohort_store_server_time(ctl->store, ctl->client, &server_now, &error)) {
         fprintf(stderr, "cohortctl: cannot reach the database: %s\n", error.message);
-        return false;
+        return CTL_FAILED;
     }
-    /* Keys are unique through the queue's indexes, which a node creates when it first
-     * runs the service: without them a second task with the key would go in. */
-    if ((options->unique_key || options->coalesce_key) &&
-        !ctl_service_exists(ctl, service, "enqueue")) {
-        return false;
-    }
+    int rc = require_service(ctl, service, create);
+    if (rc != CTL_DONE)
+        return rc;
     cohort_new_task_t task = {.data = data,
                               .tracked = options->tracked,
                               .unique_key = options->unique_key,
@@ -187,58 +274,49 @@ static bool enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_opt
     if (task.tracked &&
         !cohort_store_batch_state(ctl->store, ctl->client, service, &batches, &error)) {
         fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
-        return false;
+        return CTL_FAILED;
     }
     task.batch = batches.open;
     if (count == 0)
-        return enqueue_single(ctl, service, &task);
+        return enqueue_single(ctl, service, &task) ? CTL_DONE : CTL_FAILED;
+    catch_interrupts();
     if (task.coalesce_key || task.unique_key)
         return enqueue_one_by_one(ctl, service, &task, count);
-    int64_t inserted = 0;
-    bool ok = cohort_store_insert_tasks(ctl->store, ctl->client, service, &task, count,
-                                        &inserted, &error);
-    printf("%lld\n", (long long)inserted);
-    if (!ok)
-        fprintf(stderr, "cohortctl enqueue: %s\n", error.message);
-    return ok;
+    return enqueue_bulk(ctl, service, &task, count);
 }
 
-/* The long options of `enqueue`: the scheduling flags (val: FLAG_VAL + their index), then
- * --count, --data and --tracked. */
-enum { OPT_COUNT = 'n', OPT_DATA = 'D', OPT_TRACKED = 't', FLAG_VAL = 256 };
-static void enqueue_options(struct option *options)
-{
-    size_t i = 0;
-    for (; i < N_ENQUEUE_FLAGS; i++)
-        options[i] = (struct option){enqueue_flags[i].flag + 2, required_argument, NULL,
-                                     FLAG_VAL + (int)i};
-    options[i++] = (struct option){"count", required_argument, NULL, OPT_COUNT};
-    options[i++] = (struct option){"data", required_argument, NULL, OPT_DATA};
-    options[i++] = (struct option){"tracked", no_argument, NULL, OPT_TRACKED};
-    options[i] = (struct option){NULL, 0, NULL, 0};
-}
+/* The values getopt_long() returns for enqueue's options (rows of ctl_commands.c). */
+enum {
+    OPT_COUNT = 'n',
+    OPT_DATA = 'D',
+    OPT_TRACKED = 't',
+    OPT_CREATE = 'C',
+    CTL_SCHEDULING_FLAG = 'S', /* any of enqueue_flags[], told apart by name */
+};
 
-/* enqueue SERVICE [--count N] [--data JSON] [--tracked] [scheduling flags] */
+/* enqueue SERVICE [--count N] [--data JSON] [--tracked] [--create] [scheduling flags] */
 int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
 {
-    struct option longopts[N_ENQUEUE_FLAGS + 4];
-    enqueue_options(longopts);
+    struct option longopts[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, longopts);
     const char *service = NULL, *data_json = NULL;
     int64_t count = 1;
-    bool count_given = false, given[N_ENQUEUE_FLAGS] = {false};
+    bool count_given = false, create = false, given[N_ENQUEUE_FLAGS] = {false};
     bson_t opts = BSON_INITIALIZER;
     int rc = CTL_USAGE;
-    int opt;
+    int opt, index = 0;
     ctl_reset_getopt();
-    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        if (opt >= FLAG_VAL && opt < FLAG_VAL + (int)N_ENQUEUE_FLAGS) {
-            size_t f = (size_t)(opt - FLAG_VAL);
+    while ((opt = getopt_long(argc, argv, ":", longopts, &index)) != -1) {
+        const struct enqueue_flag *flag =
+            opt == CTL_SCHEDULING_FLAG ? find_enqueue_flag(longopts[index].name) : NULL;
+        if (flag) {
+            size_t f = (size_t)(flag - enqueue_flags);
             if (given[f]) {
-                fprintf(stderr, "cohortctl enqueue: %s given twice\n", enqueue_flags[f].flag);
+                fprintf(stderr, "cohortctl enqueue: %s given twice\n", flag->flag);
                 goto out;
             }
             given[f] = true;
-            if (!add_enqueue_flag(&enqueue_flags[f], optarg, &opts))
+            if (!add_enqueue_flag(flag, optarg, &opts))
                 goto out;
         } else if (opt == OPT_COUNT) {
             if (!ctl_parse_int(optarg, &count) || count < 1 || count > 100000000) {
@@ -251,7 +329,9 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             data_json = optarg;
         } else if (opt == OPT_TRACKED) {
             BSON_APPEND_BOOL(&opts, "tracked", true);
-        } else if (opt == ':' && optopt >= FLAG_VAL) {
+        } else if (opt == OPT_CREATE) {
+            create = true;
+        } else if (opt == ':') {
             fprintf(stderr, "cohortctl enqueue: %s needs a value\n", ctl_bad_arg(argv));
             goto out;
         } else {
@@ -294,8 +374,7 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             goto out;
         }
     }
-    rc = enqueue_tasks(ctl, service, &options, data, count_given ? count : 0) ? CTL_DONE
-                                                                            : CTL_FAILED;
+    rc = enqueue_tasks(ctl, service, &options, data, count_given ? count : 0, create);
     bson_destroy(data);
 out:
     bson_destroy(&opts);

@@ -79,7 +79,8 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
 /* cohortctl nodes [--json] */
 int cmd_nodes(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     cohort_settings_t file; /* the file's takeover_ms, or the table's default */
     cohort_settings_from_config(ctl->config, NULL, &file);
     node_list_t list = {.lease = file.takeover_ms};
@@ -92,7 +93,8 @@ int cmd_nodes(ctl_t *ctl, int argc, char **argv)
     }
     list.json = given == 1 && !bad;
     if (bad || given > 1 || optind < argc) {
-        fprintf(stderr, "usage: cohortctl nodes [--json]\n");
+        fprintf(stderr, "cohortctl nodes: unexpected argument '%s'\n",
+                optind < argc ? argv[optind] : ctl_bad_arg(argv));
         return CTL_USAGE;
     }
     if (!ctl_reach_database(ctl, &list.now))

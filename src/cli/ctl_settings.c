@@ -91,7 +91,8 @@ static int change_setting(ctl_t *ctl, const char *service, const char *verb, con
 /* cohortctl settings get SERVICE | set SERVICE KEY VALUE | unset SERVICE KEY */
 int cmd_settings(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option none[] = {{NULL, 0, NULL, 0}};
+    struct option none[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, none);
     ctl_reset_getopt();
     /* "+": operands only, so that a value such as -5 reaches the range check. */
     bool options = getopt_long(argc, argv, "+:", none, NULL) != -1;
@@ -103,11 +104,10 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
                : strcmp(verb, "unset") == 0 ? 3
                                             : -1;
     if (options || want < 0 || argc != want) {
-        fprintf(stderr, "usage: cohortctl settings get SERVICE\n"
-                        "       cohortctl settings set SERVICE KEY VALUE\n"
-                        "       cohortctl settings unset SERVICE KEY\n"
-                        "keys: tick_ms takeover_ms primary_task_count secondary_task_count\n"
-                        "      stall_timeout_ms succeeded_retention_ms failed_retention_ms\n");
+        fprintf(stderr, "cohortctl settings: get SERVICE, set SERVICE KEY VALUE or unset "
+                        "SERVICE KEY; keys: tick_ms takeover_ms primary_task_count "
+                        "secondary_task_count stall_timeout_ms succeeded_retention_ms "
+                        "failed_retention_ms\n");
         return CTL_USAGE;
     }
     const char *service = argv[1];

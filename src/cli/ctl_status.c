@@ -4,6 +4,8 @@
  *
  * The services are the config file's (with -c) or every service document in the database,
  * walked one at a time: the table streams; the JSON is one document printed at the end.
+ * Then every queue with tasks but no service document (tasks enqueued by another program
+ * into a name no node runs, which no node would ever claim), marked as such.
  */
 #include <stdio.h>
 #include <string.h>
@@ -68,7 +70,22 @@ typedef struct status_run {
     bson_t *services; /* the JSON array being built */
     uint32_t n;
     bool reported; /* a service's failure was printed (else the listing failed) */
+    bool orphans;  /* list only queues with tasks but no service document */
 } status_run_t;
+
+static int64_t total_tasks(const cohort_status_counts_t *counts)
+{
+    int64_t total = 0;
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++)
+        total += cohort_status_count(counts, (cohort_task_status_t)i);
+    return total;
+}
+
+/* Whether `name` is a service of the -c file (listed already). */
+static bool in_config(const ctl_t *ctl, const char *name)
+{
+    return ctl->config && cohort_config_find_service(ctl->config, name) != NULL;
+}
 
 /* The service's primary, as JSON and as the table's columns. */
 static void append_primary(bson_t *svc, const char *primary, int64_t epoch, int64_t ago)
@@ -110,6 +127,10 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
         run->reported = true;
         return false;
     }
+    if (run->orphans && (found || in_config(run->ctl, name) || total_tasks(&counts) == 0)) {
+        bson_destroy(&doc);
+        return true;
+    }
     const char *primary = NULL;
     int64_t epoch = 0, last_active = 0;
     if (found) {
@@ -124,6 +145,7 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
     bson_t svc, paused = BSON_INITIALIZER, blocked = BSON_INITIALIZER;
     ctl_array_begin_document(run->services, &run->n, &svc);
     BSON_APPEND_UTF8(&svc, "name", name);
+    BSON_APPEND_BOOL(&svc, "service_document", found);
     append_primary(&svc, primary, epoch, ago);
     append_counts(&svc, &counts);
     switch_state_t st = {.paused = &paused, .blocked = &blocked};
@@ -142,7 +164,8 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
         printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld %10lld %10lld  %s\n", name,
                primary ? primary : "(none)", (long long)epoch, active, (long long)counts.pending,
                (long long)counts.claimed, (long long)counts.succeeded, (long long)counts.failed,
-               (long long)counts.timed_out, (long long)counts.cancelled, switch_state_name(&st));
+               (long long)counts.timed_out, (long long)counts.cancelled,
+               found ? switch_state_name(&st) : "(no service document)");
         fputs(st.details, stdout);
     }
     bson_destroy(&doc);
@@ -151,7 +174,8 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
 
 int cmd_status(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option options[] = {{"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     bool json = false;
     int opt;
     ctl_reset_getopt();
@@ -185,6 +209,9 @@ int cmd_status(ctl_t *ctl, int argc, char **argv)
     } else {
         ok = cohort_store_each_service(ctl->store, ctl->client, status_one, &run, &error);
     }
+    run.orphans = true;
+    if (ok)
+        ok = cohort_store_each_queue(ctl->store, ctl->client, status_one, &run, &error);
     bson_append_array_end(&out, &services);
     return ctl_finish_listing(&out, json, ok,
                               run.reported ? NULL : "cohortctl: cannot list services", &error);

@@ -71,12 +71,10 @@ static void search_switch(const ctl_switch_t *sw, void *user)
     snprintf(s->others + used, sizeof s->others - used, "%s%s", used ? "; " : "", what);
 }
 
-/* Prints what the command refused, and its usage line. */
-static int switch_usage(const char *command, bool on, bool is_block, const char *arg)
+/* Prints what the command refused (main adds its usage line). */
+static int switch_usage(const char *command, const char *arg)
 {
     fprintf(stderr, "cohortctl %s: unexpected argument '%s'\n", command, arg);
-    fprintf(stderr, "usage: cohortctl %s SERVICE [--kind K]%s\n", command,
-            !on ? "" : is_block ? " --reason TEXT" : " [--reason TEXT]");
     return CTL_USAGE;
 }
 
@@ -89,33 +87,29 @@ typedef struct switch_args {
 } switch_args_t;
 
 /* Reads and checks the command line; CTL_DONE, or CTL_USAGE with the message printed. */
-static int parse_switch_args(int argc, char **argv, switch_args_t *a)
+static int parse_switch_args(const ctl_t *ctl, int argc, char **argv, switch_args_t *a)
 {
     /* Clearing a switch takes no reason: --reason is then an unknown option. */
-    static const struct option setting[] = {{"kind", required_argument, NULL, 'k'},
-                                            {"reason", required_argument, NULL, 'r'},
-                                            {NULL, 0, NULL, 0}};
-    static const struct option clearing[] = {{"kind", required_argument, NULL, 'k'},
-                                             {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     const char *command = a->command = argv[0];
     bool on = a->on = strcmp(command, "pause") == 0 || strcmp(command, "block") == 0;
     bool is_block = strcmp(command, "block") == 0 || strcmp(command, "unblock") == 0;
     a->which = is_block ? "block" : "pause";
     int opt;
     ctl_reset_getopt();
-    while ((opt = getopt_long(argc, argv, ":", on ? setting : clearing, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         if (opt == 'k' && !a->kind)
             a->kind = optarg;
         else if (opt == 'r' && !a->reason)
             a->reason = optarg;
         else
-            return switch_usage(command, on, is_block,
-                                opt == 'k'   ? "--kind"
-                                : opt == 'r' ? "--reason"
-                                             : ctl_bad_arg(argv));
+            return switch_usage(command, opt == 'k'   ? "--kind"
+                                         : opt == 'r' ? "--reason"
+                                                      : ctl_bad_arg(argv));
     }
     if (optind + 1 < argc)
-        return switch_usage(command, on, is_block, argv[optind + 1]);
+        return switch_usage(command, argv[optind + 1]);
     a->service = optind < argc ? argv[optind] : NULL;
     if (!a->service) {
         fprintf(stderr, "cohortctl %s: which SERVICE?\n", command);
@@ -167,7 +161,7 @@ static bool find_switches(ctl_t *ctl, const switch_args_t *a, bool *found,
 int cmd_switch(ctl_t *ctl, int argc, char **argv)
 {
     switch_args_t a = {0};
-    int rc = parse_switch_args(argc, argv, &a);
+    int rc = parse_switch_args(ctl, argc, argv, &a);
     if (rc != CTL_DONE)
         return rc;
     if (!ctl_reach_database(ctl, NULL))

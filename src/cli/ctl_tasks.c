@@ -17,12 +17,10 @@
 
 /* The operands of counts and tasks: exactly one SERVICE, valid. False (message printed) if
  * not. */
-static bool one_service(const char *command, int argc, char **argv, const char *usage,
-                        const char **service)
+static bool one_service(const char *command, int argc, char **argv, const char **service)
 {
     if (optind + 1 < argc) {
-        fprintf(stderr, "cohortctl %s: unexpected argument '%s'\nusage: %s\n", command,
-                argv[optind + 1], usage);
+        fprintf(stderr, "cohortctl %s: unexpected argument '%s'\n", command, argv[optind + 1]);
         return false;
     }
     *service = optind < argc ? argv[optind] : NULL;
@@ -155,10 +153,8 @@ static int counts_by_field(ctl_t *ctl, const char *service, const char *by, bool
 /* counts SERVICE [--by status|kind|group] [--json] */
 int cmd_counts(ctl_t *ctl, int argc, char **argv)
 {
-    static const char usage[] = "cohortctl counts SERVICE [--by status|kind|group] [--json]";
-    static const struct option options[] = {{"by", required_argument, NULL, 'b'},
-                                            {"json", no_argument, NULL, 'j'},
-                                            {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     const char *service = NULL, *by = "status";
     bool json = false;
     int opt;
@@ -169,12 +165,11 @@ int cmd_counts(ctl_t *ctl, int argc, char **argv)
         } else if (opt == 'j') {
             json = true;
         } else {
-            fprintf(stderr, "cohortctl counts: unexpected argument '%s'\nusage: %s\n",
-                    ctl_bad_arg(argv), usage);
+            fprintf(stderr, "cohortctl counts: unexpected argument '%s'\n", ctl_bad_arg(argv));
             return CTL_USAGE;
         }
     }
-    if (!one_service("counts", argc, argv, usage, &service))
+    if (!one_service("counts", argc, argv, &service))
         return CTL_USAGE;
     if (strcmp(by, "status") != 0 && strcmp(by, "kind") != 0 && strcmp(by, "group") != 0) {
         fprintf(stderr, "cohortctl counts: --by '%s' must be status, kind or group\n", by);
@@ -243,11 +238,8 @@ static bool list_task(void *user, const bson_t *doc, bson_error_t *error)
 /* tasks SERVICE [--status S] [--limit N] [--json] */
 int cmd_tasks(ctl_t *ctl, int argc, char **argv)
 {
-    static const char usage[] = "cohortctl tasks SERVICE [--status S] [--limit N] [--json]";
-    static const struct option options[] = {{"status", required_argument, NULL, 's'},
-                                            {"limit", required_argument, NULL, 'l'},
-                                            {"json", no_argument, NULL, 'j'},
-                                            {NULL, 0, NULL, 0}};
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
     const char *service = NULL, *status = NULL;
     int64_t limit = 50;
     bool json = false;
@@ -270,12 +262,12 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
         } else if (opt == 'j') {
             json = true;
         } else {
-            fprintf(stderr, "cohortctl tasks: unexpected argument '%s'\nusage: %s\n",
-                    opt == 's' ? "--status" : ctl_bad_arg(argv), usage);
+            fprintf(stderr, "cohortctl tasks: unexpected argument '%s'\n",
+                    opt == 's' ? "--status" : ctl_bad_arg(argv));
             return CTL_USAGE;
         }
     }
-    if (!one_service("tasks", argc, argv, usage, &service))
+    if (!one_service("tasks", argc, argv, &service))
         return CTL_USAGE;
     if (!ctl_reach_database(ctl, NULL))
         return CTL_FAILED;
@@ -296,11 +288,12 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
 /* task SERVICE ID: the whole task document as relaxed JSON. */
 int cmd_task(ctl_t *ctl, int argc, char **argv)
 {
-    static const struct option none[] = {{NULL, 0, NULL, 0}};
+    struct option none[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, none);
     ctl_reset_getopt();
     /* "+": operands only; an option before them is a usage error. */
     if (getopt_long(argc, argv, "+:", none, NULL) != -1 || argc - optind != 2) {
-        fprintf(stderr, "usage: cohortctl task SERVICE ID\n");
+        fprintf(stderr, "cohortctl task: SERVICE and ID, and nothing else\n");
         return CTL_USAGE;
     }
     const char *service = argv[optind], *id = argv[optind + 1];

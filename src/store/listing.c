@@ -8,6 +8,8 @@
 
 #include "store/internal.h"
 
+#include <string.h>
+
 /* Drains `cursor` into `fn`, then destroys it. */
 static bool walk(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
                  bson_error_t *error)
@@ -56,6 +58,33 @@ bool cohort_store_each_service(cohort_store_t *store, mongoc_client_t *client,
     name_walk_t w = {fn, user};
     bool ok = find(store, client, "services", &filter, opts, each_name, &w, error);
     bson_destroy(opts);
+    return ok;
+}
+
+/* A listCollections entry: the service's name if it is a queue. */
+static bool each_queue_name(void *user, const bson_t *doc, bson_error_t *error)
+{
+    name_walk_t *w = user;
+    bson_iter_t it;
+    static const char prefix[] = "queue_";
+    if (!bson_iter_init_find(&it, doc, "name") || !BSON_ITER_HOLDS_UTF8(&it))
+        return true;
+    const char *name = bson_iter_utf8(&it, NULL);
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0 || !name[sizeof prefix - 1])
+        return true;
+    return w->fn(w->user, name + sizeof prefix - 1, error);
+}
+
+bool cohort_store_each_queue(cohort_store_t *store, mongoc_client_t *client,
+                             cohort_store_name_fn fn, void *user, bson_error_t *error)
+{
+    mongoc_database_t *db = mongoc_client_get_database(client, store->database);
+    bson_t *opts = BCON_NEW("nameOnly", BCON_BOOL(true));
+    name_walk_t w = {fn, user};
+    bool ok = walk(mongoc_database_find_collections_with_opts(db, opts), each_queue_name, &w,
+                   error);
+    bson_destroy(opts);
+    mongoc_database_destroy(db);
     return ok;
 }
 

@@ -29,6 +29,11 @@ typedef bool (*cohort_store_doc_fn)(void *user, const bson_t *doc, bson_error_t 
 bool cohort_store_each_service(cohort_store_t *store, mongoc_client_t *client,
                                cohort_store_name_fn fn, void *user, bson_error_t *error);
 
+/* Every queue collection (queue_<service>), by service name, whether or not the service has
+ * a config document: tasks enqueued by other programs can make one before any node runs. */
+bool cohort_store_each_queue(cohort_store_t *store, mongoc_client_t *client,
+                             cohort_store_name_fn fn, void *user, bson_error_t *error);
+
 /* The longest lease_ms any service's primary declared into *longest_ms (0: none). */
 bool cohort_store_longest_lease(cohort_store_t *store, mongoc_client_t *client,
                                 int64_t *longest_ms, bson_error_t *error);

@@ -490,7 +490,7 @@ class Run:
         if poison:
             data["poison"] = True
         cmd = [self.cohortctl, "--database", self.database, "enqueue", SERVICE,
-               "--data", json.dumps(data)]
+               "--create", "--data", json.dumps(data)]
         if count > 1:
             cmd += ["--count", str(count)]
         if tracked:

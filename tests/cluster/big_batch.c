@@ -2,8 +2,8 @@
  * big_batch.c - one tracked batch of 10,000 no-op tasks through 3 nodes: its callback runs
  * exactly once and sees every task, and no node's memory grows with the batch size.
  *
- * The tasks are enqueued with `cohortctl enqueue noop --count N --tracked` before any node
- * starts, so they are all in batch 1. The noop handler's completed_log gets one line per
+ * The tasks are enqueued with `cohortctl enqueue noop --count N --tracked --create` before any
+ * node starts, so they are all in batch 1. The noop handler's completed_log gets one line per
  * callback: "<batch id> <succeeded> <failed> <iterated> <node id>"; there must be exactly
  * one, "1 10000 0 10000 <node>", and the services document must count one completed batch.
  *
@@ -121,7 +121,7 @@ static void run_batch(int64_t tasks, batch_run_t *run)
     cluster_t *c = cluster_new(&options);
     char count[24];
     snprintf(count, sizeof count, "%lld", (long long)tasks);
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", count, "--tracked", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", count, "--tracked", "--create", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue --tracked failed");
     cluster_assert(c, cluster_try_count(c, SERVICE, "{\"batch\": 1, \"tracked\": true}") == tasks,
                    "the %lld tasks are not all tracked in batch 1", (long long)tasks);

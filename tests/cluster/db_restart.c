@@ -56,7 +56,7 @@ Test(cluster_db_restart, tasks_survive_a_database_restart)
     cluster_start_nodes(c, 3);
     cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
 
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", "300", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", "300", "--create", NULL};
     int rc = cluster_run_ctl(c, enqueue);
     cluster_assert(c, rc == 0, "cohortctl enqueue exited %d (see %s/cohortctl.log)", rc, c->dir);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 30, 20000),

@@ -54,7 +54,7 @@ Test(cluster_ops_rolling, sigterm_primary_steps_down_and_another_takes_over_with
     cluster_t *c = cluster_new(&options);
     cluster_start_nodes(c, 3);
     cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", "40", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", "40", "--create", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
 
     int64_t took[2];

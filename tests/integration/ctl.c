@@ -58,8 +58,16 @@ static int64_t count(const char *filter)
     return test_count(client, db, "queue_mail", filter);
 }
 
+/* The service "mail" as a node makes it: enqueue refuses a service no node has run. */
+static void create_mail(void)
+{
+    bson_error_t error;
+    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+}
+
 Test(ctl, enqueue_many_tracked_with_data)
 {
+    create_mail();
     test_run_result_t r =
         ctl("enqueue", "mail", "--count", "25", "--tracked", "--data", "{\"k\": 1}");
     cr_assert_eq(r.exit_code, 0, "exit %d: %s", r.exit_code, r.err);
@@ -81,6 +89,7 @@ Test(ctl, enqueue_many_tracked_with_data)
 
 Test(ctl, enqueue_one_prints_its_id)
 {
+    create_mail();
     test_run_result_t r = ctl("enqueue", "mail");
     cr_assert_eq(r.exit_code, 0, "exit %d: %s", r.exit_code, r.err);
     cr_assert_eq(strlen(r.out), 25, "want 24 hex digits and a newline: '%s'", r.out);
@@ -238,7 +247,8 @@ Test(ctl, status_json_has_a_stable_shape)
         bson_t svc, counts;
         sub_document(&entry, &svc);
         assert_keys(&svc, "a service",
-                    (const char *const[]){"name", "primary", "counts", "paused", "blocked", NULL});
+                    (const char *const[]){"name", "service_document", "primary", "counts",
+                                          "paused", "blocked", NULL});
         bson_iter_t f;
         cr_assert(bson_iter_init_find(&f, &svc, "name") && BSON_ITER_HOLDS_UTF8(&f));
         const char *name = bson_iter_utf8(&f, NULL);

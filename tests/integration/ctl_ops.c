@@ -262,7 +262,7 @@ Test(ctl_ops, retry_refusals_change_nothing)
     ctl_refused("not both", "retry", "mail", failed, "--status", "failed");
     ctl_refused("--status succeeded", "retry", "mail", "--status", "succeeded");
     ctl_refused("--status pending", "retry", "mail", "--status", "pending");
-    ctl_refused("--status done", "retry", "mail", "--status", "done");
+    ctl_refused("--status 'done'", "retry", "mail", "--status", "done");
     ctl_refused("unexpected argument '--group'", "retry", "mail", "--status", "failed", "--group",
                 "g");
     ctl_refused("--limit", "retry", "mail", "--status", "failed", "--limit", "0");

@@ -23,6 +23,9 @@ static void setup(void)
     db = test_db_name("ctlsched");
     store = test_store_new(db);
     client = cohort_store_pop(store);
+    /* enqueue refuses a service no node has run */
+    bson_error_t error;
+    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
 }
 
 static void teardown(void)
@@ -362,15 +365,16 @@ Test(ctl_schedule, unique_key_with_count_creates_one_task)
 
 Test(ctl_schedule, keys_need_the_service_to_exist)
 {
-    /* without a node having run the service, the queue has no unique indexes */
-    test_run_result_t r = ctl("enqueue", "mail", "--unique-key", "u1");
-    cr_assert_eq(r.exit_code, 1, "exit %d", r.exit_code);
+    /* without a node having run the service, the queue has no unique indexes: refused like
+     * any task for an unknown service */
+    test_run_result_t r = ctl("enqueue", "ghost", "--unique-key", "u1");
+    cr_assert_eq(r.exit_code, 2, "exit %d", r.exit_code);
     cr_assert_not_null(strstr(r.err, "does not exist"), "%s", r.err);
     test_run_result_free(&r);
-    r = ctl("enqueue", "mail", "--coalesce-key", "c", "--count", "2");
-    cr_assert_eq(r.exit_code, 1, "exit %d", r.exit_code);
+    r = ctl("enqueue", "ghost", "--coalesce-key", "c", "--count", "2");
+    cr_assert_eq(r.exit_code, 2, "exit %d", r.exit_code);
     test_run_result_free(&r);
-    cr_assert_eq(count("{}"), 0);
+    cr_assert_eq(test_count(client, db, "queue_ghost", "{}"), 0);
 }
 
 /* ---- pause, resume, block, unblock, and status ------------------------------------------ */
@@ -407,16 +411,17 @@ Test(ctl_schedule, switches_need_an_existing_service)
 {
     static const char *const commands[] = {"pause", "resume", "unblock"};
     for (size_t i = 0; i < 3; i++) {
-        test_run_result_t r = ctl(commands[i], "mail");
+        test_run_result_t r = ctl(commands[i], "ghost");
         cr_assert_eq(r.exit_code, 1, "%s: exit %d", commands[i], r.exit_code);
-        cr_assert_not_null(strstr(r.err, "'mail' does not exist"), "%s: %s", commands[i],
+        cr_assert_not_null(strstr(r.err, "'ghost' does not exist"), "%s: %s", commands[i],
                            r.err);
         test_run_result_free(&r);
     }
-    test_run_result_t r = ctl("block", "mail", "--reason", "x");
+    test_run_result_t r = ctl("block", "ghost", "--reason", "x");
     cr_assert_eq(r.exit_code, 1);
     test_run_result_free(&r);
-    cr_assert_eq(test_count(client, db, "services", "{}"), 0, "a switch created a service");
+    cr_assert_eq(test_count(client, db, "services", "{\"_id\": \"ghost\"}"), 0,
+                 "a switch created a service");
 }
 
 Test(ctl_schedule, switch_usage_errors)

@@ -51,6 +51,16 @@ mongoc_client_t *test_client(void)
     return client;
 }
 
+/* libmongoc allocates its counters in a constructor, before main(), in /dev/shm/mongoc-PID;
+ * a process killed with SIGKILL (the cluster tests kill many) leaves its file behind, and a
+ * later process that gets the same PID then warns "Falling back to malloc for counters" on
+ * stderr, which tests that read stderr would take for output. Every process a test starts
+ * inherits this, so none uses the shared-memory counters (Cohort counts through APM). */
+__attribute__((constructor)) static void no_shared_memory_counters(void)
+{
+    setenv("MONGOC_DISABLE_SHM", "1", 1);
+}
+
 void test_drop_db(const char *db)
 {
     mongoc_client_t *client = test_client();

@@ -5,8 +5,9 @@
  * builds with exactly the flags `pkg-config --cflags --libs cohort-handler` gives for the
  * installed tree into a handler the loader accepts.
  *
- * And what an operator gets: every path deploy/container/Dockerfile copies out of its install
- * prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
+ * And what an operator gets: the man pages cohortd(1) and cohortctl(1), which `man -l` renders
+ * when man is installed, and the bash completions; every path deploy/container/Dockerfile
+ * copies out of its install prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
  * whose handlers live under that prefix in the image) passes the installed cohortd's
  * --check-config with only those copied paths.
  */
@@ -159,6 +160,38 @@ static void check_image(const char *prefix)
     free(ini);
 }
 
+/* The man pages and completions are installed where man and bash-completion look, and read
+ * as what they are: `man -l` renders each page with its NAME (and without a warning from
+ * groff), bash accepts each script. */
+static void check_operator_docs(const char *prefix)
+{
+    static const char *const programs[] = {"cohortd", "cohortctl"};
+    for (size_t i = 0; i < 2; i++) {
+        char page_in[256], completion_in[256], page[1024], completion[1024];
+        snprintf(page_in, sizeof page_in, "share/man/man1/%s.1", programs[i]);
+        snprintf(completion_in, sizeof completion_in, "share/bash-completion/completions/%s",
+                 programs[i]);
+        snprintf(page, sizeof page, "%s/%s", prefix, page_in);
+        snprintf(completion, sizeof completion, "%s/%s", prefix, completion_in);
+        cr_assert(exists(prefix, page_in), "%s missing", page);
+        cr_assert(exists(prefix, completion_in), "%s missing", completion);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "bash -n '%s' && if command -v man >/dev/null; then MANWIDTH=80 man -l '%s' "
+                 "2>&1 | grep -c '^NAME'; else echo 1; fi",
+                 completion, page);
+        char *out = output_of(cmd, NULL);
+        cr_expect_str_eq(out, "1", "`man -l %s` does not render a NAME section", page);
+        free(out);
+        snprintf(cmd, sizeof cmd,
+                 "command -v groff >/dev/null || exit 0; groff -man -Tutf8 -ww -z '%s' 2>&1",
+                 page);
+        out = output_of(cmd, NULL);
+        cr_expect_str_eq(out, "", "groff warns about %s: %s", page, out);
+        free(out);
+    }
+}
+
 Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
 {
     char *prefix = test_tmpdir("install");
@@ -174,6 +207,7 @@ Test(install, layout_and_handler_built_against_installed_header, .timeout = 120)
     cr_expect(exists(prefix, "lib/cohort/handlers/cohort_hello.so"), "hello handler missing");
     cr_expect(exists(prefix, "lib/pkgconfig/cohort-handler.pc"),
               "lib/pkgconfig/cohort-handler.pc missing");
+    check_operator_docs(prefix);
     check_image(prefix);
 
     /* The example as docs/HANDLERS.md prints it, built the way the guide says. */

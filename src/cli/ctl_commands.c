@@ -1,0 +1,207 @@
+/*
+ * ctl_commands.c - cohortctl's command line, described once (see help.h): its global options
+ * and every command with its synopsis, summary and options. ctl_main.c dispatches on these
+ * rows; each command builds its getopt_long() array from its own row (ctl_longopts), and the
+ * help, the man page cohortctl.1 and the bash completion are rendered from them. Adding a
+ * command is adding a row (and its cmd_* function).
+ */
+#include "cli/ctl.h"
+
+#define DUR_TIME                                                                               \
+    "DUR: 250ms, 30s, 5m, 2h, 1d or a number of ms; TIME: ms since the epoch or UTC like "     \
+    "2026-11-21T10:00:00Z."
+
+static const cli_option_t global_options[] = {
+    {"config", "FILE", 'c', CLI_SHORT,
+     "take the database (mongodb_uri, database) from FILE's [cluster] section, and the "
+     "defaults of enqueue and settings from its service sections",
+     NULL},
+    {"database", "NAME", 'd', CLI_SHORT, "without -c: the database (default cohort)", NULL},
+    {"help", NULL, 'h', CLI_SHORT, "print this help (every command and option) and exit", NULL},
+    {"version", NULL, 'V', CLI_LONG_ONLY, "print the version and exit", NULL},
+    {"print-man", NULL, 'M', CLI_LONG_ONLY, "print the man page cohortctl(1) (roff) and exit",
+     NULL},
+    {"print-completion", NULL, 'B', CLI_LONG_ONLY,
+     "print the bash completion script and exit", NULL},
+    {NULL, NULL, 0, 0, NULL, NULL},
+};
+
+#define JSON_OPTION {"json", NULL, 'j', CLI_LONG_ONLY, "print one JSON document", NULL}
+#define KIND_OPTION                                                                            \
+    {"kind", "K", 'k', CLI_LONG_ONLY, "only tasks of kind K (default: the whole service)", NULL}
+#define END_OPTIONS {NULL, NULL, 0, 0, NULL, NULL}
+#define LIMIT_OPTION                                                                           \
+    {"limit", "N", 'l', CLI_LONG_ONLY, "change at most N tasks (by pages of 1000)", NULL}
+#define DRY_RUN_OPTION                                                                         \
+    {"dry-run", NULL, 'n', CLI_LONG_ONLY, "print how many tasks would change; change nothing", \
+     NULL}
+
+static const cli_option_t pause_options[] = {
+    KIND_OPTION,
+    {"reason", "TEXT", 'r', CLI_LONG_ONLY, "why, shown by status (at most 1000 bytes)", NULL},
+    END_OPTIONS,
+};
+static const cli_option_t block_options[] = {
+    KIND_OPTION,
+    {"reason", "TEXT", 'r', CLI_LONG_ONLY,
+     "why, shown by status (required, at most 1000 bytes)", NULL},
+    END_OPTIONS,
+};
+static const cli_option_t clear_options[] = {KIND_OPTION, END_OPTIONS};
+static const cli_option_t json_options[] = {JSON_OPTION, END_OPTIONS};
+
+const cli_command_t ctl_commands[] = {
+    {"help", cmd_help, "[COMMAND]", "print the help of every command, or of one", NULL, NULL},
+    {"status", cmd_status, "[--json]",
+     "per service: its primary (node, epoch, last active), its task counts by status, and what "
+     "is paused or blocked. Queues with tasks but no service document are listed too, marked "
+     "(no service document).",
+     NULL, json_options},
+    {"enqueue", cmd_enqueue,
+     "SERVICE [--count N] [--data JSON] [--tracked] [--create] [scheduling options]",
+     "insert tasks: one (its id is printed) or N (their number is printed)",
+     "The service must exist (a node has run it); --create makes it first. Ctrl-C or SIGTERM "
+     "during --count N stops after the current bulk write, prints how many went in and exits "
+     "130. " DUR_TIME,
+     (const cli_option_t[]){
+         {"count", "N", 'n', CLI_LONG_ONLY,
+          "insert N tasks (1..100000000) with unordered bulk writes and print their number",
+          NULL},
+         {"data", "JSON", 'D', CLI_LONG_ONLY, "the tasks' data, a JSON object (default {})", NULL},
+         {"tracked", NULL, 't', CLI_LONG_ONLY, "the tasks join the service's open batch", NULL},
+         {"create", NULL, 'C', CLI_LONG_ONLY,
+          "create the service (its config document and queue indexes, as a node does at "
+          "start-up) if no node has run it yet",
+          NULL},
+         {"priority", "N", 'S', CLI_LONG_ONLY, "higher is claimed first (-1000000..1000000)",
+          NULL},
+         {"delay", "DUR", 'S', CLI_LONG_ONLY, "not claimable before server now + DUR", NULL},
+         {"not-before", "TIME", 'S', CLI_LONG_ONLY, "not claimable before TIME", NULL},
+         {"not-after", "TIME", 'S', CLI_LONG_ONLY,
+          "promoted (priority + not_after_boost) if still pending at TIME", NULL},
+         {"deadline", "DUR", 'S', CLI_LONG_ONLY, "the same, DUR after the task is due", NULL},
+         {"timeout", "DUR", 'S', CLI_LONG_ONLY,
+          "a run longer than DUR ends timed_out (never retried)", NULL},
+         {"kind", "K", 'S', CLI_LONG_ONLY, "the task's kind (1-64 of A-Z a-z 0-9 _ -)", NULL},
+         {"group", "G", 'S', CLI_LONG_ONLY, "no two tasks of group G run at the same time",
+          NULL},
+         {"coalesce-key", "K", 'S', CLI_LONG_ONLY,
+          "while a task with key K is pending, update it instead; with --count N, creates one "
+          "by one and prints created=N coalesced=N",
+          NULL},
+         {"unique-key", "K", 'S', CLI_LONG_ONLY,
+          "at most one task with key K ever exists; with --count N, creates one by one and "
+          "prints created=N existing=N",
+          NULL},
+         END_OPTIONS,
+     }},
+    {"pause", cmd_switch, "SERVICE [--kind K] [--reason TEXT]",
+     "the owner's switch: paused tasks stay pending, unclaimed; nodes apply it by their next "
+     "tick and let running tasks finish",
+     NULL, pause_options},
+    {"resume", cmd_switch, "SERVICE [--kind K]", "clear the pause", NULL, clear_options},
+    {"block", cmd_switch, "SERVICE [--kind K] --reason TEXT",
+     "the operator's switch, shown with its reason; like pause otherwise", NULL, block_options},
+    {"unblock", cmd_switch, "SERVICE [--kind K]", "clear the block", NULL, clear_options},
+    {"counts", cmd_counts, "SERVICE [--by status|kind|group] [--json]",
+     "task counts by status (default), or kind or group x status", NULL,
+     (const cli_option_t[]){
+         {"by", "WHAT", 'b', CLI_LONG_ONLY, "status (default), kind or group",
+          "status kind group"},
+         JSON_OPTION,
+         END_OPTIONS,
+     }},
+    {"tasks", cmd_tasks, "SERVICE [--status S] [--limit N] [--json]",
+     "tasks in claim order: priority, then due time, then id", NULL,
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "only tasks in status S (default: any)",
+          "pending claimed succeeded failed timed_out cancelled"},
+         {"limit", "N", 'l', CLI_LONG_ONLY, "at most N tasks (default 50)", NULL},
+         JSON_OPTION,
+         END_OPTIONS,
+     }},
+    {"task", cmd_task, "SERVICE ID",
+     "one task's whole document as JSON; its history tells the story of each attempt", NULL,
+     NULL},
+    {"retry", cmd_retry,
+     "SERVICE ID | SERVICE --status failed|timed_out|cancelled [--kind K] [--limit N] "
+     "[--dry-run]",
+     "back to pending and due now, attempts from 0; last_error and the history stay, with a "
+     "retried entry",
+     "Prints how many tasks it changed. A task in another status is refused, naming it. A "
+     "tracked task whose batch has completed joins the open batch.",
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "every task in status S",
+          "failed timed_out cancelled"},
+         KIND_OPTION,
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
+    {"cancel", cmd_cancel,
+     "SERVICE ID | SERVICE [--status pending] [--kind K] [--group G] [--limit N] [--dry-run]",
+     "pending tasks end cancelled, a final status: never claimed, purged like failed ones, done "
+     "for their batch",
+     "Prints how many tasks it changed. A claimed (running) task is refused, naming its status. "
+     "A selection needs --status pending (all of them), --kind or --group.",
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "pending, the only status a cancel applies to",
+          "pending"},
+         KIND_OPTION,
+         {"group", "G", 'g', CLI_LONG_ONLY, "only tasks of group G", NULL},
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
+    {"delete", cmd_delete,
+     "SERVICE ID | SERVICE --status S [--older-than DUR] [--limit N] [--dry-run]",
+     "delete tasks in a final status (succeeded, failed, timed_out, cancelled)",
+     "Prints how many tasks it deleted. A pending or claimed task is refused, naming its "
+     "status; tracked tasks of a batch whose completion callback has not run yet stay. "
+     DUR_TIME,
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "every task in status S",
+          "succeeded failed timed_out cancelled"},
+         {"older-than", "DUR", 'o', CLI_LONG_ONLY, "only tasks finished longer than DUR ago",
+          NULL},
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
+    {"data", cmd_data, "get|set|unset SERVICE KEY [JSON]",
+     "the service's generic data: get KEY, set KEY to any JSON value, unset KEY", NULL, NULL},
+    {"settings", cmd_settings, "get|set|unset SERVICE [KEY [VALUE]]",
+     "live settings (tick_ms, takeover_ms, primary_task_count, secondary_task_count, "
+     "stall_timeout_ms, *_retention_ms): while set, the database value wins over the config "
+     "file",
+     "settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY",
+     NULL},
+    {"nodes", cmd_nodes, "[--json]", "nodes seen in the last day: live or expired, last ping",
+     NULL, json_options},
+    {NULL, NULL, NULL, NULL, NULL, NULL},
+};
+
+const cli_program_t ctl_program = {
+    .name = "cohortctl",
+    .summary = "inspect and operate a Cohort cluster",
+    .synopsis = "[-c FILE | --database NAME] COMMAND [ARGUMENTS]\n"
+                "help [COMMAND] | COMMAND --help | --help | --version",
+    .description =
+        "The operator's tool for Cohort, a leader-elected cluster service on MongoDB: inspect "
+        "services, tasks and nodes, enqueue tasks, pause and block, read and write generic "
+        "data and live settings. Global options come before the command; a command's options "
+        "may follow its operands.",
+    .options = global_options,
+    .commands = ctl_commands,
+    .sections = (const cli_section_t[]){
+        {"ENVIRONMENT",
+         "MONGODB_URI: the database without -c (default mongodb://127.0.0.1:27017); it wins "
+         "over the file's mongodb_uri, as in cohortd."},
+        {"EXIT STATUS", "0 done, 1 failed (database, missing task), 2 bad usage (a message "
+                        "names the refused argument, or an unknown service), 130 interrupted "
+                        "(enqueue)."},
+        {"SEE ALSO", "cohortd(1); docs/CLI.md and docs/SCHEDULING.md in the source tree."},
+        {NULL, NULL},
+    },
+    .man_extra = NULL,
+};
