@@ -256,7 +256,8 @@ const char *cohort_task_last_error(const cohort_task_t *task);
 
 /* The batch's number: unique and increasing per service. Key external effects on it. */
 int64_t cohort_batch_id(const cohort_batch_t *batch);
-/* How many of the batch's tracked tasks succeeded / failed. */
+/* How many of the batch's tracked tasks succeeded / did not (failed, timed_out, cancelled:
+ * the tasks cohort_batch_next_unsuccessful() yields). */
 int64_t cohort_batch_succeeded(const cohort_batch_t *batch);
 int64_t cohort_batch_failed(const cohort_batch_t *batch);
 /* The next succeeded task of the batch (in creation order), or NULL at the end. The task is

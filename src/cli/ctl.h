@@ -58,6 +58,10 @@ int ctl_unknown_service(ctl_t *ctl, const char *service, const char *command);
  * service), the message printed. */
 int ctl_check_service(ctl_t *ctl, const char *service, const char *command);
 
+/* Who is running this command, as switches and the task history record it:
+ * "cohortctl USER@HOST". */
+void ctl_author(char *buf, size_t len);
+
 /* Before a command's getopt_long() loop: parsing starts again at argv[1] and getopt prints
  * nothing (the command words its own message). Commands give short options starting with
  * ':' so that a missing value returns ':' (optopt: the option's val) rather than '?'. */
@@ -120,5 +124,8 @@ int cmd_task(ctl_t *ctl, int argc, char **argv);
 int cmd_data(ctl_t *ctl, int argc, char **argv);
 int cmd_settings(ctl_t *ctl, int argc, char **argv);
 int cmd_nodes(ctl_t *ctl, int argc, char **argv);
+int cmd_retry(ctl_t *ctl, int argc, char **argv); /* ctl_ops.c */
+int cmd_cancel(ctl_t *ctl, int argc, char **argv);
+int cmd_delete(ctl_t *ctl, int argc, char **argv);
 
 #endif

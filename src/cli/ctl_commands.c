@@ -30,6 +30,11 @@ static const cli_option_t global_options[] = {
 #define KIND_OPTION                                                                            \
     {"kind", "K", 'k', CLI_LONG_ONLY, "only tasks of kind K (default: the whole service)", NULL}
 #define END_OPTIONS {NULL, NULL, 0, 0, NULL, NULL}
+#define LIMIT_OPTION                                                                           \
+    {"limit", "N", 'l', CLI_LONG_ONLY, "change at most N tasks (by pages of 1000)", NULL}
+#define DRY_RUN_OPTION                                                                         \
+    {"dry-run", NULL, 'n', CLI_LONG_ONLY, "print how many tasks would change; change nothing", \
+     NULL}
 
 static const cli_option_t pause_options[] = {
     KIND_OPTION,
@@ -110,12 +115,59 @@ const cli_command_t ctl_commands[] = {
      "tasks in claim order: priority, then due time, then id", NULL,
      (const cli_option_t[]){
          {"status", "S", 's', CLI_LONG_ONLY, "only tasks in status S (default: any)",
-          "pending claimed succeeded failed timed_out"},
+          "pending claimed succeeded failed timed_out cancelled"},
          {"limit", "N", 'l', CLI_LONG_ONLY, "at most N tasks (default 50)", NULL},
          JSON_OPTION,
          END_OPTIONS,
      }},
-    {"task", cmd_task, "SERVICE ID", "one task's whole document as JSON", NULL, NULL},
+    {"task", cmd_task, "SERVICE ID",
+     "one task's whole document as JSON; its history tells the story of each attempt", NULL,
+     NULL},
+    {"retry", cmd_retry,
+     "SERVICE ID | SERVICE --status failed|timed_out|cancelled [--kind K] [--limit N] "
+     "[--dry-run]",
+     "back to pending and due now, attempts from 0; last_error and the history stay, with a "
+     "retried entry",
+     "Prints how many tasks it changed. A task in another status is refused, naming it. A "
+     "tracked task whose batch has completed joins the open batch.",
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "every task in status S",
+          "failed timed_out cancelled"},
+         KIND_OPTION,
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
+    {"cancel", cmd_cancel,
+     "SERVICE ID | SERVICE [--status pending] [--kind K] [--group G] [--limit N] [--dry-run]",
+     "pending tasks end cancelled, a final status: never claimed, purged like failed ones, done "
+     "for their batch",
+     "Prints how many tasks it changed. A claimed (running) task is refused, naming its status. "
+     "A selection needs --status pending (all of them), --kind or --group.",
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "pending, the only status a cancel applies to",
+          "pending"},
+         KIND_OPTION,
+         {"group", "G", 'g', CLI_LONG_ONLY, "only tasks of group G", NULL},
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
+    {"delete", cmd_delete,
+     "SERVICE ID | SERVICE --status S [--older-than DUR] [--limit N] [--dry-run]",
+     "delete tasks in a final status (succeeded, failed, timed_out, cancelled)",
+     "Prints how many tasks it deleted. A pending or claimed task is refused, naming its "
+     "status; tracked tasks of a batch whose completion callback has not run yet stay. "
+     DUR_TIME,
+     (const cli_option_t[]){
+         {"status", "S", 's', CLI_LONG_ONLY, "every task in status S",
+          "succeeded failed timed_out cancelled"},
+         {"older-than", "DUR", 'o', CLI_LONG_ONLY, "only tasks finished longer than DUR ago",
+          NULL},
+         LIMIT_OPTION,
+         DRY_RUN_OPTION,
+         END_OPTIONS,
+     }},
     {"data", cmd_data, "get|set|unset SERVICE KEY [JSON]",
      "the service's generic data: get KEY, set KEY to any JSON value, unset KEY", NULL, NULL},
     {"settings", cmd_settings, "get|set|unset SERVICE [KEY [VALUE]]",

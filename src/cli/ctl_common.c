@@ -5,8 +5,10 @@
 #include "cli/ctl.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "store/listing.h"
 
@@ -91,6 +93,19 @@ int ctl_check_service(ctl_t *ctl, const char *service, const char *command)
 void ctl_longopts(const ctl_t *ctl, struct option out[CLI_MAX_OPTIONS + 1])
 {
     cli_longopts(ctl->command->options, out);
+}
+
+void ctl_author(char *buf, size_t len)
+{
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    const char *user = getenv("USER");
+    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    if (pw)
+        user = pw->pw_name;
+    snprintf(buf, len, "cohortctl %s@%s", user && *user ? user : "?", host);
 }
 
 void ctl_reset_getopt(void)

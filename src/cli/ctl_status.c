@@ -161,10 +161,10 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
         char active[32] = "-";
         if (primary)
             snprintf(active, sizeof active, "%.1fs ago", (double)ago / 1000.0);
-        printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld %10lld  %s\n", name,
+        printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld %10lld %10lld  %s\n", name,
                primary ? primary : "(none)", (long long)epoch, active, (long long)counts.pending,
                (long long)counts.claimed, (long long)counts.succeeded, (long long)counts.failed,
-               (long long)counts.timed_out,
+               (long long)counts.timed_out, (long long)counts.cancelled,
                found ? switch_state_name(&st) : "(no service document)");
         fputs(st.details, stdout);
     }
@@ -198,8 +198,9 @@ int cmd_status(ctl_t *ctl, int argc, char **argv)
     BSON_APPEND_ARRAY_BEGIN(&out, "services", &services);
     run.services = &services;
     if (!json)
-        printf("%-20s %-32s %6s %12s %9s %9s %10s %9s %10s  %s\n", "SERVICE", "PRIMARY", "EPOCH",
-               "LAST ACTIVE", "PENDING", "CLAIMED", "SUCCEEDED", "FAILED", "TIMED_OUT", "STATE");
+        printf("%-20s %-32s %6s %12s %9s %9s %10s %9s %10s %10s  %s\n", "SERVICE", "PRIMARY",
+               "EPOCH", "LAST ACTIVE", "PENDING", "CLAIMED", "SUCCEEDED", "FAILED", "TIMED_OUT",
+               "CANCELLED", "STATE");
     bson_error_t error;
     bool ok = true;
     if (ctl->config) {

@@ -198,8 +198,9 @@ static bool list_task(void *user, const bson_t *doc, bson_error_t *error)
     bson_iter_t it;
     if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
         bson_oid_to_string(bson_iter_oid(&it), id);
-    const char *status = "?", *kind = NULL, *group = NULL;
+    const char *status = "?", *kind = NULL, *group = NULL, *last_error = NULL;
     ctl_doc_string(doc, "status", &status);
+    ctl_doc_string(doc, "last_error", &last_error);
     ctl_doc_string(doc, "kind", &kind);
     ctl_doc_string(doc, "group", &group);
     int64_t priority = ctl_doc_int(doc, "priority", 0);
@@ -219,6 +220,7 @@ static bool list_task(void *user, const bson_t *doc, bson_error_t *error)
         ctl_append_utf8_or_null(&one, "group", group);
         ctl_append_utf8_or_null(&one, "run_at", due ? run_at : NULL);
         BSON_APPEND_INT64(&one, "attempts", attempts);
+        ctl_append_utf8_or_null(&one, "last_error", last_error);
         bson_append_document_end(list->tasks, &one);
         return true;
     }
@@ -227,8 +229,9 @@ static bool list_task(void *user, const bson_t *doc, bson_error_t *error)
         snprintf(prio, sizeof prio, "%lld (base %lld)", (long long)priority, (long long)base);
     else
         snprintf(prio, sizeof prio, "%lld", (long long)priority);
-    printf("%-24s %-9s %-18s %8lld %-24s %-16s %s\n", id, status, prio, (long long)attempts,
-           run_at, kind ? kind : "-", group ? group : "-");
+    /* The last error goes last, whole: it is the one column of free text. */
+    printf("%-24s %-9s %-18s %8lld %-24s %-16s %-16s %s\n", id, status, prio, (long long)attempts,
+           run_at, kind ? kind : "-", group ? group : "-", last_error ? last_error : "-");
     return true;
 }
 
@@ -248,7 +251,7 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
             cohort_task_status_t known;
             if (!cohort_status_parse(status, &known)) {
                 fprintf(stderr, "cohortctl tasks: --status '%s' must be pending, claimed, "
-                                "succeeded, failed or timed_out\n", status);
+                                "succeeded, failed, timed_out or cancelled\n", status);
                 return CTL_USAGE;
             }
         } else if (opt == 'l') {
@@ -273,8 +276,8 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
     BSON_APPEND_ARRAY_BEGIN(&out, "tasks", &tasks);
     task_list_t list = {.tasks = json ? &tasks : NULL};
     if (!json)
-        printf("%-24s %-9s %-18s %8s %-24s %-16s %s\n", "ID", "STATUS", "PRIORITY", "ATTEMPTS",
-               "RUN_AT", "KIND", "GROUP");
+        printf("%-24s %-9s %-18s %8s %-24s %-16s %-16s %s\n", "ID", "STATUS", "PRIORITY",
+               "ATTEMPTS", "RUN_AT", "KIND", "GROUP", "LAST_ERROR");
     bson_error_t error;
     bool ok = cohort_store_each_task(ctl->store, ctl->client, service, status, limit, list_task,
                                      &list, &error);

@@ -121,8 +121,8 @@ const cohort_setting_t cohort_settings_table[] = {
      .type = COHORT_SETTING_DURATION_MS, .def = 7 * DAY_MS, .min = 0, .max = 3650 * DAY_MS,
      .live = true, .reloads = true, .field = SERVICE(failed_retention_ms),
      .live_field = LIVE(failed_retention_ms),
-     .doc = "the same for failed and timed-out tasks; `0` keeps them until an operator "
-            "deletes them"},
+     .doc = "the same for failed, timed-out and cancelled tasks; `0` keeps them until an "
+            "operator deletes them (`cohortctl delete`)"},
     {.name = "priority", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
      .def = 0, .min = -COHORT_PRIORITY_LIMIT, .max = COHORT_PRIORITY_LIMIT,
      .field = SERVICE(defaults.priority), .live_field = NO_FIELD,

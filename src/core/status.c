@@ -9,7 +9,8 @@
 const char *const cohort_status_names[] = {
     [COHORT_STATUS_PENDING] = "pending",     [COHORT_STATUS_CLAIMED] = "claimed",
     [COHORT_STATUS_SUCCEEDED] = "succeeded", [COHORT_STATUS_FAILED] = "failed",
-    [COHORT_STATUS_TIMED_OUT] = "timed_out", [COHORT_STATUS_COUNT] = NULL,
+    [COHORT_STATUS_TIMED_OUT] = "timed_out", [COHORT_STATUS_CANCELLED] = "cancelled",
+    [COHORT_STATUS_COUNT] = NULL,
 };
 
 const char *cohort_status_name(cohort_task_status_t status)
@@ -31,5 +32,5 @@ bool cohort_status_parse(const char *name, cohort_task_status_t *status)
 bool cohort_status_is_final(cohort_task_status_t status)
 {
     return status == COHORT_STATUS_SUCCEEDED || status == COHORT_STATUS_FAILED ||
-           status == COHORT_STATUS_TIMED_OUT;
+           status == COHORT_STATUS_TIMED_OUT || status == COHORT_STATUS_CANCELLED;
 }

@@ -5,8 +5,10 @@
  *
  *   pending -> claimed -> succeeded | failed | timed_out      (claimed -> pending on a retry,
  *                                                             a stall or a given-back claim)
+ *   pending -> cancelled                                      (an operator's `cohortctl cancel`)
  *
- * The last three are final: a task in them never runs again, and retention purges it.
+ * succeeded, failed, timed_out and cancelled are final: a task in them never runs again
+ * (unless an operator retries it) and retention purges it.
  */
 #ifndef COHORT_STATUS_H
 #define COHORT_STATUS_H
@@ -19,6 +21,7 @@ typedef enum cohort_task_status {
     COHORT_STATUS_SUCCEEDED,
     COHORT_STATUS_FAILED,
     COHORT_STATUS_TIMED_OUT,
+    COHORT_STATUS_CANCELLED,
     COHORT_STATUS_COUNT /* not a status: how many there are */
 } cohort_task_status_t;
 
@@ -31,7 +34,7 @@ const char *cohort_status_name(cohort_task_status_t status);
 /* The status named `name`; false if it names none. */
 bool cohort_status_parse(const char *name, cohort_task_status_t *status);
 
-/* True for succeeded, failed and timed_out: the task never runs again. */
+/* True for succeeded, failed, timed_out and cancelled: the task never runs again. */
 bool cohort_status_is_final(cohort_task_status_t status);
 
 #endif

@@ -460,6 +460,7 @@ void cohort_isolate_run(cohort_isolate_t *pool, size_t slot, const bson_t *claim
         snprintf(run->why, sizeof run->why, "worker process sent a malformed reply (killed)");
     log_crash(pool, slot, pid, run);
     retry_or_fail(pool, run);
+    run->result.crashed = true; /* the history tells this attempt's story as a crash */
 }
 
 /* ---- the pool ------------------------------------------------------------------------- */

@@ -39,10 +39,17 @@ bool cohort_store_count_batch(cohort_store_t *store, mongoc_client_t *client, co
     cohort_status_counts_t by_status;
     bool ok = store_count_by_status(store, client, service, match, &by_status, error);
     bson_destroy(match);
-    /* Anything not finished (including statuses written by hand) keeps the batch open. */
+    /* Anything not finished (including statuses written by hand) keeps the batch open; every
+     * final status but succeeded (failed, timed_out, cancelled) counts as failed, so a batch
+     * drains whatever ended its tasks, and the count matches cohort_batch_next_unsuccessful. */
     counts->unfinished = by_status.pending + by_status.claimed + by_status.other;
     counts->succeeded = by_status.succeeded;
-    counts->failed = by_status.failed + by_status.timed_out; /* timed_out: failed, finally */
+    counts->failed = 0;
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++) {
+        cohort_task_status_t status = (cohort_task_status_t)i;
+        if (cohort_status_is_final(status) && status != COHORT_STATUS_SUCCEEDED)
+            counts->failed += cohort_status_count(&by_status, status);
+    }
     return ok;
 }
 

@@ -125,6 +125,36 @@ bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_
     return ok;
 }
 
+void store_append_id_in(bson_t *filter, const bson_t *ids)
+{
+    bson_t id;
+    BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &id);
+    BSON_APPEND_ARRAY(&id, "$in", ids);
+    bson_append_document_end(filter, &id);
+}
+
+void store_append_outside_open_batches(bson_t *filter, int64_t keep_from)
+{
+    bson_t *clause = BCON_NEW("$or", "[", "{", "tracked", "{", "$ne", BCON_BOOL(true), "}", "}",
+                              "{", "batch", "{", "$lt", BCON_INT64(keep_from), "}", "}", "{",
+                              "batch", "{", "$exists", BCON_BOOL(false), "}", "}", "]");
+    bson_concat(filter, clause);
+    bson_destroy(clause);
+}
+
+void store_append_history_push(bson_t *update, const bson_t *entry)
+{
+    bson_t push, history, each;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
+    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
+    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
+    BSON_APPEND_DOCUMENT(&each, "0", entry);
+    bson_append_array_end(&history, &each);
+    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
+    bson_append_document_end(&push, &history);
+    bson_append_document_end(update, &push);
+}
+
 int64_t store_int64_field(const bson_t *doc, const char *dotted, int64_t fallback)
 {
     bson_iter_t it, child;

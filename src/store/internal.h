@@ -97,6 +97,20 @@ STORE_INTERNAL void store_append_run_seen(bson_t *current_date, const cohort_nod
 STORE_INTERNAL void store_other_run(const bson_t *doc, const char *run_id,
                                     cohort_node_run_t *other);
 
+/* ---- building task filters and updates -------------------------------------------------- */
+
+/* Appends {_id: {$in: ids}} (`ids` an array) to `filter`. */
+STORE_INTERNAL void store_append_id_in(bson_t *filter, const bson_t *ids);
+
+/* Appends the clause that leaves alone the tracked tasks of batches numbered `keep_from` or
+ * later (not completed yet: their callback has not seen them): {$or: [{tracked: {$ne: true}},
+ * {batch: {$lt: keep_from}}, {batch: {$exists: false}}]}. Purges and deletes use it. */
+STORE_INTERNAL void store_append_outside_open_batches(bson_t *filter, int64_t keep_from);
+
+/* Appends to `update` the $push of `entry` onto the task's history, which keeps the last
+ * COHORT_HISTORY_MAX entries. */
+STORE_INTERNAL void store_append_history_push(bson_t *update, const bson_t *entry);
+
 /* ---- reading replies and documents ----------------------------------------------------- */
 
 /* The number at the dotted path, or `fallback` if there is none. */

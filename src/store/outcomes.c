@@ -33,7 +33,7 @@ static const char *finish_name(cohort_finish_t finish)
 static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
                           const cohort_task_result_t *result)
 {
-    bson_t set, push, history, each, entry, current, unset;
+    bson_t set, entry = BSON_INITIALIZER, current, unset;
     BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
     BSON_APPEND_UTF8(&set, "status", cohort_status_name(finish_status(result->finish)));
     if (result->finish == COHORT_FINISH_RETRY)
@@ -52,10 +52,8 @@ static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
         bson_append_document_end(update, &current);
     }
 
-    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
-    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
-    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
-    BSON_APPEND_DOCUMENT_BEGIN(&each, "0", &entry);
+    if (result->crashed)
+        BSON_APPEND_UTF8(&entry, "event", "crashed");
     BSON_APPEND_UTF8(&entry, "node", node_id);
     BSON_APPEND_INT32(&entry, "attempt", attempt);
     BSON_APPEND_DATE_TIME(&entry, "started_at", result->started_at_ms);
@@ -63,11 +61,8 @@ static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
     BSON_APPEND_UTF8(&entry, "outcome", finish_name(result->finish));
     if (result->error)
         BSON_APPEND_UTF8(&entry, "error", result->error);
-    bson_append_document_end(&each, &entry);
-    bson_append_array_end(&history, &each);
-    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
-    bson_append_document_end(&push, &history);
-    bson_append_document_end(update, &push);
+    store_append_history_push(update, &entry);
+    bson_destroy(&entry);
 }
 
 /* One conditional outcome write; `attempts` is the claim's count as stored, `attempt` the

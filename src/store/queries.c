@@ -27,6 +27,8 @@ static int64_t *count_of(cohort_status_counts_t *counts, cohort_task_status_t st
         return &counts->failed;
     case COHORT_STATUS_TIMED_OUT:
         return &counts->timed_out;
+    case COHORT_STATUS_CANCELLED:
+        return &counts->cancelled;
     case COHORT_STATUS_COUNT:
         break;
     }

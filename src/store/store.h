@@ -8,7 +8,8 @@
  *
  * One file per collection or concern implements it: client.c (the pool, command counting),
  * services.c, primacy.c, nodes.c, insert.c, claims.c, outcomes.c, upkeep.c, batches.c,
- * data.c, queries.c; internal.h holds what they share and no other layer includes it.
+ * data.c, queries.c, operator.c; internal.h holds what they share and no other layer
+ * includes it.
  *
  * A store owns a client pool; a thread pops a client for as long as it runs and passes it
  * to every call. Every call returns false and fills `error` (Cohort's one error type: the
@@ -284,6 +285,7 @@ typedef struct cohort_task_result {
     int64_t retry_at_ms;     /* for COHORT_FINISH_RETRY: when it becomes due again */
     int64_t started_at_ms;   /* the claim time */
     int64_t ended_at_ms;     /* cluster clock */
+    bool crashed;            /* the attempt died with its worker process (history: "crashed") */
 } cohort_task_result_t;
 
 /* Writes the outcome of the attempt `attempt` of task `id` (any _id type: an ObjectId, or a
@@ -377,7 +379,8 @@ bool cohort_store_batch_state(cohort_store_t *store, mongoc_client_t *client,
 
 typedef struct cohort_batch_counts {
     int64_t unfinished; /* pending or claimed */
-    int64_t succeeded, failed;
+    int64_t succeeded;
+    int64_t failed; /* every other final status: failed, timed_out, cancelled */
 } cohort_batch_counts_t;
 
 /* Counts the batch's tracked tasks by state with one aggregation. */
@@ -440,10 +443,58 @@ bool cohort_store_cas_data(cohort_store_t *store, mongoc_client_t *client, const
                            const bson_value_t *value, const char *node_id, int64_t epoch,
                            bool *applied, bson_error_t *error);
 
+/* ---- operator.c: an operator's changes to tasks (cohortctl retry, cancel, delete) ------- */
+
+/* How many task ids a bulk change finds, and changes with one command, at a time: its memory
+ * is one page's whatever the queue's size. */
+#define COHORT_OPERATOR_PAGE 1000
+
+typedef enum cohort_task_action {
+    COHORT_ACTION_RETRY,  /* failed, timed_out or cancelled -> pending, attempts 0 */
+    COHORT_ACTION_CANCEL, /* pending -> cancelled (final) */
+    COHORT_ACTION_DELETE, /* any final status -> gone */
+} cohort_task_action_t;
+
+/* Whether `action` applies to a task in `status`. */
+bool cohort_task_action_applies(cohort_task_action_t action, cohort_task_status_t status);
+
+typedef struct cohort_task_change {
+    cohort_task_action_t action;
+    const char *by; /* who asked, for the history ("cohortctl USER@HOST") */
+    int64_t now_ms; /* server time, for the history */
+    bool dry_run;   /* count what would change; change nothing */
+} cohort_task_change_t;
+
+typedef struct cohort_task_selection {
+    cohort_task_status_t status; /* one the action applies to */
+    const char *kind, *group;    /* NULL: any */
+    int64_t finished_before_ms;  /* > 0: only tasks whose finished_at is earlier */
+    int64_t limit;               /* > 0: at most this many tasks */
+} cohort_task_selection_t;
+
+/* Applies `change` to the task `id` (24 hex digits), conditional on the status it was read
+ * in. Refusals return false with `error` in COHORT_DOMAIN_USAGE, naming the reason: no such
+ * task (COHORT_CODE_NOT_FOUND); a status the action does not apply to, a tracked task whose
+ * batch callback has not run yet (for delete), or a task that changed meanwhile
+ * (COHORT_CODE_CONFLICT). A database failure keeps the driver's domain. With dry_run, true
+ * means it would apply. */
+bool cohort_store_change_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const cohort_task_change_t *change, const char *id,
+                              bson_error_t *error);
+
+/* Applies `change` to every task `selection` matches, COHORT_OPERATOR_PAGE at a time (find
+ * the ids, then one update or delete of those still in the status). *changed counts the
+ * tasks changed (with dry_run: those that match now). Tracked tasks of a batch whose
+ * callback has not run yet are never deleted. */
+bool cohort_store_change_tasks(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const cohort_task_change_t *change,
+                               const cohort_task_selection_t *selection, int64_t *changed,
+                               bson_error_t *error);
+
 /* ---- queries.c: counts and listings ----------------------------------------------------- */
 
 typedef struct cohort_status_counts {
-    int64_t pending, claimed, succeeded, failed, timed_out;
+    int64_t pending, claimed, succeeded, failed, timed_out, cancelled;
     int64_t other; /* any other status (written by hand) */
 } cohort_status_counts_t;
 

@@ -8,6 +8,8 @@
  */
 #include "store/internal.h"
 
+#include "core/clock.h"
+
 /* How many completed batches back a late tracked task is looked for. A writer reads the open
  * batch and inserts a moment later; it cannot fall further behind than this without pausing
  * through several whole batches. The bound keeps the query on a short range of the
@@ -92,15 +94,99 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+/* Queues in `bulk` the release of one claimed task `doc` (its _id, claimed_by, attempts),
+ * conditional on that claim still being held, with a "crashed" entry in its history. */
+static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, const char *reason,
+                          int64_t now_ms, bson_error_t *error)
+{
+    bson_iter_t id, node, attempts;
+    if (!bson_iter_init_find(&id, doc, "_id") || !bson_iter_init_find(&node, doc, "claimed_by") ||
+        !bson_iter_init_find(&attempts, doc, "attempts"))
+        return true; /* not a claim as Cohort writes it: the next page's filter skips it */
+    bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
+    BSON_APPEND_VALUE(&filter, "_id", bson_iter_value(&id));
+    BSON_APPEND_UTF8(&filter, "status", "claimed");
+    BSON_APPEND_VALUE(&filter, "claimed_by", bson_iter_value(&node));
+    BSON_APPEND_VALUE(&filter, "attempts", bson_iter_value(&attempts));
+    bson_t *change = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
+                              BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
+                              "group_lock", BCON_UTF8(""), "}");
+    bson_concat(&update, change);
+    BSON_APPEND_UTF8(&entry, "event", "crashed");
+    BSON_APPEND_VALUE(&entry, "node", bson_iter_value(&node));
+    BSON_APPEND_INT32(&entry, "attempt",
+                      BSON_ITER_HOLDS_INT32(&attempts) ? bson_iter_int32(&attempts) : 0);
+    BSON_APPEND_DATE_TIME(&entry, "at", now_ms);
+    BSON_APPEND_UTF8(&entry, "error", reason);
+    store_append_history_push(&update, &entry);
+    bool ok = mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL, error);
+    bson_destroy(change);
+    bson_destroy(&entry);
+    bson_destroy(&update);
+    bson_destroy(&filter);
+    return ok;
+}
+
+/* A lost claim is the story of an attempt that never reported: each task gets its own
+ * history entry (its node and attempt), so the release goes task by task in bulk writes of
+ * one page, found in _id order after the last page (each page's memory, whatever the count). */
 bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
                           const bson_t *filter, const char *reason, int64_t *released,
                           bson_error_t *error)
 {
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                              BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
-                              "group_lock", BCON_UTF8(""), "}");
-    bool ok = store_update_queue(store, client, service, filter, update, released, error);
-    bson_destroy(update);
+    if (released)
+        *released = 0;
+    int64_t now_ms = cohort_clock_cluster_ms();
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *opts = BCON_NEW("projection", "{", "claimed_by", BCON_INT32(1), "attempts",
+                            BCON_INT32(1), "}", "sort", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(COHORT_OPERATOR_PAGE));
+    bson_value_t last = {.value_type = BSON_TYPE_EOD};
+    bool ok = true, more = true;
+    while (ok && more) {
+        bson_t page = BSON_INITIALIZER;
+        bson_concat(&page, filter);
+        if (last.value_type != BSON_TYPE_EOD) {
+            bson_t and, after, gt;
+            BSON_APPEND_ARRAY_BEGIN(&page, "$and", &and);
+            BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &after);
+            BSON_APPEND_DOCUMENT_BEGIN(&after, "_id", &gt);
+            BSON_APPEND_VALUE(&gt, "$gt", &last);
+            bson_append_document_end(&after, &gt);
+            bson_append_document_end(&and, &after);
+            bson_append_array_end(&page, &and);
+        }
+        bson_t *bulk_opts = BCON_NEW("ordered", BCON_BOOL(false));
+        mongoc_bulk_operation_t *bulk =
+            mongoc_collection_create_bulk_operation_with_opts(tasks, bulk_opts);
+        mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, &page, opts, NULL);
+        const bson_t *doc;
+        int64_t n = 0;
+        while (ok && mongoc_cursor_next(cursor, &doc)) {
+            bson_iter_t id;
+            if (bson_iter_init_find(&id, doc, "_id")) {
+                bson_value_destroy(&last);
+                bson_value_copy(bson_iter_value(&id), &last);
+            }
+            ok = queue_release(bulk, doc, reason, now_ms, error);
+            n++;
+        }
+        if (ok)
+            ok = !mongoc_cursor_error(cursor, error);
+        mongoc_cursor_destroy(cursor);
+        int64_t matched = 0;
+        if (ok && n > 0)
+            ok = store_bulk_execute(bulk, "nModified", &matched, error);
+        if (released)
+            *released += matched;
+        more = n == COHORT_OPERATOR_PAGE;
+        mongoc_bulk_operation_destroy(bulk);
+        bson_destroy(bulk_opts);
+        bson_destroy(&page);
+    }
+    bson_value_destroy(&last);
+    bson_destroy(opts);
+    mongoc_collection_destroy(tasks);
     return ok;
 }
 
@@ -139,10 +225,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
 {
     *deleted = 0;
     bson_t *filter = BCON_NEW("status", BCON_UTF8(status), "finished_at", "{", "$lt",
-                              BCON_DATE_TIME(cutoff_ms), "}", "$or", "[", "{", "tracked", "{",
-                              "$ne", BCON_BOOL(true), "}", "}", "{", "batch", "{", "$lt",
-                              BCON_INT64(keep_batch_from), "}", "}", "{", "batch", "{",
-                              "$exists", BCON_BOOL(false), "}", "}", "]");
+                              BCON_DATE_TIME(cutoff_ms), "}");
+    store_append_outside_open_batches(filter, keep_batch_from);
     bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
                             BCON_INT64(limit));
     mongoc_collection_t *tasks = store_queue(store, client, service);
@@ -151,10 +235,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
     bool ok = store_find_ids(tasks, filter, opts, &ids, &n, error);
     if (ok && n > 0) {
         /* The status and cutoff again: a task retried meanwhile is not deleted. */
-        bson_t del = BSON_INITIALIZER, in;
-        BSON_APPEND_DOCUMENT_BEGIN(&del, "_id", &in);
-        BSON_APPEND_ARRAY(&in, "$in", &ids);
-        bson_append_document_end(&del, &in);
+        bson_t del = BSON_INITIALIZER;
+        store_append_id_in(&del, &ids);
         BSON_APPEND_UTF8(&del, "status", status);
         bson_t reply;
         ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);

@@ -5,7 +5,8 @@
  *   crashes_cost_only_their_worker_process: tasks that segfault, abort() and _exit(7) run
  *     among ordinary ones on one node. The node stays up, every ordinary task succeeds, and
  *     each crashing task ends failed after max_attempts (3) runs, its history showing one
- *     entry per crash with the signal or exit status, in the outcomes retry, retry, failed.
+ *     entry per crash (event "crashed") with the signal or exit status, in the outcomes
+ *     retry, retry, failed.
  *     Its worker processes are "cohortd --worker" children of the node, logged at each
  *     crash, and a clean stop leaves none behind.
  *   timeout_kills_the_worker_and_frees_the_slot: with one worker and task_timeout_ms 1500,
@@ -14,7 +15,8 @@
  *   pool_survives_many_crashes_and_dies_with_its_node: 40 segfaulting tasks (max_attempts
  *     1) and 20 ordinary ones on 2 nodes: all 40 failed, all 20 succeeded, both nodes up.
  *     Then a node running a long task is killed with SIGKILL: its worker processes die
- *     with it (PR_SET_PDEATHSIG).
+ *     with it (PR_SET_PDEATHSIG), and once the survivor takes the claim back, the task's
+ *     history records the attempt as crashed on that node.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -151,6 +153,9 @@ static void check_crash_history(cluster_t *c, const char *how, int runs, const c
         entries++;
         const char *outcome = doc_str(&entry, "outcome");
         const char *want = entries < runs ? "retry" : "failed";
+        cluster_assert(c, strcmp(doc_str(&entry, "event"), "crashed") == 0,
+                       "the %s task's run %d is not marked crashed (event '%s')", how, entries,
+                       doc_str(&entry, "event"));
         cluster_assert(c, strcmp(outcome, want) == 0,
                        "the %s task's run %d has outcome '%s', expected '%s'", how, entries,
                        outcome, want);
@@ -299,13 +304,27 @@ Test(cluster_isolation, pool_survives_many_crashes_and_dies_with_its_node)
     enqueue(c, "{\"sleep_ms\": 60000}", 2);
     cluster_assert(c, wait_count(c, "{\"status\": \"claimed\"}", 2, 10000),
                    "the long tasks were not claimed in 10 s");
-    cluster_node_t *victim = NULL;
-    for (size_t i = 0; i < 2 && !victim; i++)
-        if (count_workers(&c->nodes[i]) > 0)
-            victim = &c->nodes[i];
-    cluster_assert(c, victim, "no node has a worker process");
+    /* The victim is a node running one of them: both nodes have worker processes by now. */
+    bson_t doc;
+    read_task(c, "{\"data.sleep_ms\": 60000, \"status\": \"claimed\"}", &doc);
+    cluster_node_t *victim = cluster_node_by_id(c, doc_str(&doc, "claimed_by"));
+    bson_destroy(&doc);
+    cluster_assert(c, victim && count_workers(victim) > 0, "no node runs a long task");
     cluster_node_kill(victim);
     cluster_assert(c, wait_workers(victim, 0, 5000),
                    "%d worker process(es) of %s outlived its SIGKILL", count_workers(victim),
+                   victim->id);
+
+    /* The survivor takes the dead node's claim back; the task's history says so. */
+    char crashed[160];
+    snprintf(crashed, sizeof crashed,
+             "{\"data.sleep_ms\": 60000, \"history.event\": \"crashed\", "
+             "\"history.node\": \"%s\"}",
+             victim->id);
+    int64_t deadline = test_now_ms() + 60000;
+    while (cluster_try_count(c, "iso", crashed) < 1 && test_now_ms() < deadline)
+        test_sleep_ms(100);
+    cluster_assert(c, cluster_try_count(c, "iso", crashed) >= 1,
+                   "no task's history records the crash of %s's attempt within 60 s",
                    victim->id);
 }

@@ -16,7 +16,8 @@
  *     task(s)"), other nodes claim them (attempt 2) and finish them. Then SIGCONT: the frozen
  *     node's workers wake up, journal attempt 1 and try to record success, which is refused
  *     ("no longer holds its claim"). Each task's final record is the other node's:
- *     succeeded, attempts 2, one history entry by that node. Primacy never moves, and the
+ *     succeeded, attempts 2, its history attempt 1 crashed on the frozen node (the reset) and
+ *     attempt 2 succeeded on the other. Primacy never moves, and the
  *     resumed node stays up and exits 0 on SIGTERM.
  */
 #include <criterion/criterion.h>
@@ -239,13 +240,23 @@ Test(cluster_lease, a_frozen_claimer_loses_its_tasks_and_its_late_outcomes_are_r
             c,
             strcmp(t->status, "succeeded") == 0 && t->attempts == want &&
                 strcmp(t->claimed_by, frozen->id) != 0 &&
-                strcmp(t->last_node, t->claimed_by) == 0 && t->history == 1 &&
+                strcmp(t->last_node, t->claimed_by) == 0 && t->history == want &&
                 t->last_attempt == want && strcmp(t->last_outcome, "succeeded") == 0,
             "task %s: %s, attempts %lld, claimed by %s, %d history entries (last: "
             "%s, attempt %lld, %s); expected succeeded on attempt %lld by a node "
-            "other than %s, one history entry",
+            "other than %s, one history entry per attempt (the reset one: crashed)",
             t->id, t->status, (long long)t->attempts, t->claimed_by, t->history, t->last_node,
             (long long)t->last_attempt, t->last_outcome, (long long)want, frozen->id);
+        if (was_frozen) {
+            char crashed[256];
+            snprintf(crashed, sizeof crashed,
+                     "{\"_id\": {\"$oid\": \"%.24s\"}, \"history.0.event\": \"crashed\", "
+                     "\"history.0.node\": \"%s\", \"history.0.attempt\": 1}",
+                     t->id, frozen->id);
+            cluster_assert(c, cluster_try_count(c, SERVICE, crashed) == 1,
+                           "task %s's history does not record attempt 1 crashed on %s", t->id,
+                           frozen->id);
+        }
         /* At-least-once: the frozen run did its work too, and says it was attempt 1. */
         journal_view_t j;
         read_journal_for(c, t->id, &j);

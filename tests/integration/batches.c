@@ -16,7 +16,8 @@
  * failover while the callback runs makes the new primary run it again and record it exactly
  * once. And tracked tasks that no batch would count: one written into a batch after it
  * completed (a writer that read batch_seq before the close), one enqueued by another
- * program without a batch field, and a service document from before batches existed.
+ * program without a batch field, and a service document from before batches existed. A
+ * task cancelled by `cohortctl cancel` counts as done (unsuccessful) for its batch.
  *
  * Handler: tests/support/handlers/probe.c, which records every callback (probe.h).
  */
@@ -469,6 +470,33 @@ Test(batches, a_batch_of_only_failed_tasks_completes_with_nothing_to_iterate)
     cr_assert_eq(fx.record->call[0].iterated, 0);
     assert_state(2, 0, 1, "after an all-failed batch");
     assert_last_batch(1, 0, 2, "node-a", 1);
+}
+
+Test(batches, a_cancelled_tracked_task_counts_as_done_and_the_callback_fires_once)
+{
+    test_node_t *a = start_node(0, "node-a", false, NULL);
+    tick(a);
+    task_id_t ok = create_task(a, "{}", true);
+    task_id_t cancelled = create_task(a, "{}", true);
+    const char *const cancel[] = {COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "cancel",
+                                  SERVICE, cancelled.hex, NULL};
+    test_run_result_t r = test_run(cancel, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "cohortctl cancel: exit %d: %s", r.exit_code, r.err);
+    test_run_result_free(&r);
+    cr_assert_eq(process_all(a), 1, "the cancelled task ran");
+    for (int t = 0; t < 5; t++)
+        tick(a);
+    cr_assert_eq(fx.record->calls, 1, "the callback ran %d times, want once",
+                 fx.record->calls);
+    const probe_call_t *c = &fx.record->call[0];
+    cr_assert_eq(c->succeeded, 1);
+    cr_assert_eq(c->failed, 1, "a cancelled task is counted with the unsuccessful ones");
+    assert_call_ids(0, &ok, 1);
+    cr_assert_eq(c->unsuccessful, 1);
+    cr_assert_str_eq(c->bad[0].id, cancelled.hex);
+    cr_assert_str_eq(c->bad[0].status, "cancelled");
+    assert_state(2, 0, 1, "after a batch with a cancelled task");
+    assert_last_batch(1, 1, 1, "node-a", 1);
 }
 
 /* Sets fields of task `id` in the database by hand, as another program (or a node's tick)

@@ -256,7 +256,7 @@ Test(ctl, status_json_has_a_stable_shape)
         sub_document(&f, &counts);
         assert_keys(&counts, "counts",
                     (const char *const[]){"pending", "claimed", "succeeded", "failed", "timed_out",
-                                          NULL});
+                                          "cancelled", NULL});
         cr_assert(bson_iter_init_find(&f, &svc, "primary"));
         if (strcmp(name, "mail") == 0) {
             bson_t primary;

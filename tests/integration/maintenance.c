@@ -211,20 +211,24 @@ Test(maintenance, purge_follows_each_status_retention)
     insert_task("pending", now - 3600000, 0, 8);            /* not finished: never */
     insert_task("claimed", now - 3600000, 0, 9);
     insert_task("succeeded", 0, 0, 10); /* no finished_at: never */
+    /* cancelled (by an operator): final, kept as long as failed tasks */
+    insert_task("cancelled", now - 2 * MINUTE - margin, 0, 11);
+    insert_task("cancelled", now - 2 * MINUTE + margin, 0, 12);
 
     char *log = tick_logged();
     cr_assert_eq(cohort_election_epoch(&service->election), 1);
-    assert_kept(10, (const int64_t[]){3, 4, 6, 7, 8, 9, 10, -1}, "after one tick");
+    assert_kept(12, (const int64_t[]){3, 4, 6, 7, 8, 9, 10, 12, -1}, "after one tick");
     cr_assert(strstr(log, "purged 2 succeeded task(s) older than 60000 ms"), "log: %s", log);
     cr_assert(strstr(log, "purged 1 failed task(s) older than 120000 ms"), "log: %s", log);
+    cr_assert(strstr(log, "purged 1 cancelled task(s) older than 120000 ms"), "log: %s", log);
     free(log);
-    cr_assert_eq(atomic_load(&service->stats.purged), 3);
+    cr_assert_eq(atomic_load(&service->stats.purged), 4);
 
     /* nothing more to do on the next tick */
     log = tick_logged();
     cr_assert_null(strstr(log, "purged"), "a second purge: %s", log);
     free(log);
-    cr_assert_eq(count("{}"), 7);
+    cr_assert_eq(count("{}"), 8);
 }
 
 Test(maintenance, purge_cutoff_is_exact)
@@ -590,8 +594,11 @@ Test(maintenance, after_a_reset_the_old_claim_cannot_finish_the_task)
     cr_assert_not(applied, "attempt 1's outcome was applied to attempt 2");
     bson_t doc;
     read_task(&oid, &doc);
-    bson_iter_t it;
-    cr_assert_not(bson_iter_init_find(&it, &doc, "history"), "a stale outcome was recorded");
+    /* the history tells of the reset (attempt 1 crashed), and of no outcome */
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.event"), "crashed");
+    cr_assert_eq(test_doc_int(&doc, "history.0.attempt"), 1);
+    cr_assert_not(test_doc_has(&doc, "history.1"), "a stale outcome was recorded");
+    cr_assert_not(test_doc_has(&doc, "history.0.outcome"), "a stale outcome was recorded");
     bson_destroy(&doc);
     assert_status(&oid, "claimed", "node-x", "after the stale outcome of attempt 1");
     cr_assert(cohort_store_finish_task_value(store, client, SERVICE, &id, "node-x", 2, &done,

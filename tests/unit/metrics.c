@@ -238,8 +238,8 @@ Test(metrics, primacy_epoch_and_queue_are_shown_by_the_primary_only)
 {
     make_primary(fx.services[0], 7);
     cohort_service_t *a = fx.services[0], *b = fx.services[1];
-    const int64_t counts[5] = {11, 2, 300, 4, 6};
-    for (int i = 0; i < 5; i++) {
+    const int64_t counts[6] = {11, 2, 300, 4, 6, 8};
+    for (int i = 0; i < 6; i++) {
         atomic_store(&a->queue_counts[i], counts[i]);
         atomic_store(&b->queue_counts[i], 99);
     }
@@ -253,15 +253,15 @@ Test(metrics, primacy_epoch_and_queue_are_shown_by_the_primary_only)
     cr_assert_float_eq(prom_value(&m, "cohort_primary{service=\"beta-2\"}"), 0, 1e-9);
     cr_assert_float_eq(prom_value(&m, "cohort_epoch{service=\"alpha\"}"), 7, 1e-9);
     cr_assert_float_eq(prom_value(&m, "cohort_epoch{service=\"beta-2\"}"), 0, 1e-9);
-    static const char *const statuses[5] = {"pending", "claimed", "succeeded", "failed",
-                                            "timed_out"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const statuses[6] = {"pending", "claimed",   "succeeded",
+                                            "failed",  "timed_out", "cancelled"};
+    for (int i = 0; i < 6; i++) {
         char series[128];
         snprintf(series, sizeof series, "cohort_queue_tasks{service=\"alpha\",status=\"%s\"}",
                  statuses[i]);
         cr_assert_float_eq(prom_value(&m, series), (double)counts[i], 1e-9, "%s", series);
     }
-    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 5, "beta-2 is not primary:\n%s", text);
+    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 6, "beta-2 is not primary:\n%s", text);
     prom_free(&m);
     free(text);
 
@@ -269,7 +269,7 @@ Test(metrics, primacy_epoch_and_queue_are_shown_by_the_primary_only)
     make_primary(b, 4);
     text = render("0.1.0", 2);
     prom_assert_valid(text, "the metrics", &m);
-    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 5, "a stale count was shown:\n%s", text);
+    cr_assert_eq(prom_count(&m, "cohort_queue_tasks"), 6, "a stale count was shown:\n%s", text);
     prom_free(&m);
     free(text);
 

@@ -9,8 +9,8 @@
 
 Test(status, names_are_the_stored_ones_and_round_trip)
 {
-    static const char *const stored[] = {"pending", "claimed", "succeeded", "failed",
-                                         "timed_out"};
+    static const char *const stored[] = {"pending",   "claimed",  "succeeded",
+                                         "failed",    "timed_out", "cancelled"};
     for (int i = 0; i < COHORT_STATUS_COUNT; i++) {
         cr_expect_str_eq(cohort_status_name((cohort_task_status_t)i), stored[i]);
         cohort_task_status_t back;
@@ -30,4 +30,6 @@ Test(status, only_finished_states_are_final)
     cr_expect(cohort_status_is_final(COHORT_STATUS_SUCCEEDED));
     cr_expect(cohort_status_is_final(COHORT_STATUS_FAILED));
     cr_expect(cohort_status_is_final(COHORT_STATUS_TIMED_OUT));
+    cr_expect(cohort_status_is_final(COHORT_STATUS_CANCELLED),
+              "a cancelled task never runs again: purged, counted done in its batch");
 }
