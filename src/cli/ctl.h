@@ -65,6 +65,9 @@ void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text);
  * counting in *n. */
 void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child);
 
+/* Who is acting, for the `by` of what a command writes: "cohortctl USER@HOST". */
+void ctl_author(char *buf, size_t len);
+
 /* Prints a document as relaxed extended JSON and a newline. */
 void ctl_print_json(const bson_t *doc);
 
@@ -103,5 +106,6 @@ int cmd_task(ctl_t *ctl, int argc, char **argv);
 int cmd_data(ctl_t *ctl, int argc, char **argv);
 int cmd_settings(ctl_t *ctl, int argc, char **argv);
 int cmd_nodes(ctl_t *ctl, int argc, char **argv);
+int cmd_tokens(ctl_t *ctl, int argc, char **argv);
 
 #endif

@@ -5,8 +5,10 @@
 #include "cli/ctl.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 bool ctl_open_store(ctl_t *ctl)
 {
@@ -130,4 +132,17 @@ int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
         ctl_print_json(out);
     bson_destroy(out);
     return ok ? CTL_DONE : CTL_FAILED;
+}
+
+void ctl_author(char *buf, size_t len)
+{
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    const char *user = getenv("USER");
+    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
+    if (pw)
+        user = pw->pw_name;
+    snprintf(buf, len, "cohortctl %s@%s", user && *user ? user : "?", host);
 }

@@ -13,6 +13,7 @@
  *   cohortctl [-c FILE] data get|set|unset SERVICE KEY [JSON]
  *   cohortctl [-c FILE] settings get|set|unset SERVICE [KEY [VALUE]]
  *   cohortctl [-c FILE] nodes [--json]
+ *   cohortctl [-c FILE] tokens create NAME --scopes S,... | tokens list [--json] | revoke NAME
  *
  * The database comes from FILE's [cluster] section, or without -c from MONGODB_URI and
  * --database (default "cohort"). MONGODB_URI always wins over the file, as in cohortd.
@@ -75,6 +76,9 @@ static void usage(FILE *out)
             "  data get SERVICE KEY | data set SERVICE KEY JSON | data unset SERVICE KEY\n"
             "                       the service's generic data (any JSON value)\n"
             "  nodes [--json]       nodes seen in the last day: live or expired, last ping\n"
+            "  tokens create NAME --scopes read,enqueue,operate,work,admin\n"
+            "                       a token for the HTTP API, printed once (only its hash is\n"
+            "                       stored); tokens list [--json]; tokens revoke NAME\n"
             "  settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY\n"
             "                       live settings (tick_ms, takeover_ms, primary_task_count,\n"
             "                       secondary_task_count, stall_timeout_ms, *_retention_ms):\n"
@@ -102,6 +106,7 @@ static const struct command {
     {"data", cmd_data},         /* ctl_data.c */
     {"settings", cmd_settings}, /* ctl_settings.c */
     {"nodes", cmd_nodes},       /* ctl_nodes.c */
+    {"tokens", cmd_tokens},     /* ctl_tokens.c */
 };
 
 int main(int argc, char **argv)

@@ -6,11 +6,9 @@
  * by, at} ("*": every kind); nodes read it by their next tick and let running tasks finish.
  * This file also reads switches for `status` (ctl_each_switch).
  */
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/ctl.h"
 
@@ -52,20 +50,6 @@ void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len)
     snprintf(buf, len, "%s %s%s%s%s", strcmp(sw->which, "pause") == 0 ? "paused" : "blocked",
              all ? "(all kinds)" : "kind ", all ? "" : sw->kind, sw->reason ? ": " : "",
              sw->reason ? sw->reason : "");
-}
-
-/* Who set a switch: "cohortctl USER@HOST". */
-static void switch_author(char *buf, size_t len)
-{
-    char host[256] = "?";
-    if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
-    const char *user = getenv("USER");
-    struct passwd *pw = user && *user ? NULL : getpwuid(geteuid());
-    if (pw)
-        user = pw->pw_name;
-    snprintf(buf, len, "cohortctl %s@%s", user && *user ? user : "?", host);
 }
 
 typedef struct switch_search {
@@ -198,7 +182,7 @@ int cmd_switch(ctl_t *ctl, int argc, char **argv)
     else
         snprintf(what, sizeof what, "(all kinds)");
     char by[300];
-    switch_author(by, sizeof by);
+    ctl_author(by, sizeof by);
     bson_error_t error;
     if (!found) {
         fprintf(stderr, "cohortctl %s: service '%s' does not exist (no node has run it yet: "

@@ -80,6 +80,12 @@ STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *
                                         const bson_t *extra_filter, const bson_t *update,
                                         bool *applied, bson_error_t *error);
 
+/* Drains `cursor` into `fn` (listing.h's callback: false stops the walk), then destroys it;
+ * false on a cursor error too. */
+typedef bool (*store_doc_fn)(void *user, const bson_t *doc, bson_error_t *error);
+STORE_INTERNAL bool store_walk_cursor(mongoc_cursor_t *cursor, store_doc_fn fn, void *user,
+                                      bson_error_t *error);
+
 /* ---- reading replies and documents ----------------------------------------------------- */
 
 /* The number at the dotted path, or `fallback` if there is none. */

@@ -8,8 +8,7 @@
 
 #include "store/internal.h"
 
-/* Drains `cursor` into `fn`, then destroys it. */
-static bool walk(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
+bool store_walk_cursor(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
                  bson_error_t *error)
 {
     const bson_t *doc;
@@ -28,7 +27,7 @@ static bool find(cohort_store_t *store, mongoc_client_t *client, const char *nam
                  bson_error_t *error)
 {
     mongoc_collection_t *coll = store_collection(store, client, name);
-    bool ok = walk(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
     mongoc_collection_destroy(coll);
     return ok;
 }
@@ -97,5 +96,5 @@ bool cohort_store_each_task(cohort_store_t *store, mongoc_client_t *client, cons
                             const char *status, int64_t limit, cohort_store_doc_fn fn,
                             void *user, bson_error_t *error)
 {
-    return walk(cohort_store_list_tasks(store, client, service, status, limit), fn, user, error);
+    return store_walk_cursor(cohort_store_list_tasks(store, client, service, status, limit), fn, user, error);
 }
