@@ -19,24 +19,8 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "node/api_parse.h" /* the request and reply types */
 #include "store/store.h"
-
-typedef struct cohort_api_request {
-    const char *method;          /* "GET", "POST", ... */
-    const char *path;            /* as sent (not decoded), without the query */
-    const char *query;           /* NULL: none */
-    const char *authorization;   /* the Authorization header, NULL if absent */
-    const char *idempotency_key; /* the Idempotency-Key header, NULL if absent */
-    const char *body;            /* may hold anything; not NUL-terminated */
-    size_t body_len;
-} cohort_api_request_t;
-
-typedef struct cohort_api_reply {
-    int status;
-    bson_t body; /* the JSON document to send; cohort_api_handle() initialises it, the
-                    caller destroys it */
-    const char *allow; /* for a 405: the Allow header (static text); else NULL */
-} cohort_api_reply_t;
 
 typedef struct cohort_api_options {
     cohort_store_t *store;

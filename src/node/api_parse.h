@@ -22,6 +22,24 @@
 #define COHORT_API_KEY_MAX 256   /* Idempotency-Key */
 #define COHORT_API_REASON_MAX 1000
 
+/* A request as the API reads it, and its answer (http.c converts from and to evhttp). */
+typedef struct cohort_api_request {
+    const char *method;          /* "GET", "POST", ... */
+    const char *path;            /* as sent (not decoded), without the query */
+    const char *query;           /* NULL: none */
+    const char *authorization;   /* the Authorization header, NULL if absent */
+    const char *idempotency_key; /* the Idempotency-Key header, NULL if absent */
+    const char *body;            /* may hold anything; not NUL-terminated */
+    size_t body_len;
+} cohort_api_request_t;
+
+typedef struct cohort_api_reply {
+    int status;
+    bson_t body; /* the JSON document to send; cohort_api_handle() initialises it, the
+                    caller destroys it */
+    const char *allow; /* for a 405: the Allow header (static text); else NULL */
+} cohort_api_reply_t;
+
 /* An error reply: {"error": {"code": code, "message": message}} with `status`. */
 typedef struct cohort_api_error {
     int status;

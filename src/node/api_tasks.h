@@ -12,7 +12,6 @@
 #include <stdbool.h>
 
 #include "core/config.h"
-#include "node/api.h"
 #include "node/api_auth.h"
 #include "node/api_parse.h"
 #include "store/store.h"
