@@ -55,7 +55,8 @@ bool cohort_token_generate(char *out, size_t len, bson_error_t *error)
         got += (size_t)n;
     }
     if (len < COHORT_TOKEN_TEXT_MAX) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_INVALID, "token buffer too small");
+        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_INVALID,
+                         "token buffer too small");
         return false;
     }
     memcpy(out, COHORT_TOKEN_PREFIX, strlen(COHORT_TOKEN_PREFIX));

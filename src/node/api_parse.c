@@ -379,7 +379,8 @@ bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
             *kind = bson_iter_utf8(&it, NULL);
         } else if (strcmp(key, "reason") == 0 && pause && !*reason) {
             uint32_t len = 0;
-            if (!BSON_ITER_HOLDS_UTF8(&it) || (bson_iter_utf8(&it, &len), len > COHORT_API_REASON_MAX))
+            if (!BSON_ITER_HOLDS_UTF8(&it) ||
+                (bson_iter_utf8(&it, &len), len > COHORT_API_REASON_MAX))
                 return bad_request(err, "field 'reason' must be a string of at most %d bytes",
                                    COHORT_API_REASON_MAX);
             *reason = bson_iter_utf8(&it, NULL);

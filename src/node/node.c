@@ -399,7 +399,8 @@ static bool start_http(node_t *n)
     }
     for (size_t i = 0; i < n->n_services; i++)
         n->services[i]->count_queue = true;
-    cohort_log_node(COHORT_LOG_INFO, "serving /healthz, /readyz, /metrics and /api/v1/ on http://%s",
+    cohort_log_node(COHORT_LOG_INFO,
+                    "serving /healthz, /readyz, /metrics and /api/v1/ on http://%s",
                     n->config->http_listen);
     return true;
 }

@@ -8,8 +8,9 @@
 
 #include "store/internal.h"
 
+/* Drains `cursor` into `fn`, then destroys it (internal.h: the API's pages use it too). */
 bool store_walk_cursor(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
-                 bson_error_t *error)
+                       bson_error_t *error)
 {
     const bson_t *doc;
     bool ok = true;
@@ -27,7 +28,8 @@ static bool find(cohort_store_t *store, mongoc_client_t *client, const char *nam
                  bson_error_t *error)
 {
     mongoc_collection_t *coll = store_collection(store, client, name);
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
+                                user, error);
     mongoc_collection_destroy(coll);
     return ok;
 }
@@ -96,5 +98,6 @@ bool cohort_store_each_task(cohort_store_t *store, mongoc_client_t *client, cons
                             const char *status, int64_t limit, cohort_store_doc_fn fn,
                             void *user, bson_error_t *error)
 {
-    return store_walk_cursor(cohort_store_list_tasks(store, client, service, status, limit), fn, user, error);
+    return store_walk_cursor(cohort_store_list_tasks(store, client, service, status, limit), fn,
+                             user, error);
 }

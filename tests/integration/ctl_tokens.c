@@ -63,8 +63,8 @@ Test(ctl_tokens, create_stores_only_the_hash_and_list_never_shows_it)
              "[\"read\", \"enqueue\"]}", hash);
     cr_assert_eq(test_count(client, db, "tokens", filter), 1);
     char has_token[200];
-    snprintf(has_token, sizeof has_token, "{\"$or\": [{\"hash\": \"%s\"}, {\"token\": {\"$exists\": "
-             "true}}]}", token);
+    snprintf(has_token, sizeof has_token,
+             "{\"$or\": [{\"hash\": \"%s\"}, {\"token\": {\"$exists\": true}}]}", token);
     cr_assert_eq(test_count(client, db, "tokens", has_token), 0, "the token itself is stored");
 
     r = ctl("tokens", "create", "ci", "--scopes", "admin");
