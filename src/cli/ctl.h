@@ -95,23 +95,6 @@ void ctl_print_json(const bson_t *doc);
 int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
                        const bson_error_t *error);
 
-/* ---- switches (ctl_switches.c), which `status` shows ---------------------------------- */
-
-/* One switch of a service's config document: `which` ("pause"/"block") for `kind`. */
-typedef struct ctl_switch {
-    const char *which, *kind;
-    const char *reason, *by; /* NULL if unset */
-    int64_t at_ms;           /* 0 if unset */
-} ctl_switch_t;
-
-/* Calls `fn` (may be NULL) for every switch set in the config document `doc`; returns how
- * many there are. */
-size_t ctl_each_switch(const bson_t *doc, void (*fn)(const ctl_switch_t *sw, void *user),
-                       void *user);
-
-/* "paused (all kinds)" / "blocked kind render: disk full" */
-void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len);
-
 /* ---- the commands: argv[0] is the command's name ---------------------------------------- */
 
 int cmd_help(ctl_t *ctl, int argc, char **argv); /* ctl_main.c */
@@ -127,5 +110,6 @@ int cmd_nodes(ctl_t *ctl, int argc, char **argv);
 int cmd_retry(ctl_t *ctl, int argc, char **argv); /* ctl_ops.c */
 int cmd_cancel(ctl_t *ctl, int argc, char **argv);
 int cmd_delete(ctl_t *ctl, int argc, char **argv);
+int cmd_tokens(ctl_t *ctl, int argc, char **argv);
 
 #endif

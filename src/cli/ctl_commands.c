@@ -178,6 +178,17 @@ const cli_command_t ctl_commands[] = {
      NULL},
     {"nodes", cmd_nodes, "[--json]", "nodes seen in the last day: live or expired, last ping",
      NULL, json_options},
+    {"tokens", cmd_tokens, "create NAME --scopes S,... | list [--json] | revoke NAME",
+     "tokens for the HTTP API: printed once at creation (only their SHA-256 is stored)",
+     "Scopes: read (GET), enqueue (create tasks), operate (pause, resume, settings), work "
+     "(external workers), admin (all). A revoked token is refused by every node by its next "
+     "tick. tokens list never shows a token or its hash.",
+     (const cli_option_t[]){
+         {"scopes", "S,...", 's', CLI_LONG_ONLY, "the token's scopes, comma-separated (create)",
+          "read enqueue operate work admin"},
+         {"json", NULL, 'j', CLI_LONG_ONLY, "print one JSON document (list)", NULL},
+         END_OPTIONS,
+     }},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -188,8 +199,8 @@ const cli_program_t ctl_program = {
                 "help [COMMAND] | COMMAND --help | --help | --version",
     .description =
         "The operator's tool for Cohort, a leader-elected cluster service on MongoDB: inspect "
-        "services, tasks and nodes, enqueue tasks, pause and block, read and write generic "
-        "data and live settings. Global options come before the command; a command's options "
+        "services, tasks and nodes, enqueue, retry, cancel and delete tasks, pause and block, "
+        "read and write generic data and live settings, and manage the HTTP API's tokens. Global options come before the command; a command's options "
         "may follow its operands.",
     .options = global_options,
     .commands = ctl_commands,

@@ -3,6 +3,7 @@
  * documents, building and printing JSON, resetting getopt (see ctl.h).
  */
 #include "cli/ctl.h"
+#include "node/api_json.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -157,18 +158,12 @@ int64_t ctl_doc_date(const bson_t *doc, const char *key)
 
 void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text)
 {
-    if (text)
-        BSON_APPEND_UTF8(doc, key, text);
-    else
-        BSON_APPEND_NULL(doc, key);
+    cohort_json_append_utf8_or_null(doc, key, text);
 }
 
 void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child)
 {
-    char buf[16];
-    const char *key;
-    size_t len = bson_uint32_to_string((*n)++, &key, buf, sizeof buf);
-    bson_append_document_begin(array, key, (int)len, child);
+    cohort_json_array_begin_document(array, n, child);
 }
 
 void ctl_print_json(const bson_t *doc)
@@ -188,3 +183,4 @@ int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
     bson_destroy(out);
     return ok ? CTL_DONE : CTL_FAILED;
 }
+

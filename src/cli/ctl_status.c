@@ -12,56 +12,8 @@
 
 #include "cli/ctl.h"
 #include "core/status.h"
-#include "core/timefmt.h"
+#include "node/service_status.h"
 #include "store/listing.h"
-
-/* The service's state for `status`: running, paused, blocked or partly stopped (kinds). */
-typedef struct switch_state {
-    bool paused_all, blocked_all, some_kinds;
-    uint32_t n_paused, n_blocked; /* entries appended to the JSON arrays */
-    bson_t *paused, *blocked;     /* JSON arrays being built */
-    char details[2048];           /* text: one indented line per switch */
-} switch_state_t;
-
-static void collect_switch(const ctl_switch_t *sw, void *user)
-{
-    switch_state_t *st = user;
-    bool pause = strcmp(sw->which, "pause") == 0;
-    bool all = strcmp(sw->kind, "*") == 0;
-    if (all && pause)
-        st->paused_all = true;
-    else if (all)
-        st->blocked_all = true;
-    else
-        st->some_kinds = true;
-    char at[COHORT_TIME_TEXT_MAX];
-    cohort_time_format(sw->at_ms, at, sizeof at);
-    bson_t one;
-    ctl_array_begin_document(pause ? st->paused : st->blocked,
-                             pause ? &st->n_paused : &st->n_blocked, &one);
-    BSON_APPEND_UTF8(&one, "kind", sw->kind);
-    ctl_append_utf8_or_null(&one, "reason", sw->reason);
-    ctl_append_utf8_or_null(&one, "by", sw->by);
-    ctl_append_utf8_or_null(&one, "at", sw->at_ms ? at : NULL);
-    bson_append_document_end(pause ? st->paused : st->blocked, &one);
-
-    char what[700];
-    ctl_describe_switch(sw, what, sizeof what);
-    size_t used = strlen(st->details);
-    snprintf(st->details + used, sizeof st->details - used, "    %s (since %s by %s)\n", what,
-             sw->at_ms ? at : "?", sw->by ? sw->by : "?");
-}
-
-static const char *switch_state_name(const switch_state_t *st)
-{
-    if (st->blocked_all && st->paused_all)
-        return "paused,blocked";
-    if (st->blocked_all)
-        return "blocked";
-    if (st->paused_all)
-        return "paused";
-    return st->some_kinds ? "kinds-stopped" : "running";
-}
 
 typedef struct status_run {
     ctl_t *ctl;
@@ -87,88 +39,40 @@ static bool in_config(const ctl_t *ctl, const char *name)
     return ctl->config && cohort_config_find_service(ctl->config, name) != NULL;
 }
 
-/* The service's primary, as JSON and as the table's columns. */
-static void append_primary(bson_t *svc, const char *primary, int64_t epoch, int64_t ago)
-{
-    if (!primary) {
-        BSON_APPEND_NULL(svc, "primary");
-        return;
-    }
-    bson_t p;
-    BSON_APPEND_DOCUMENT_BEGIN(svc, "primary", &p);
-    BSON_APPEND_UTF8(&p, "node_id", primary);
-    BSON_APPEND_INT64(&p, "epoch", epoch);
-    BSON_APPEND_INT64(&p, "last_active_ms_ago", ago);
-    bson_append_document_end(svc, &p);
-}
-
-static void append_counts(bson_t *svc, const cohort_status_counts_t *counts)
-{
-    bson_t c;
-    BSON_APPEND_DOCUMENT_BEGIN(svc, "counts", &c);
-    for (int i = 0; i < COHORT_STATUS_COUNT; i++)
-        BSON_APPEND_INT64(&c, cohort_status_names[i],
-                          cohort_status_count(counts, (cohort_task_status_t)i));
-    bson_append_document_end(svc, &c);
-}
-
-/* One service: a line of the table (and its switches), an element of the JSON array. */
+/* One service: an element of the JSON array (node/service_status.c builds it, as for the
+ * HTTP API) and a line of the table with its switches. */
 static bool status_one(void *user, const char *name, bson_error_t *error)
 {
     status_run_t *run = user;
-    bson_t doc;
-    bool found = false;
-    cohort_status_counts_t counts;
-    if (!cohort_store_read_service(run->ctl->store, run->ctl->client, name, &doc, &found,
-                                   error) ||
-        !cohort_store_count_tasks(run->ctl->store, run->ctl->client, name, &counts, error)) {
-        bson_destroy(&doc);
+    bson_t svc = BSON_INITIALIZER;
+    cohort_service_summary_t s;
+    if (!cohort_service_status(run->ctl->store, run->ctl->client, name, run->server_now, &svc,
+                               &s, error)) {
+        bson_destroy(&svc);
         fprintf(stderr, "cohortctl: service '%s': %s\n", name, error->message);
         run->reported = true;
         return false;
     }
-    if (run->orphans && (found || in_config(run->ctl, name) || total_tasks(&counts) == 0)) {
-        bson_destroy(&doc);
+    if (run->orphans && (s.found || in_config(run->ctl, name) || total_tasks(&s.counts) == 0)) {
+        bson_destroy(&svc);
         return true;
     }
-    const char *primary = NULL;
-    int64_t epoch = 0, last_active = 0;
-    if (found) {
-        ctl_doc_string(&doc, "primary", &primary);
-        epoch = ctl_doc_int(&doc, "epoch", 0);
-        last_active = ctl_doc_date(&doc, "last_active");
-    }
-    int64_t ago = last_active ? run->server_now - last_active : -1;
-    if (ago < 0 && last_active)
-        ago = 0;
-
-    bson_t svc, paused = BSON_INITIALIZER, blocked = BSON_INITIALIZER;
-    ctl_array_begin_document(run->services, &run->n, &svc);
-    BSON_APPEND_UTF8(&svc, "name", name);
-    BSON_APPEND_BOOL(&svc, "service_document", found);
-    append_primary(&svc, primary, epoch, ago);
-    append_counts(&svc, &counts);
-    switch_state_t st = {.paused = &paused, .blocked = &blocked};
-    if (found)
-        ctl_each_switch(&doc, collect_switch, &st);
-    BSON_APPEND_ARRAY(&svc, "paused", &paused);
-    BSON_APPEND_ARRAY(&svc, "blocked", &blocked);
-    bson_destroy(&paused);
-    bson_destroy(&blocked);
-    bson_append_document_end(run->services, &svc);
-
+    char key[16];
+    const char *k;
+    bson_uint32_to_string(run->n++, &k, key, sizeof key);
+    BSON_APPEND_DOCUMENT(run->services, k, &svc);
+    bson_destroy(&svc);
     if (!run->json) {
         char active[32] = "-";
-        if (primary)
-            snprintf(active, sizeof active, "%.1fs ago", (double)ago / 1000.0);
+        if (s.primary[0])
+            snprintf(active, sizeof active, "%.1fs ago", (double)s.ago_ms / 1000.0);
         printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld %10lld %10lld  %s\n", name,
-               primary ? primary : "(none)", (long long)epoch, active, (long long)counts.pending,
-               (long long)counts.claimed, (long long)counts.succeeded, (long long)counts.failed,
-               (long long)counts.timed_out, (long long)counts.cancelled,
-               found ? switch_state_name(&st) : "(no service document)");
-        fputs(st.details, stdout);
+               s.primary[0] ? s.primary : "(none)", (long long)s.epoch, active,
+               (long long)s.counts.pending, (long long)s.counts.claimed,
+               (long long)s.counts.succeeded, (long long)s.counts.failed,
+               (long long)s.counts.timed_out, (long long)s.counts.cancelled, s.state);
+        fputs(s.details, stdout);
     }
-    bson_destroy(&doc);
     return true;
 }
 

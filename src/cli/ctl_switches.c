@@ -4,53 +4,13 @@
  *
  * A switch lives in the service's config document as pause.<kind> / block.<kind> = {reason,
  * by, at} ("*": every kind); nodes read it by their next tick and let running tasks finish.
- * This file also reads switches for `status` (ctl_each_switch).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/ctl.h"
-
-size_t ctl_each_switch(const bson_t *doc, void (*fn)(const ctl_switch_t *sw, void *user),
-                       void *user)
-{
-    static const char *const which[] = {"pause", "block"};
-    size_t n = 0;
-    for (int i = 0; i < 2; i++) {
-        bson_iter_t it, kinds;
-        if (!bson_iter_init_find(&it, doc, which[i]) || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-            !bson_iter_recurse(&it, &kinds))
-            continue;
-        while (bson_iter_next(&kinds)) {
-            ctl_switch_t sw = {.which = which[i], .kind = bson_iter_key(&kinds)};
-            bson_iter_t f;
-            if (BSON_ITER_HOLDS_DOCUMENT(&kinds) && bson_iter_recurse(&kinds, &f)) {
-                while (bson_iter_next(&f)) {
-                    if (strcmp(bson_iter_key(&f), "reason") == 0 && BSON_ITER_HOLDS_UTF8(&f))
-                        sw.reason = bson_iter_utf8(&f, NULL);
-                    else if (strcmp(bson_iter_key(&f), "by") == 0 && BSON_ITER_HOLDS_UTF8(&f))
-                        sw.by = bson_iter_utf8(&f, NULL);
-                    else if (strcmp(bson_iter_key(&f), "at") == 0 &&
-                             BSON_ITER_HOLDS_DATE_TIME(&f))
-                        sw.at_ms = bson_iter_date_time(&f);
-                }
-            }
-            if (fn)
-                fn(&sw, user);
-            n++;
-        }
-    }
-    return n;
-}
-
-void ctl_describe_switch(const ctl_switch_t *sw, char *buf, size_t len)
-{
-    bool all = strcmp(sw->kind, "*") == 0;
-    snprintf(buf, len, "%s %s%s%s%s", strcmp(sw->which, "pause") == 0 ? "paused" : "blocked",
-             all ? "(all kinds)" : "kind ", all ? "" : sw->kind, sw->reason ? ": " : "",
-             sw->reason ? sw->reason : "");
-}
+#include "node/service_status.h"
 
 typedef struct switch_search {
     const char *which, *kind; /* the switch being changed */
@@ -58,7 +18,7 @@ typedef struct switch_search {
     char others[1024];        /* the other switches that stay set */
 } switch_search_t;
 
-static void search_switch(const ctl_switch_t *sw, void *user)
+static void search_switch(const cohort_switch_t *sw, void *user)
 {
     switch_search_t *s = user;
     if (strcmp(sw->which, s->which) == 0 && strcmp(sw->kind, s->kind) == 0) {
@@ -66,7 +26,7 @@ static void search_switch(const ctl_switch_t *sw, void *user)
         return;
     }
     char what[700];
-    ctl_describe_switch(sw, what, sizeof what);
+    cohort_describe_switch(sw, what, sizeof what);
     size_t used = strlen(s->others);
     snprintf(s->others + used, sizeof s->others - used, "%s%s", used ? "; " : "", what);
 }
@@ -151,7 +111,7 @@ static bool find_switches(ctl_t *ctl, const switch_args_t *a, bool *found,
         return false;
     }
     if (*found)
-        ctl_each_switch(&doc, search_switch, search);
+        cohort_each_switch(&doc, search_switch, search);
     bson_destroy(&doc);
     return true;
 }

@@ -77,6 +77,7 @@ typedef struct cohort_config {
     cohort_log_level_t log_level;
     bool log_json;     /* log_format = json: one JSON object per line */
     char *http_listen; /* HOST:PORT of the HTTP listener (health, metrics); NULL: off */
+    int64_t api_max_body; /* bytes: the HTTP API's largest request body */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;

@@ -75,7 +75,13 @@ const cohort_setting_t cohort_settings_table[] = {
      .def_text = NULL, .check = cohort_setting_check_listen, .empty_unsets = true,
      .field = CLUSTER(http_listen), .live_field = NO_FIELD,
      .doc = "`HOST:PORT` (e.g. `0.0.0.0:9464`; IPv6 as `[::1]:9464`) of the HTTP listener for "
-            "`/healthz`, `/readyz` and `/metrics`; empty: no listener"},
+            "`/healthz`, `/readyz`, `/metrics` and the HTTP API (`/api/v1/`, docs/API.md); "
+            "empty: no listener. Prefer a loopback address with TLS in a reverse proxy"},
+    {.name = "api_max_body", .section = COHORT_SECTION_CLUSTER, .type = COHORT_SETTING_COUNT,
+     .def = 1048576, .min = 1024, .max = 67108864, .field = CLUSTER(api_max_body),
+     .live_field = NO_FIELD,
+     .doc = "the largest request body the HTTP API accepts, in bytes; a larger one is "
+            "answered 413 without being read"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,

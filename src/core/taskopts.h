@@ -35,6 +35,7 @@ typedef struct cohort_new_task {
     const char *kind;         /* may be NULL */
     const char *group;        /* may be NULL */
     const char *coalesce_key; /* may be NULL */
+    const char *idempotency_key; /* may be NULL: the HTTP API's Idempotency-Key header */
 } cohort_new_task_t;
 
 typedef struct cohort_task_options {

@@ -26,6 +26,7 @@
 #define HTTP_MAX_HEADERS 8192
 #define HTTP_MAX_BODY 4096
 #define TEXT_PLAIN "text/plain; charset=utf-8"
+#define JSON "application/json"
 
 struct cohort_http {
     struct evhttp *http;
@@ -82,11 +83,65 @@ static void serve_metrics(cohort_http_t *h, struct evhttp_request *req)
     free(text);
 }
 
+static const char *method_name(enum evhttp_cmd_type method)
+{
+    switch (method) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
+    default:
+        return "OTHER";
+    }
+}
+
+/* /api/...: the request as the API reads it, its reply rendered as JSON. */
+static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct evhttp_uri *uri)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evbuffer *body = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(body);
+    cohort_api_request_t request = {
+        .method = method_name(evhttp_request_get_command(req)),
+        .path = evhttp_uri_get_path(uri),
+        .query = evhttp_uri_get_query(uri),
+        .authorization = evhttp_find_header(in, "Authorization"),
+        .idempotency_key = evhttp_find_header(in, "Idempotency-Key"),
+        .body = len ? (const char *)evbuffer_pullup(body, -1) : "",
+        .body_len = len,
+    };
+    cohort_api_reply_t answer;
+    h->callbacks.api(h->callbacks.arg, &request, &answer);
+    if (answer.allow)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", answer.allow);
+    size_t text_len = 0;
+    char *text = bson_as_relaxed_extended_json(&answer.body, &text_len);
+    bson_destroy(&answer.body);
+    if (!text) {
+        reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
+        return;
+    }
+    reply(req, answer.status, NULL, JSON, text, text_len);
+    bson_free(text);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
+        serve_api(h, req, uri);
+        return;
+    }
     enum { HEALTHZ, READYZ, METRICS, NONE } route = NONE;
     if (path && strcmp(path, "/healthz") == 0)
         route = HEALTHZ;
@@ -143,7 +198,8 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
                                             EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_timeout(h->http, HTTP_TIMEOUT_S);
     evhttp_set_max_headers_size(h->http, HTTP_MAX_HEADERS);
-    evhttp_set_max_body_size(h->http, HTTP_MAX_BODY);
+    evhttp_set_max_body_size(h->http, callbacks->api_max_body ? callbacks->api_max_body
+                                                              : HTTP_MAX_BODY);
     evhttp_set_gencb(h->http, on_request, h);
     errno = 0;
     if (!evhttp_bind_socket_with_handle(h->http, address.host, address.port)) {

@@ -5,7 +5,9 @@
  *   GET /healthz  200 "ok" while the process runs (the loop answers)
  *   GET /readyz   200 "ready", or 503 with the reason the node is not ready
  *   GET /metrics  200, the Prometheus text exposition (version 0.0.4)
- *   other paths 404; methods other than GET and HEAD 405
+ *   /api/...      the HTTP API (node/api.h, docs/API.md), through the `api` callback: JSON
+ *                 bodies up to `api_max_body` bytes (larger: 413)
+ *   other paths 404; methods other than GET and HEAD 405 (the API answers its own)
  *
  * The listener knows nothing of services or the database: the node lends it two callbacks.
  * They run on the loop's thread, between ticks, so they see the node's state as it stands
@@ -19,6 +21,8 @@
 
 #include <bson/bson.h>
 
+#include "node/api.h"
+
 struct event_base;
 
 typedef struct cohort_http_callbacks {
@@ -26,7 +30,10 @@ typedef struct cohort_http_callbacks {
     bool (*ready)(void *arg, char *why, size_t whylen);
     /* The metrics text (caller frees with free()) and its length, or NULL on failure. */
     char *(*metrics)(void *arg, size_t *len);
+    /* Answers a request under /api/ (NULL: those paths are 404). */
+    void (*api)(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply);
     void *arg;
+    size_t api_max_body; /* bytes; 0: the listener's small default */
 } cohort_http_callbacks_t;
 
 typedef struct cohort_http cohort_http_t;

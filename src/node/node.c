@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "node/api.h"
 #include "node/http.h"
 #include "node/lease.h"
 #include "node/liveness.h"
@@ -54,6 +55,7 @@ typedef struct node {
     struct event *drain;
     struct event *sigterm, *sigint, *sighup;
     cohort_http_t *http; /* NULL: no http_listen */
+    cohort_api_t *api;   /* the HTTP API, with the listener */
     int64_t backoff_ms; /* 0: database healthy */
     bool stopping;
     int64_t stop_deadline_ms;
@@ -331,6 +333,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);
     }
+    if (n->api)
+        cohort_api_set_token_ttl(n->api, tick_ms(n)); /* a token is trusted for one tick */
     schedule_tick(n, n->backoff_ms ? n->backoff_ms : tick_ms(n));
 }
 
@@ -447,13 +451,32 @@ static char *http_metrics(void *arg, size_t *len)
     return cohort_metrics_render(&source, len);
 }
 
+/* The HTTP API's requests, served on the loop between ticks with the loop's client. */
+static void http_api(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply)
+{
+    node_t *n = arg;
+    cohort_api_handle(n->api, request, reply);
+}
+
 /* The HTTP listener, if configured; the primaries then count their queues for it. */
 static bool start_http(node_t *n)
 {
     if (!n->config->http_listen)
         return true;
     bson_error_t err;
-    cohort_http_callbacks_t callbacks = {.ready = http_ready, .metrics = http_metrics, .arg = n};
+    cohort_api_options_t api = {.store = n->store,
+                                .client = n->client,
+                                .config = n->config,
+                                .token_ttl_ms = tick_ms(n)};
+    if (!(n->api = cohort_api_new(&api))) {
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: out of memory");
+        return false;
+    }
+    cohort_http_callbacks_t callbacks = {.ready = http_ready,
+                                         .metrics = http_metrics,
+                                         .api = http_api,
+                                         .arg = n,
+                                         .api_max_body = (size_t)n->config->api_max_body};
     n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, &err);
     if (!n->http) {
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
@@ -461,7 +484,8 @@ static bool start_http(node_t *n)
     }
     for (size_t i = 0; i < n->n_services; i++)
         n->services[i]->count_queue = true;
-    cohort_log_node(COHORT_LOG_INFO, "serving /healthz, /readyz and /metrics on http://%s",
+    cohort_log_node(COHORT_LOG_INFO,
+                    "serving /healthz, /readyz, /metrics and /api/v1/ on http://%s",
                     n->config->http_listen);
     return true;
 }
@@ -604,6 +628,7 @@ out:;
         event_free(n.sighup);
     cohort_config_destroy(n.reloaded);
     cohort_http_destroy(n.http);
+    cohort_api_destroy(n.api);
     if (n.base)
         event_base_free(n.base);
     cohort_store_push(n.store, n.client);

@@ -27,6 +27,8 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
         BSON_APPEND_INT64(doc, "batch", task->batch);
     if (task->unique_key)
         BSON_APPEND_UTF8(doc, "unique_key", task->unique_key);
+    if (task->idempotency_key)
+        BSON_APPEND_UTF8(doc, "idempotency_key", task->idempotency_key);
     BSON_APPEND_DATE_TIME(doc, "created_at", task->now_ms);
     BSON_APPEND_UTF8(doc, "created_by", task->created_by);
     if (task->epoch > 0)

@@ -111,6 +111,12 @@ STORE_INTERNAL void store_append_outside_open_batches(bson_t *filter, int64_t ke
  * COHORT_HISTORY_MAX entries. */
 STORE_INTERNAL void store_append_history_push(bson_t *update, const bson_t *entry);
 
+/* Drains `cursor` into `fn` (listing.h's callback: false stops the walk), then destroys it;
+ * false on a cursor error too. */
+typedef bool (*store_doc_fn)(void *user, const bson_t *doc, bson_error_t *error);
+STORE_INTERNAL bool store_walk_cursor(mongoc_cursor_t *cursor, store_doc_fn fn, void *user,
+                                      bson_error_t *error);
+
 /* ---- reading replies and documents ----------------------------------------------------- */
 
 /* The number at the dotted path, or `fallback` if there is none. */

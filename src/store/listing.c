@@ -10,9 +10,9 @@
 
 #include <string.h>
 
-/* Drains `cursor` into `fn`, then destroys it. */
-static bool walk(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
-                 bson_error_t *error)
+/* Drains `cursor` into `fn`, then destroys it (internal.h: the API's pages use it too). */
+bool store_walk_cursor(mongoc_cursor_t *cursor, cohort_store_doc_fn fn, void *user,
+                       bson_error_t *error)
 {
     const bson_t *doc;
     bool ok = true;
@@ -30,7 +30,8 @@ static bool find(cohort_store_t *store, mongoc_client_t *client, const char *nam
                  bson_error_t *error)
 {
     mongoc_collection_t *coll = store_collection(store, client, name);
-    bool ok = walk(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn, user, error);
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
+                                user, error);
     mongoc_collection_destroy(coll);
     return ok;
 }
@@ -81,8 +82,8 @@ bool cohort_store_each_queue(cohort_store_t *store, mongoc_client_t *client,
     mongoc_database_t *db = mongoc_client_get_database(client, store->database);
     bson_t *opts = BCON_NEW("nameOnly", BCON_BOOL(true));
     name_walk_t w = {fn, user};
-    bool ok = walk(mongoc_database_find_collections_with_opts(db, opts), each_queue_name, &w,
-                   error);
+    bool ok = store_walk_cursor(mongoc_database_find_collections_with_opts(db, opts),
+                                each_queue_name, &w, error);
     bson_destroy(opts);
     mongoc_database_destroy(db);
     return ok;
@@ -126,5 +127,6 @@ bool cohort_store_each_task(cohort_store_t *store, mongoc_client_t *client, cons
                             const char *status, int64_t limit, cohort_store_doc_fn fn,
                             void *user, bson_error_t *error)
 {
-    return walk(cohort_store_list_tasks(store, client, service, status, limit), fn, user, error);
+    return store_walk_cursor(cohort_store_list_tasks(store, client, service, status, limit), fn,
+                             user, error);
 }

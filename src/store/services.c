@@ -86,7 +86,11 @@ static bool ensure_service(cohort_store_t *store, mongoc_client_t *client, const
         "9", "{", "key", "{", "kind", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
         BCON_UTF8("kind_status"), "}",
         "10", "{", "key", "{", "group", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
-        BCON_UTF8("group_status"), "}");
+        BCON_UTF8("group_status"), "}",
+        /* the HTTP API's Idempotency-Key: a retried POST finds the task it created */
+        "11", "{", "key", "{", "idempotency_key", BCON_INT32(1), "}", "name",
+        BCON_UTF8("idempotency_key"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true),
+        "}");
     ok = create_indexes(tasks, indexes, error);
     bson_destroy(indexes);
     mongoc_collection_destroy(tasks);

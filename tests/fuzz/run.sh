@@ -17,7 +17,7 @@ BUILD="${COHORT_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${1:-30}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config task)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config task api)
 
 if ! command -v clang >/dev/null; then
     echo "fuzz: clang is not installed (COHORT_TEST_TOOLS=1 bash deploy/setup.sh installs it)" >&2

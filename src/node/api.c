@@ -1,0 +1,122 @@
+/*
+ * api.c - the HTTP API v1 (see api.h): authenticate, route, check the scope, run the
+ * endpoint (api_tasks.c), and shape every refusal as {"error": {"code", "message"}}.
+ *
+ * The token is checked before the path is even looked at, so a caller without a token
+ * learns nothing but 401.
+ */
+#include "node/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/token.h"
+#include "node/api_auth.h"
+#include "node/api_parse.h"
+#include "node/api_tasks.h"
+
+struct cohort_api {
+    cohort_api_options_t options;
+    cohort_api_auth_t *auth;
+};
+
+cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
+{
+    cohort_api_t *api = calloc(1, sizeof *api);
+    if (!api)
+        return NULL;
+    api->options = *options;
+    api->auth = cohort_api_auth_new(options->store, options->client, options->token_ttl_ms);
+    if (!api->auth) {
+        free(api);
+        return NULL;
+    }
+    return api;
+}
+
+void cohort_api_destroy(cohort_api_t *api)
+{
+    if (!api)
+        return;
+    cohort_api_auth_destroy(api->auth);
+    free(api);
+}
+
+void cohort_api_set_token_ttl(cohort_api_t *api, int64_t ttl_ms)
+{
+    cohort_api_auth_set_ttl(api->auth, ttl_ms);
+}
+
+/* The names of the scopes in `need`, for a 403's message. */
+static const char *scope_name(uint32_t need)
+{
+    for (int i = 0; i < COHORT_SCOPE_COUNT; i++)
+        if (need & (1u << i))
+            return cohort_scope_names[i];
+    return "admin";
+}
+
+static bool dispatch(cohort_api_call_t *call)
+{
+    switch (call->route->endpoint) {
+    case COHORT_API_SERVICES:
+        return cohort_api_list_services(call);
+    case COHORT_API_TASKS_LIST:
+        return cohort_api_list_tasks(call);
+    case COHORT_API_TASKS_CREATE:
+        return cohort_api_create_task(call);
+    case COHORT_API_TASKS_BATCH:
+        return cohort_api_create_tasks(call);
+    case COHORT_API_TASK:
+        return cohort_api_read_task(call);
+    case COHORT_API_COUNTS:
+        return cohort_api_count_tasks(call);
+    case COHORT_API_PAUSE:
+    case COHORT_API_RESUME:
+        return cohort_api_switch(call);
+    }
+    return cohort_api_fail(call->err, 404, "not_found", "no such path");
+}
+
+/* Replaces whatever the endpoint began with the error document. */
+static void reply_error(cohort_api_reply_t *reply, const cohort_api_error_t *err)
+{
+    bson_reinit(&reply->body);
+    bson_t e;
+    BSON_APPEND_DOCUMENT_BEGIN(&reply->body, "error", &e);
+    BSON_APPEND_UTF8(&e, "code", err->code ? err->code : "internal");
+    BSON_APPEND_UTF8(&e, "message", err->message);
+    bson_append_document_end(&reply->body, &e);
+    reply->status = err->status ? err->status : 500;
+}
+
+void cohort_api_handle(cohort_api_t *api, const cohort_api_request_t *request,
+                       cohort_api_reply_t *reply)
+{
+    bson_init(&reply->body);
+    reply->status = 500;
+    reply->allow = NULL;
+    cohort_api_error_t err = {.status = 500, .code = "internal"};
+    cohort_api_caller_t caller;
+    cohort_api_route_t route;
+    bool ok = cohort_api_authenticate(api->auth, request->authorization, &caller, &err) &&
+              cohort_api_route(request->method, request->path, &route, &err);
+    if (ok && !cohort_scopes_allow(caller.scopes, route.scope))
+        ok = cohort_api_fail(&err, 403, "forbidden", "token '%s' lacks the scope '%s'",
+                             caller.name, scope_name(route.scope));
+    if (ok) {
+        cohort_api_call_t call = {.store = api->options.store,
+                                  .client = api->options.client,
+                                  .config = api->options.config,
+                                  .request = request,
+                                  .route = &route,
+                                  .caller = &caller,
+                                  .reply = reply,
+                                  .err = &err};
+        ok = dispatch(&call);
+    }
+    if (!ok && err.status == 405)
+        reply->allow = route.allow;
+    if (!ok)
+        reply_error(reply, &err);
+}

@@ -1,0 +1,168 @@
+/*
+ * api_auth.c - bearer tokens for the API (see api_auth.h).
+ *
+ * The cache is a fixed array: memory stays the same whatever callers send. A miss (or an
+ * expired slot) costs one indexed read of `tokens` by hash; a slot is reused oldest first.
+ * Unknown tokens are not cached, so one cannot fill the cache by guessing.
+ */
+#include "node/api_auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/token.h"
+#include "store/tokens.h"
+
+#define LAST_USED_EVERY_MS 60000
+
+typedef struct auth_slot {
+    char hash[COHORT_TOKEN_HASH_HEX]; /* "" : empty */
+    cohort_api_caller_t caller;
+    int64_t checked_ms;   /* monotonic: when the database last confirmed it */
+    int64_t last_used_ms; /* monotonic: when last_used was last written (0: never) */
+} auth_slot_t;
+
+struct cohort_api_auth {
+    cohort_store_t *store;
+    mongoc_client_t *client;
+    int64_t ttl_ms;
+    auth_slot_t slots[COHORT_API_AUTH_SLOTS];
+};
+
+cohort_api_auth_t *cohort_api_auth_new(cohort_store_t *store, mongoc_client_t *client,
+                                       int64_t ttl_ms)
+{
+    cohort_api_auth_t *auth = calloc(1, sizeof *auth);
+    if (auth) {
+        auth->store = store;
+        auth->client = client;
+        auth->ttl_ms = ttl_ms;
+    }
+    return auth;
+}
+
+void cohort_api_auth_destroy(cohort_api_auth_t *auth)
+{
+    free(auth);
+}
+
+void cohort_api_auth_set_ttl(cohort_api_auth_t *auth, int64_t ttl_ms)
+{
+    auth->ttl_ms = ttl_ms;
+}
+
+/* The slot holding `hash`, comparing every slot in constant time; NULL if none. */
+static auth_slot_t *find_slot(cohort_api_auth_t *auth, const char *hash)
+{
+    auth_slot_t *hit = NULL;
+    for (size_t i = 0; i < COHORT_API_AUTH_SLOTS; i++)
+        if (auth->slots[i].hash[0] && cohort_token_equal(auth->slots[i].hash, hash))
+            hit = &auth->slots[i];
+    return hit;
+}
+
+/* An empty slot, else the one confirmed longest ago. */
+static auth_slot_t *free_slot(cohort_api_auth_t *auth)
+{
+    auth_slot_t *oldest = &auth->slots[0];
+    for (size_t i = 0; i < COHORT_API_AUTH_SLOTS; i++) {
+        if (!auth->slots[i].hash[0])
+            return &auth->slots[i];
+        if (auth->slots[i].checked_ms < oldest->checked_ms)
+            oldest = &auth->slots[i];
+    }
+    return oldest;
+}
+
+/* The scopes array of a token's document as bits (unknown names grant nothing). */
+static uint32_t read_scopes(const bson_t *doc)
+{
+    uint32_t scopes = 0;
+    bson_iter_t it, arr;
+    if (!bson_iter_init_find(&it, doc, "scopes") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &arr))
+        return 0;
+    while (bson_iter_next(&arr)) {
+        uint32_t one = 0;
+        if (BSON_ITER_HOLDS_UTF8(&arr) &&
+            cohort_scopes_parse(bson_iter_utf8(&arr, NULL), &one, NULL))
+            scopes |= one;
+    }
+    return scopes;
+}
+
+/* Looks `hash` up in the database into `slot` (refreshed), or finds it revoked. */
+static bool confirm(cohort_api_auth_t *auth, const char *hash, auth_slot_t **slot, bool *known,
+                    cohort_api_error_t *err)
+{
+    bson_t doc;
+    bson_error_t error;
+    *known = false;
+    if (!cohort_store_find_token(auth->store, auth->client, hash, &doc, known, &error)) {
+        bson_destroy(&doc);
+        return cohort_api_fail(err, 503, "unavailable", "cannot check the token: the database "
+                                                        "did not answer: %.300s",
+                               error.message);
+    }
+    bson_iter_t it;
+    const char *name = bson_iter_init_find(&it, &doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)
+                           ? bson_iter_utf8(&it, NULL)
+                           : "?";
+    if (*known) {
+        if (!*slot) {
+            *slot = free_slot(auth);
+            memset(*slot, 0, sizeof **slot);
+            snprintf((*slot)->hash, sizeof (*slot)->hash, "%s", hash);
+        }
+        snprintf((*slot)->caller.name, sizeof (*slot)->caller.name, "%s", name);
+        (*slot)->caller.scopes = read_scopes(&doc);
+        (*slot)->checked_ms = cohort_clock_monotonic_ms();
+    } else if (*slot) {
+        memset(*slot, 0, sizeof **slot); /* revoked: forget it */
+        *slot = NULL;
+    }
+    bson_destroy(&doc);
+    return true;
+}
+
+/* Writes last_used if it was not written in the last minute; a failure only logs. */
+static void note_use(cohort_api_auth_t *auth, auth_slot_t *slot, int64_t now)
+{
+    if (slot->last_used_ms && now - slot->last_used_ms < LAST_USED_EVERY_MS)
+        return;
+    slot->last_used_ms = now;
+    bson_error_t error;
+    if (!cohort_store_touch_token(auth->store, auth->client, slot->caller.name, &error))
+        cohort_log_node(COHORT_LOG_WARN, "api: cannot record the use of token '%s': %s",
+                        slot->caller.name, error.message);
+}
+
+bool cohort_api_authenticate(cohort_api_auth_t *auth, const char *authorization,
+                             cohort_api_caller_t *caller, cohort_api_error_t *err)
+{
+    static const char bearer[] = "Bearer ";
+    if (!authorization || strncasecmp(authorization, bearer, strlen(bearer)) != 0)
+        return cohort_api_fail(err, 401, "unauthorized",
+                               "send a token: Authorization: Bearer TOKEN (cohortctl tokens "
+                               "create)");
+    const char *token = authorization + strlen(bearer);
+    char hash[COHORT_TOKEN_HASH_HEX];
+    if (!cohort_token_well_formed(token) || !cohort_token_hash(token, hash, sizeof hash))
+        return cohort_api_fail(err, 401, "unauthorized", "the token is not valid");
+    int64_t now = cohort_clock_monotonic_ms();
+    auth_slot_t *slot = find_slot(auth, hash);
+    if (!slot || now - slot->checked_ms >= auth->ttl_ms) {
+        bool known = false;
+        if (!confirm(auth, hash, &slot, &known, err))
+            return false;
+        if (!known)
+            return cohort_api_fail(err, 401, "unauthorized",
+                                   "the token is not valid (unknown or revoked)");
+    }
+    *caller = slot->caller;
+    note_use(auth, slot, now);
+    return true;
+}

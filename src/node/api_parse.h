@@ -1,0 +1,122 @@
+/*
+ * api_parse.h - reading HTTP API requests: the route from the method and path, the query
+ * string, and every JSON body. Pure functions (no database, no network), so the fuzz target
+ * (tests/fuzz/fuzz_api.c) drives them directly.
+ *
+ * Every refusal is a cohort_api_error_t: the HTTP status, a stable code, and a message that
+ * names the field at fault ("field 'tasks[3].priority': ...").
+ */
+#ifndef COHORT_API_PARSE_H
+#define COHORT_API_PARSE_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/taskopts.h"
+
+#define COHORT_API_LIST_DEFAULT 50
+#define COHORT_API_LIST_MAX 500
+#define COHORT_API_BATCH_MAX 1000
+#define COHORT_API_KEY_MAX 256   /* Idempotency-Key */
+#define COHORT_API_REASON_MAX 1000
+
+/* A request as the API reads it, and its answer (http.c converts from and to evhttp). */
+typedef struct cohort_api_request {
+    const char *method;          /* "GET", "POST", ... */
+    const char *path;            /* as sent (not decoded), without the query */
+    const char *query;           /* NULL: none */
+    const char *authorization;   /* the Authorization header, NULL if absent */
+    const char *idempotency_key; /* the Idempotency-Key header, NULL if absent */
+    const char *body;            /* may hold anything; not NUL-terminated */
+    size_t body_len;
+} cohort_api_request_t;
+
+typedef struct cohort_api_reply {
+    int status;
+    bson_t body; /* the JSON document to send; cohort_api_handle() initialises it, the
+                    caller destroys it */
+    const char *allow; /* for a 405: the Allow header (static text); else NULL */
+} cohort_api_reply_t;
+
+/* An error reply: {"error": {"code": code, "message": message}} with `status`. */
+typedef struct cohort_api_error {
+    int status;
+    const char *code; /* static text: "bad_request", "not_found", ... */
+    char message[512];
+} cohort_api_error_t;
+
+/* Fills `err` and returns false. */
+bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+typedef enum cohort_api_endpoint {
+    COHORT_API_SERVICES,     /* GET  /api/v1/services */
+    COHORT_API_TASKS_LIST,   /* GET  /api/v1/services/{svc}/tasks */
+    COHORT_API_TASKS_CREATE, /* POST /api/v1/services/{svc}/tasks */
+    COHORT_API_TASKS_BATCH,  /* POST /api/v1/services/{svc}/tasks:batch */
+    COHORT_API_TASK,         /* GET  /api/v1/services/{svc}/tasks/{id} */
+    COHORT_API_COUNTS,       /* GET  /api/v1/services/{svc}/counts */
+    COHORT_API_PAUSE,        /* POST /api/v1/services/{svc}/pause */
+    COHORT_API_RESUME,       /* POST /api/v1/services/{svc}/resume */
+} cohort_api_endpoint_t;
+
+typedef struct cohort_api_route {
+    cohort_api_endpoint_t endpoint;
+    uint32_t scope;      /* the scope it needs (core/token.h) */
+    char service[65];    /* "" for /services */
+    char task_id[25];    /* COHORT_API_TASK only */
+    const char *allow;   /* for a 405: the methods the path takes */
+} cohort_api_route_t;
+
+/* The endpoint of `method` `path` (the path as sent, not decoded: a '%' is never part of a
+ * name or id). 404 for an unknown path, 405 (route->allow set) for a known path with another
+ * method, 400 for a bad service name or task id. */
+bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *route,
+                      cohort_api_error_t *err);
+
+/* The query string's parameters: each name at most once, only those in `known` (NULL-
+ * terminated), values decoded. `values[i]` (strdup'ed or NULL; free with
+ * cohort_api_query_free) is known[i]'s value. */
+bool cohort_api_query(const char *query, const char *const *known, char **values,
+                      cohort_api_error_t *err);
+void cohort_api_query_free(char **values, size_t n);
+
+/* GET .../tasks: ?status=&kind=&group=&limit=&after= */
+typedef struct cohort_api_list {
+    const char *status, *kind, *group; /* views into the query values; NULL: any */
+    int64_t limit;
+    bool has_after;
+    bson_oid_t after;
+} cohort_api_list_t;
+extern const char *const cohort_api_list_params[]; /* status, kind, group, limit, after */
+#define COHORT_API_LIST_PARAMS 5
+bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list,
+                           cohort_api_error_t *err);
+
+/* The opaque cursor `next` of a page ending at task `last`, and its reverse. */
+void cohort_api_cursor_encode(const bson_oid_t *last, char *out, size_t len);
+bool cohort_api_cursor_decode(const char *text, bson_oid_t *oid);
+
+/* A JSON body that must be an object: into `doc` (initialised; destroy it). An empty body is
+ * {} when `empty_ok`. */
+bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t *doc,
+                             cohort_api_error_t *err);
+
+/* One task of POST .../tasks (or one element of tasks:batch; `where` prefixes field names,
+ * "" or "tasks[3]."): `data` (an object; NULL if absent, pointing into `body`) and the task
+ * options in `options` (a BSON document for cohort_task_options_parse(), initialised by the
+ * call; destroy it), each field checked alone so a refusal names it. */
+bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, bool *has_data,
+                           bson_t *options, cohort_api_error_t *err);
+
+/* POST .../pause|resume: {"kind": K, "reason": R}, both optional (reason only for pause).
+ * Views into `body`. */
+bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
+                             const char **reason, cohort_api_error_t *err);
+
+/* GET .../counts?by=status|kind|group: "status" if absent. */
+bool cohort_api_parse_counts_by(const char *by, const char **field, cohort_api_error_t *err);
+
+#endif

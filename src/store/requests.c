@@ -1,0 +1,83 @@
+/*
+ * requests.c - the HTTP API's own queue operations (see requests.h).
+ *
+ * The Idempotency-Key is settled by the queue's unique sparse index on idempotency_key
+ * (services.c), not by a read before the write, so two concurrent retries cannot both insert.
+ */
+#include "store/requests.h"
+
+#include "store/internal.h"
+
+/* The id of the task holding `key` into `oid`; *found tells whether there is one. */
+static bool find_idempotent(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *key, bson_oid_t *oid, bool *found, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *filter = BCON_NEW("idempotency_key", BCON_UTF8(key));
+    bson_t doc;
+    bool ok = store_find_one(tasks, filter, &doc, found, error);
+    bson_iter_t it;
+    if (ok && *found && bson_iter_init_find(&it, &doc, "_id") && BSON_ITER_HOLDS_OID(&it))
+        bson_oid_copy(bson_iter_oid(&it), oid);
+    else
+        *found = false;
+    bson_destroy(&doc);
+    bson_destroy(filter);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, const cohort_new_task_t *task,
+                                   bson_oid_t *oid, bool *replayed, bool *exists,
+                                   bson_error_t *error)
+{
+    *replayed = false;
+    bool coalesced = false;
+    if (cohort_store_insert_task(store, client, service, task, oid, exists, &coalesced, error))
+        return true;
+    if (!store_is_duplicate_key(error) || !task->idempotency_key)
+        return false;
+    /* A duplicate: the key's task if there is one, else it was the unique_key. */
+    bson_error_t lookup;
+    bool found = false;
+    if (!find_idempotent(store, client, service, task->idempotency_key, oid, &found, &lookup)) {
+        *error = lookup;
+        return false;
+    }
+    if (found) {
+        *exists = false;
+        *replayed = true;
+        return true;
+    }
+    return false;
+}
+
+bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const cohort_task_page_t *page,
+                                 cohort_store_doc_fn fn, void *user, bson_error_t *error)
+{
+    bson_t filter = BSON_INITIALIZER;
+    if (page->status)
+        BSON_APPEND_UTF8(&filter, "status", page->status);
+    if (page->kind)
+        BSON_APPEND_UTF8(&filter, "kind", page->kind);
+    if (page->group)
+        BSON_APPEND_UTF8(&filter, "group", page->group);
+    if (page->after) {
+        bson_t gt;
+        BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &gt);
+        BSON_APPEND_OID(&gt, "$gt", page->after);
+        bson_append_document_end(&filter, &gt);
+    }
+    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
+                            BCON_INT64(page->limit), "projection", "{", "history",
+                            BCON_INT32(0), "}");
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, &filter, opts, NULL), fn,
+                                user, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(&filter);
+    return ok;
+}

@@ -1,0 +1,41 @@
+/*
+ * requests.h - what the HTTP API asks of a service's queue beyond the CLI's reads: creating
+ * a task under an Idempotency-Key, and one keyset page of tasks.
+ *
+ * Both stay bounded: the idempotent create is one insert (and one indexed read on a retry),
+ * the page one find on _id order with a limit, never a skip.
+ */
+#ifndef COHORT_STORE_REQUESTS_H
+#define COHORT_STORE_REQUESTS_H
+
+#include <bson/bson.h>
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/listing.h"
+#include "store/store.h"
+
+/* cohort_store_insert_task() for a task with task->idempotency_key set: if a task of the
+ * service already holds the key (a retried request), `oid` receives that task's id and
+ * *replayed is true; nothing is inserted. *exists is true if the task's unique_key exists
+ * (then false is returned). */
+bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, const cohort_new_task_t *task,
+                                   bson_oid_t *oid, bool *replayed, bool *exists,
+                                   bson_error_t *error);
+
+/* Which tasks a page holds: equality filters (NULL: any) and the id to start after. */
+typedef struct cohort_task_page {
+    const char *status, *kind, *group;
+    const bson_oid_t *after; /* NULL: from the first */
+    int64_t limit;           /* documents handed to `fn`, at most */
+} cohort_task_page_t;
+
+/* The service's tasks matching `page` in _id order, each handed to `fn`, without their
+ * history (the single-task read has it). */
+bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, const cohort_task_page_t *page,
+                                 cohort_store_doc_fn fn, void *user, bson_error_t *error);
+
+#endif

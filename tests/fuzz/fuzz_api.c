@@ -1,0 +1,152 @@
+/*
+ * fuzz_api.c - libFuzzer target for the HTTP API's request parsing (node/api_parse.h): the
+ * route (method and path), the query strings of the listing and the counts, the cursor, and
+ * every JSON body (a task, a batch's tasks, pause/resume), with no database.
+ *
+ * Input: the first byte chooses what the rest is.
+ *   byte % 5 == 0  a path; the byte's high bits choose the method (GET, POST, DELETE, PUT)
+ *   byte % 5 == 1  the query string of GET .../tasks, then of GET .../counts (as by=)
+ *   byte % 5 == 2  a task body (POST .../tasks)
+ *   byte % 5 == 3  a batch body: each element of its "tasks" array parsed as a task
+ *   byte % 5 == 4  a pause body, then the same as a resume body
+ *
+ * Checks beyond the sanitizers': every refusal has a 4xx status (5xx only for memory), a
+ * code and a message; a route accepted has a scope.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/api_parse.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+static void check_refusal(const cohort_api_error_t *err)
+{
+    if (err->status < 400 || err->status > 599 || !err->code || !err->message[0])
+        abort();
+}
+
+/* The payload as a NUL-terminated string (cut at an embedded NUL, as C headers would be). */
+static char *text_of(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return NULL;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    return text;
+}
+
+static void fuzz_route(uint8_t selector, const char *path)
+{
+    static const char *const methods[] = {"GET", "POST", "DELETE", "PUT"};
+    cohort_api_route_t route;
+    cohort_api_error_t err = {0};
+    if (cohort_api_route(methods[(selector >> 3) & 3], path, &route, &err)) {
+        if (!route.scope)
+            abort();
+    } else {
+        check_refusal(&err);
+    }
+}
+
+static void fuzz_queries(const char *query)
+{
+    char *values[COHORT_API_LIST_PARAMS + 1];
+    cohort_api_error_t err = {0};
+    if (cohort_api_query(query, cohort_api_list_params, values, &err)) {
+        cohort_api_list_t list;
+        if (!cohort_api_parse_list(values, &list, &err))
+            check_refusal(&err);
+        else if (list.limit < 1 || list.limit > COHORT_API_LIST_MAX)
+            abort();
+        cohort_api_query_free(values, COHORT_API_LIST_PARAMS);
+    } else {
+        check_refusal(&err);
+    }
+    const char *field = NULL;
+    if (!cohort_api_parse_counts_by(query, &field, &err))
+        check_refusal(&err);
+    bson_oid_t oid;
+    cohort_api_cursor_decode(query, &oid);
+}
+
+static void fuzz_task(const bson_t *body, const char *where)
+{
+    bson_t data, options;
+    bool has_data = false;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_task(body, where, &data, &has_data, &options, &err))
+        check_refusal(&err);
+    bson_destroy(&options);
+}
+
+static void fuzz_batch(const bson_t *body)
+{
+    bson_iter_t it, tasks;
+    if (!bson_iter_init_find(&it, body, "tasks") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &tasks))
+        return;
+    while (bson_iter_next(&tasks)) {
+        uint32_t len = 0;
+        const uint8_t *raw = NULL;
+        bson_t one;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&tasks))
+            continue;
+        bson_iter_document(&tasks, &len, &raw);
+        if (bson_init_static(&one, raw, len))
+            fuzz_task(&one, "tasks[0].");
+    }
+}
+
+static void fuzz_switch(const bson_t *body)
+{
+    const char *kind, *reason;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_switch(body, true, &kind, &reason, &err))
+        check_refusal(&err);
+    if (!cohort_api_parse_switch(body, false, &kind, &reason, &err))
+        check_refusal(&err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > 1 << 20)
+        return 0;
+    uint8_t selector = data[0];
+    const char *payload = (const char *)data + 1;
+    size_t len = size - 1;
+    if (selector % 5 <= 1) {
+        char *text = text_of(data + 1, len);
+        if (!text)
+            return 0;
+        if (selector % 5 == 0)
+            fuzz_route(selector, text);
+        else
+            fuzz_queries(text);
+        free(text);
+        return 0;
+    }
+    bson_t body;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_object(payload, len, selector % 5 == 4, &body, &err)) {
+        check_refusal(&err);
+    } else if (selector % 5 == 2) {
+        fuzz_task(&body, "");
+    } else if (selector % 5 == 3) {
+        fuzz_batch(&body);
+    } else {
+        fuzz_switch(&body);
+    }
+    bson_destroy(&body);
+    return 0;
+}

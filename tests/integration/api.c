@@ -1,0 +1,514 @@
+/*
+ * api.c - the HTTP API v1 against the local database: every endpoint of the first slice and
+ * every status it answers (401 none/bad/revoked, 403, 400 for each kind of bad input, 404,
+ * 405, 409, 413, 201/200), called in-process through cohort_api_handle(); then the real
+ * listener (cohort_http_start on a loop thread) for what only HTTP can show: a body over
+ * api_max_body gets 413, a client that stops half-way through its headers is cut.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "core/token.h"
+#include "node/api.h"
+#include "node/http.h"
+#include "store/store.h"
+#include "store/tokens.h"
+
+#define SERVICE "web"
+#define TTL_MS 300
+
+static char *db;
+static cohort_store_t *store;
+static mongoc_client_t *client;
+static cohort_api_t *api;
+static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_all[COHORT_TOKEN_TEXT_MAX];
+
+/* Makes token `name` with `scopes` through the store, as cohortctl does. */
+static void make_token(const char *name, const char *scopes, char *token)
+{
+    uint32_t bits = 0;
+    bson_error_t error;
+    cr_assert(cohort_scopes_parse(scopes, &bits, &error), "%s", error.message);
+    char hash[COHORT_TOKEN_HASH_HEX];
+    cr_assert(cohort_token_generate(token, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
+    cr_assert(cohort_token_hash(token, hash, sizeof hash));
+    bson_t array = BSON_INITIALIZER;
+    uint32_t n = 0;
+    for (int i = 0; i < COHORT_SCOPE_COUNT; i++) {
+        if (bits & (1u << i)) {
+            char key[8];
+            snprintf(key, sizeof key, "%u", n++);
+            BSON_APPEND_UTF8(&array, key, cohort_scope_names[i]);
+        }
+    }
+    bool exists = false;
+    cr_assert(cohort_store_create_token(store, client, name, hash, &array, "test", &exists,
+                                        &error),
+              "%s", error.message);
+    bson_destroy(&array);
+}
+
+static void setup(void)
+{
+    test_service_db_open("api", SERVICE, &db, &store, &client);
+    cohort_api_options_t options = {.store = store, .client = client, .token_ttl_ms = TTL_MS};
+    api = cohort_api_new(&options);
+    cr_assert_not_null(api);
+    make_token("reader", "read", tok_read);
+    make_token("root", "admin", tok_all);
+}
+
+static void teardown(void)
+{
+    cohort_api_destroy(api);
+    test_service_db_close(&db, &store, &client);
+}
+
+TestSuite(api, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The body is a heap copy: a bson_t moved by value loses its buffer's self-pointers. */
+typedef struct answer {
+    int status;
+    bson_t *body;
+    char *json;
+} answer_t;
+
+static void answer_free(answer_t *a)
+{
+    bson_destroy(a->body);
+    bson_free(a->json);
+}
+
+/* One request; `token` NULL sends no Authorization header, "" a bad one. */
+static answer_t call_full(const char *token, const char *method, const char *target,
+                          const char *body, const char *idempotency_key)
+{
+    char auth[128], path[1024];
+    snprintf(auth, sizeof auth, "Bearer %s", token ? token : "");
+    snprintf(path, sizeof path, "%s", target);
+    char *query = strchr(path, '?');
+    if (query)
+        *query++ = '\0';
+    cohort_api_request_t request = {.method = method,
+                                    .path = path,
+                                    .query = query,
+                                    .authorization = token ? auth : NULL,
+                                    .idempotency_key = idempotency_key,
+                                    .body = body ? body : "",
+                                    .body_len = body ? strlen(body) : 0};
+    cohort_api_reply_t reply;
+    cohort_api_handle(api, &request, &reply);
+    answer_t a = {.status = reply.status, .body = bson_copy(&reply.body)};
+    bson_destroy(&reply.body);
+    a.json = bson_as_relaxed_extended_json(a.body, NULL);
+    return a;
+}
+
+static answer_t call(const char *token, const char *method, const char *target, const char *body)
+{
+    return call_full(token, method, target, body, NULL);
+}
+
+/* Asserts the status and, for an error, its code; frees the answer. */
+static void expect(answer_t a, int status, const char *code, const char *what)
+{
+    cr_assert_eq(a.status, status, "%s: status %d, want %d: %s", what, a.status, status, a.json);
+    if (code) {
+        const char *got = test_doc_str(a.body, "error.code");
+        cr_assert(got && strcmp(got, code) == 0, "%s: code %s, want %s", what, got, code);
+        cr_assert(test_doc_str(a.body, "error.message"), "%s: no message", what);
+    }
+    answer_free(&a);
+}
+
+#define TASKS "/api/v1/services/" SERVICE "/tasks"
+
+Test(api, tokens_401_403)
+{
+    expect(call(NULL, "GET", "/api/v1/services", NULL), 401, "unauthorized", "no token");
+    expect(call("", "GET", "/api/v1/services", NULL), 401, "unauthorized", "empty token");
+    expect(call("cht_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "GET", "/api/v1/services",
+                NULL),
+           401, "unauthorized", "unknown token");
+    expect(call("not-a-token", "GET", "/api/v1/nothing", NULL), 401, "unauthorized",
+           "a bad token on an unknown path");
+    expect(call(tok_read, "POST", TASKS, "{}"), 403, "forbidden", "read token enqueues");
+    expect(call(tok_read, "POST", "/api/v1/services/" SERVICE "/pause", "{}"), 403, "forbidden",
+           "read token pauses");
+    expect(call(tok_read, "GET", "/api/v1/services", NULL), 200, NULL, "read token reads");
+}
+
+/* Waits until `token` is refused (the cache holds it for at most TTL_MS). */
+static bool refused(void *arg)
+{
+    answer_t a = call(arg, "GET", "/api/v1/services", NULL);
+    bool no = a.status == 401;
+    answer_free(&a);
+    return no;
+}
+
+Test(api, revoked_token_refused_within_one_tick)
+{
+    expect(call(tok_read, "GET", "/api/v1/services", NULL), 200, NULL, "before revocation");
+    bool found = false;
+    bson_error_t error;
+    cr_assert(cohort_store_revoke_token(store, client, "reader", &found, &error), "%s",
+              error.message);
+    int64_t revoked_at = test_now_ms();
+    cr_assert(test_wait_until(refused, tok_read, 10 * TTL_MS), "still accepted");
+    /* the cache may serve it for one TTL, no longer (plus a generous margin for the machine) */
+    cr_assert_leq(test_now_ms() - revoked_at, TTL_MS + 2000);
+    cr_assert(test_count(client, db, "tokens", "{\"_id\": \"root\"}") == 1);
+}
+
+Test(api, last_used_written_once)
+{
+    expect(call(tok_all, "GET", "/api/v1/services", NULL), 200, NULL, "first use");
+    cr_assert_eq(test_count(client, db, "tokens",
+                            "{\"_id\": \"root\", \"last_used\": {\"$exists\": true}}"),
+                 1, "last_used not written");
+    cr_assert_eq(test_count(client, db, "tokens",
+                            "{\"_id\": \"reader\", \"last_used\": {\"$exists\": true}}"),
+                 0);
+}
+
+Test(api, services_as_status_json)
+{
+    answer_t a = call(tok_all, "GET", "/api/v1/services", NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "services.0.name"), SERVICE);
+    cr_assert(test_doc_has(a.body, "services.0.counts.pending"), "%s", a.json);
+    cr_assert(test_doc_has(a.body, "services.0.paused"), "%s", a.json);
+    answer_free(&a);
+    expect(call(tok_all, "POST", "/api/v1/services", NULL), 405, "method_not_allowed", "POST");
+}
+
+Test(api, create_read_idempotent)
+{
+    answer_t a = call(tok_all, "POST", TASKS,
+                      "{\"data\": {\"n\": 7}, \"priority\": 5, \"kind\": \"mail\", \"group\": "
+                      "\"g1\", \"timeout_ms\": 60000, \"not_before\": \"2020-01-01T00:00:00Z\"}");
+    cr_assert_eq(a.status, 201, "%s", a.json);
+    char id[25];
+    snprintf(id, sizeof id, "%s", test_doc_str(a.body, "id"));
+    cr_assert(bson_oid_is_valid(id, strlen(id)), "%s", a.json);
+    answer_free(&a);
+
+    char path[200];
+    snprintf(path, sizeof path, TASKS "/%s", id);
+    a = call(tok_read, "GET", path, NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "status"), "pending");
+    cr_assert_eq(test_doc_int(a.body, "data.n"), 7);
+    cr_assert_eq(test_doc_int(a.body, "priority"), 5);
+    cr_assert_str_eq(test_doc_str(a.body, "kind"), "mail");
+    cr_assert_str_eq(test_doc_str(a.body, "group"), "g1");
+    cr_assert(strchr(test_doc_str(a.body, "created_at"), 'T'), "not ISO-8601: %s", a.json);
+    cr_assert(test_doc_has(a.body, "history"), "%s", a.json);
+    answer_free(&a);
+    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{\"task_timeout_ms\": 60000}"), 1);
+
+    answer_t first = call_full(tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
+    answer_t again = call_full(tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
+    cr_assert_eq(first.status, 201, "%s", first.json);
+    cr_assert_eq(again.status, 200, "a retried POST: %s", again.json);
+    cr_assert_str_eq(test_doc_str(first.body, "id"), test_doc_str(again.body, "id"));
+    answer_free(&first);
+    answer_free(&again);
+    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{\"idempotency_key\": \"order-42\"}"),
+                 1);
+
+    expect(call(tok_all, "POST", TASKS, "{\"unique_key\": \"u1\"}"), 201, NULL, "unique");
+    expect(call(tok_all, "POST", TASKS, "{\"unique_key\": \"u1\"}"), 409, "conflict", "again");
+    snprintf(path, sizeof path, TASKS "/%s", "0123456789abcdef01234567");
+    expect(call(tok_all, "GET", path, NULL), 404, "not_found", "no such task");
+}
+
+Test(api, bad_input_400_and_nothing_written)
+{
+    static const char *const bodies[] = {
+        "{\"data\": ",                      /* malformed JSON */
+        "[1, 2]",                           /* not an object */
+        "",                                 /* no body */
+        "{\"data\": 5}",                    /* wrong type */
+        "{\"priority\": \"high\"}",         /* wrong type */
+        "{\"priority\": 99999999}",         /* out of range */
+        "{\"colour\": \"red\"}",            /* unknown field */
+        "{\"delay_ms\": 5, \"not_before\": 1}", /* exclusive */
+        "{\"kind\": \"a b\"}",
+        "{\"not_after\": \"yesterday\"}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        answer_t a = call(tok_all, "POST", TASKS, bodies[i]);
+        cr_assert_eq(a.status, 400, "body %zu (%s): %d %s", i, bodies[i], a.status, a.json);
+        answer_free(&a);
+    }
+    answer_t a = call(tok_all, "POST", TASKS, "{\"colour\": 1}");
+    cr_assert(strstr(test_doc_str(a.body, "error.message"), "colour"), "%s", a.json);
+    answer_free(&a);
+    expect(call(tok_all, "POST", TASKS ":batch", "{\"tasks\": [{}, {\"priority\": 1.5}]}"), 400,
+           "bad_request", "a batch with one bad task");
+    expect(call(tok_all, "POST", TASKS ":batch", "{\"tasks\": []}"), 400, "bad_request", "empty");
+    expect(call(tok_all, "POST", TASKS ":batch", "{\"jobs\": []}"), 400, "bad_request", "field");
+    static const char *const queries[] = {"?limit=501", "?limit=0", "?limit=ten",
+                                          "?after=c1.zz", "?after=abc", "?status=done",
+                                          "?colour=red", "?limit=5&limit=6"};
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+        char path[200];
+        snprintf(path, sizeof path, TASKS "%s", queries[i]);
+        expect(call(tok_all, "GET", path, NULL), 400, "bad_request", queries[i]);
+    }
+    expect(call(tok_all, "GET", "/api/v1/services/" SERVICE "/counts?by=colour", NULL), 400,
+           "bad_request", "counts by");
+    expect(call(tok_all, "GET", "/api/v1/services/../tasks", NULL), 400, "bad_request", "..");
+    expect(call(tok_all, "GET", "/api/v1/services/%2e%2e/tasks", NULL), 400, "bad_request",
+           "encoded ..");
+    expect(call(tok_all, "GET", TASKS "/..%2f..%2fetc", NULL), 400, "bad_request", "bad id");
+    expect(call(tok_all, "GET", "/api/v1/services/nope/tasks", NULL), 404, "not_found", "svc");
+    expect(call(tok_all, "POST", "/api/v1/services/nope/tasks", "{}"), 404, "not_found", "svc");
+    expect(call(tok_all, "GET", "/api/v1/other", NULL), 404, "not_found", "path");
+    expect(call(tok_all, "DELETE", TASKS, NULL), 405, "method_not_allowed", "DELETE");
+    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{}"), 0, "bad input wrote tasks");
+}
+
+Test(api, batch_list_pages_counts)
+{
+    char body[4096] = "{\"tasks\": [";
+    for (int i = 0; i < 25; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body),
+                 "%s{\"data\": {\"i\": %d}, \"kind\": \"%s\"}", i ? ", " : "", i,
+                 i % 2 ? "odd" : "even");
+    strcat(body, "]}");
+    answer_t a = call(tok_all, "POST", TASKS ":batch", body);
+    cr_assert_eq(a.status, 201, "%s", a.json);
+    cr_assert(test_doc_has(a.body, "ids.24"), "%s", a.json);
+    answer_free(&a);
+
+    /* pages of 10: 10, 10, 5, every task once, in order */
+    char path[256] = TASKS "?limit=10&kind=odd";
+    int seen = 0, pages = 0;
+    int64_t last = -1;
+    for (;;) {
+        a = call(tok_read, "GET", path, NULL);
+        cr_assert_eq(a.status, 200, "%s", a.json);
+        for (int i = 0; i < 10; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "items.%d.data.i", i);
+            int64_t v = test_doc_int(a.body, key);
+            if (v == INT64_MIN)
+                break;
+            cr_assert_gt(v, last, "out of order: %s", a.json);
+            last = v;
+            seen++;
+        }
+        pages++;
+        const char *next = test_doc_str(a.body, "next");
+        if (!next) {
+            answer_free(&a);
+            break;
+        }
+        snprintf(path, sizeof path, TASKS "?limit=10&kind=odd&after=%s", next);
+        answer_free(&a);
+        cr_assert_lt(pages, 5);
+    }
+    cr_assert_eq(seen, 12, "odd tasks seen %d", seen);
+    cr_assert_eq(pages, 2);
+
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts", NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_eq(test_doc_int(a.body, "counts.pending"), 25, "%s", a.json);
+    answer_free(&a);
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts?by=kind", NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert(strstr(a.json, "\"odd\""), "%s", a.json);
+    answer_free(&a);
+
+    char big[64 * 1001 + 32] = "{\"tasks\": [";
+    for (int i = 0; i < 1001; i++)
+        strcat(big, i ? ", {}" : "{}");
+    strcat(big, "]}");
+    expect(call(tok_all, "POST", TASKS ":batch", big), 400, "bad_request", "1001 tasks");
+}
+
+Test(api, pause_and_resume)
+{
+    expect(call(tok_all, "POST", "/api/v1/services/" SERVICE "/pause",
+                "{\"kind\": \"mail\", \"reason\": \"smtp down\"}"),
+           200, NULL, "pause");
+    bson_t doc;
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "pause.mail.reason"), "smtp down");
+    cr_assert_str_eq(test_doc_str(&doc, "pause.mail.by"), "api token root");
+    bson_destroy(&doc);
+    expect(call(tok_all, "POST", "/api/v1/services/" SERVICE "/resume", "{\"kind\": \"mail\"}"),
+           200, NULL, "resume");
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "pause.mail"));
+    bson_destroy(&doc);
+    expect(call(tok_all, "POST", "/api/v1/services/" SERVICE "/resume", "{\"reason\": \"x\"}"),
+           400, "bad_request", "resume takes no reason");
+    expect(call(tok_all, "POST", "/api/v1/services/nope/pause", ""), 404, "not_found", "svc");
+}
+
+/* ---- over HTTP: the listener's own limits ----------------------------------------------- */
+
+typedef struct server {
+    struct event_base *base;
+    cohort_http_t *http;
+    cohort_api_t *api;
+    mongoc_client_t *client;
+    pthread_t thread;
+    int port;
+    struct event *watch; /* stops the loop from its own thread (libevent has no locks here) */
+    _Atomic bool stop;
+} server_t;
+
+static void server_watch(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    server_t *s = arg;
+    if (s->stop)
+        event_base_loopbreak(s->base);
+}
+
+static void server_api(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply)
+{
+    cohort_api_handle(((server_t *)arg)->api, request, reply);
+}
+static bool server_ready(void *arg, char *why, size_t len)
+{
+    (void)arg, (void)why, (void)len;
+    return true;
+}
+static char *server_metrics(void *arg, size_t *len)
+{
+    (void)arg;
+    *len = 0;
+    return strdup("");
+}
+
+static void *server_loop(void *arg)
+{
+    event_base_dispatch(((server_t *)arg)->base);
+    return NULL;
+}
+
+/* A listener on a free loopback port with api_max_body = 2048, served by its own thread. */
+static void server_start(server_t *s)
+{
+    s->base = event_base_new();
+    s->client = cohort_store_pop(store);
+    cohort_api_options_t options = {.store = store, .client = s->client, .token_ttl_ms = TTL_MS};
+    s->api = cohort_api_new(&options);
+    cohort_http_callbacks_t callbacks = {.ready = server_ready,
+                                         .metrics = server_metrics,
+                                         .api = server_api,
+                                         .arg = s,
+                                         .api_max_body = 2048};
+    for (int attempt = 0; attempt < 50 && !s->http; attempt++) {
+        s->port = 20000 + (int)((unsigned)rand() % 30000);
+        char listen[32];
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
+        bson_error_t error;
+        s->http = cohort_http_start(s->base, listen, &callbacks, &error);
+    }
+    cr_assert_not_null(s->http, "no free port");
+    s->watch = event_new(s->base, -1, EV_PERSIST, server_watch, s);
+    struct timeval every = {0, 50000};
+    event_add(s->watch, &every);
+    pthread_create(&s->thread, NULL, server_loop, s);
+}
+
+static void server_stop(server_t *s)
+{
+    s->stop = true;
+    pthread_join(s->thread, NULL);
+    event_free(s->watch);
+    cohort_http_destroy(s->http);
+    cohort_api_destroy(s->api);
+    event_base_free(s->base);
+    cohort_store_push(store, s->client);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0, "%s", strerror(errno));
+    return fd;
+}
+
+/* Everything the server sends until it closes (at most `timeout_ms`); NULL if it did not
+ * close in time. */
+static char *read_until_closed(int fd, int64_t timeout_ms)
+{
+    static char buf[65536];
+    size_t used = 0;
+    int64_t deadline = test_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - test_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return NULL;
+        ssize_t n = recv(fd, buf + used, sizeof buf - used - 1, 0);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+    }
+    buf[used] = '\0';
+    return buf;
+}
+
+Test(api, http_413_and_slow_client_cut)
+{
+    server_t s = {0};
+    srand((unsigned)getpid());
+    server_start(&s);
+    char head[512];
+    int fd = connect_to(s.port);
+    int len = snprintf(head, sizeof head,
+                       "POST " TASKS " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                       "Content-Length: 5000\r\nConnection: close\r\n\r\n",
+                       tok_all);
+    cr_assert_eq(send(fd, head, (size_t)len, MSG_NOSIGNAL), len);
+    char body[5000];
+    memset(body, ' ', sizeof body);
+    send(fd, body, sizeof body, MSG_NOSIGNAL); /* the server may close before it is all read */
+    char *got = read_until_closed(fd, 30000);
+    cr_assert_not_null(got, "no answer to an oversized body");
+    cr_assert(strncmp(got, "HTTP/1.1 413", 12) == 0, "want 413, got: %.200s", got);
+    close(fd);
+
+    /* A request that fits, over the same listener: JSON with its status. */
+    fd = connect_to(s.port);
+    len = snprintf(head, sizeof head,
+                   "GET /api/v1/services HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Connection: close\r\n\r\n",
+                   tok_all);
+    cr_assert_eq(send(fd, head, (size_t)len, MSG_NOSIGNAL), len);
+    got = read_until_closed(fd, 30000);
+    cr_assert(got && strncmp(got, "HTTP/1.1 200", 12) == 0, "%.300s", got);
+    cr_assert(strstr(got, "application/json") && strstr(got, "\"services\""), "%.500s", got);
+    close(fd);
+
+    /* A slowloris: half a request line, then nothing. The listener's timeout cuts it. */
+    fd = connect_to(s.port);
+    cr_assert_eq(send(fd, "GET /api/v1/serv", 16, MSG_NOSIGNAL), 16);
+    int64_t start = test_now_ms();
+    got = read_until_closed(fd, 60000);
+    cr_assert_not_null(got, "a silent client held its connection for 60 s");
+    cr_assert_geq(test_now_ms() - start, 1000, "cut at once, not by the timeout");
+    close(fd);
+    server_stop(&s);
+}
