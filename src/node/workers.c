@@ -109,6 +109,8 @@ static void give_back(cohort_service_t *s, size_t n)
 }
 
 /* A worker: its context and the outcomes it has not written yet. */
+#define LOST_CLAIMS_MAX 16
+
 typedef struct worker {
     cohort_service_t *service;
     size_t slot;
@@ -121,6 +123,11 @@ typedef struct worker {
     size_t n_runs;
     int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
     cohort_worker_filter_t filter;
+    /* The tokens of claim calls that failed: their claims may have landed with the reply
+     * lost, held by this node though no worker runs them. Given back once the database
+     * answers again; beyond LOST_CLAIMS_MAX the oldest is left to the stall timeout. */
+    char lost[LOST_CLAIMS_MAX][COHORT_CLAIM_TOKEN_SIZE];
+    size_t n_lost;
 } worker_t;
 
 /* Writes the outcomes the worker holds (see outcomes.h). */
@@ -257,6 +264,37 @@ static void hold(worker_t *w)
     pthread_mutex_unlock(&s->lock);
 }
 
+static void remember_lost_claims(worker_t *w, const char *token)
+{
+    if (w->n_lost == LOST_CLAIMS_MAX) { /* the oldest is left to the stall timeout */
+        memmove(w->lost[0], w->lost[1], sizeof w->lost[0] * (LOST_CLAIMS_MAX - 1));
+        w->n_lost--;
+    }
+    memcpy(w->lost[w->n_lost++], token, COHORT_CLAIM_TOKEN_SIZE);
+}
+
+/* Gives back the claims of failed claim calls that landed after all (a lost reply), oldest
+ * first, stopping at the first error: the database is still away, try again next time. */
+static void release_lost_claims(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    size_t done = 0;
+    for (; done < w->n_lost; done++) {
+        int64_t released = 0;
+        bson_error_t error;
+        if (!cohort_store_release_token(s->store, w->ctx.client, s->config->name, s->node_id,
+                                        w->lost[done], &released, &error))
+            break;
+        if (released > 0)
+            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                        "gave back %lld task(s) claimed by a call whose reply was lost; they "
+                        "run again at once instead of after stall_timeout_ms",
+                        (long long)released);
+    }
+    memmove(w->lost[0], w->lost[done], sizeof w->lost[0] * (w->n_lost - done));
+    w->n_lost -= done;
+}
+
 /* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
  * *n receives how many. */
 static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
@@ -275,15 +313,22 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
         .n_busy_groups = w->filter.n_groups,
     };
     int64_t now = cohort_clock_cluster_ms();
-    if (want > 1)
-        return cohort_store_claim_tasks(s->store, w->ctx.client, s->config->name, s->node_id, now,
-                                        &filter, want, w->docs, n, error);
-    bool found = false;
-    bool ok = cohort_store_claim_task(s->store, w->ctx.client, s->config->name, s->node_id, now,
-                                      &filter, &w->docs[0], &found, error);
-    if (!found)
-        bson_destroy(&w->docs[0]);
-    *n = found ? 1 : 0;
+    char token[COHORT_CLAIM_TOKEN_SIZE];
+    cohort_store_new_claim_token(token);
+    bool ok;
+    if (want > 1) {
+        ok = cohort_store_claim_tasks(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                      &filter, want, w->docs, n, token, error);
+    } else {
+        bool found = false;
+        ok = cohort_store_claim_task(s->store, w->ctx.client, s->config->name, s->node_id, now,
+                                     &filter, &w->docs[0], &found, token, error);
+        if (!found)
+            bson_destroy(&w->docs[0]);
+        *n = found ? 1 : 0;
+    }
+    if (!ok)
+        remember_lost_claims(w, token);
     return ok;
 }
 
@@ -323,6 +368,8 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
     size_t extra = w->batch > 1 ? take_more(s, w->batch - 1) : 0;
     size_t want = 1 + extra;
     cohort_filter_refresh(s, &w->filter);
+    if (w->n_lost > 0)
+        release_lost_claims(w);
     size_t n = 0;
     bson_error_t error;
     bool ok = claim(w, want, &n, &error);

@@ -72,17 +72,50 @@ static bson_t *claim_update(const char *node_id, const char *token)
     return update;
 }
 
+static bson_t *unclaim_update(const char *coalesce_key);
+
+void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE])
+{
+    bson_oid_t oid;
+    bson_oid_init(&oid, NULL);
+    bson_oid_to_string(&oid, token);
+}
+
+bool cohort_store_release_token(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const char *token,
+                                int64_t *released, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t *back = unclaim_update(NULL);
+    bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(node_id),
+                            "status", BCON_UTF8("claimed"));
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(tasks, held, back, NULL, &reply, error);
+    if (released)
+        *released = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
+    bson_destroy(&reply);
+    bson_destroy(held);
+    bson_destroy(back);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
 bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *node_id, int64_t now_ms,
                              const cohort_claim_filter_t *filter, bson_t *claimed, bool *found,
-                             bson_error_t *error)
+                             const char *token, bson_error_t *error)
 {
+    char fresh[COHORT_CLAIM_TOKEN_SIZE];
+    if (!token) {
+        cohort_store_new_claim_token(fresh);
+        token = fresh;
+    }
     bson_init(claimed);
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
     bson_t *sort = store_claim_sort();
-    bson_t *update = claim_update(node_id, NULL);
+    bson_t *update = claim_update(node_id, token);
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
     bool ok = store_find_and_modify(tasks, &query, sort, update, fields, true, false, claimed,
                                     found, error);
@@ -98,7 +131,8 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
 static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
                              const char *service, const char *node_id, int64_t now_ms,
                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                             size_t *n, uint32_t *candidates, bson_error_t *error)
+                             size_t *n, uint32_t *candidates, const char *token,
+                             bson_error_t *error)
 {
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
@@ -115,11 +149,7 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     uint32_t found = 0;
     bool ok = store_find_ids(tasks, &query, &opts, &ids, &found, error);
 
-    /* 2. Claim those still pending and due, under a token of this call. */
-    char token[25];
-    bson_oid_t token_oid;
-    bson_oid_init(&token_oid, NULL);
-    bson_oid_to_string(&token_oid, token);
+    /* 2. Claim those still pending and due, under the call's token. */
     if (ok && found > 0) {
         bson_t in;
         BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
@@ -157,16 +187,9 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
                 for (size_t i = 0; i < *n; i++)
                     bson_destroy(&claimed[i]);
                 *n = 0;
-                bson_t *back = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"),
-                                        "claimed_by", BCON_NULL, "}", "$inc", "{", "attempts",
-                                        BCON_INT32(-1), "}", "$unset", "{", "claim_token",
-                                        BCON_UTF8(""), "}");
-                bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by",
-                                        BCON_UTF8(node_id), "status", BCON_UTF8("claimed"));
                 bson_error_t ignored;
-                mongoc_collection_update_many(tasks, held, back, NULL, NULL, &ignored);
-                bson_destroy(held);
-                bson_destroy(back);
+                cohort_store_release_token(store, client, service, node_id, token, NULL,
+                                           &ignored);
             }
             bson_destroy(no_history);
             bson_destroy(&read);
@@ -185,14 +208,20 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
 
 /* Claimers at the same time see the same first candidates: a round that found some but won
  * none lost them to another claimer, not to an empty queue, so it looks again (at most
- * CLAIM_ROUNDS times) rather than report "nothing to claim" and park the workers. */
+ * CLAIM_ROUNDS times) rather than report "nothing to claim" and park the workers. The rounds
+ * share the call's token: a round runs only when those before it won nothing. */
 #define CLAIM_ROUNDS 4
 
 bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t now_ms,
                               const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                              size_t *n, bson_error_t *error)
+                              size_t *n, const char *token, bson_error_t *error)
 {
+    char fresh[COHORT_CLAIM_TOKEN_SIZE];
+    if (!token) {
+        cohort_store_new_claim_token(fresh);
+        token = fresh;
+    }
     *n = 0;
     if (max > COHORT_CLAIM_BATCH_MAX)
         max = COHORT_CLAIM_BATCH_MAX;
@@ -202,7 +231,7 @@ bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
     uint32_t candidates = 1;
     for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
         ok = claim_tasks_once(store, client, service, node_id, now_ms, filter, max, claimed, n,
-                              &candidates, error);
+                              &candidates, token, error);
     return ok;
 }
 

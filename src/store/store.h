@@ -229,23 +229,42 @@ typedef struct cohort_claim_filter {
     size_t n_busy_groups;
 } cohort_claim_filter_t;
 
+/* A claim token: 24 hex digits and a NUL. Each claim call marks what it claims with one. */
+#define COHORT_CLAIM_TOKEN_SIZE 25
+
+/* A fresh claim token into `token`. */
+void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE]);
+
 /* Claims the first due pending task in claim order (priority descending, then run_at, then
- * _id): pending -> claimed by `node_id`, claimed_at and heartbeat_at = server time,
- * attempts + 1, its coalesce key released. *claimed is initialised by this call; if a task
- * was claimed, *found is true and the caller must bson_destroy(claimed). One findAndModify. */
+ * _id): pending -> claimed by `node_id` under `token` (NULL: a fresh one), claimed_at and
+ * heartbeat_at = server time, attempts + 1, its coalesce key released. *claimed is
+ * initialised by this call; if a task was claimed, *found is true and the caller must
+ * bson_destroy(claimed). One findAndModify.
+ *
+ * On an error the claim may still have landed (the server applied it and the reply was lost):
+ * the caller that wants such a task back at once, rather than after stall_timeout_ms, keeps
+ * the token and calls cohort_store_release_token() once the database answers again. */
 bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *node_id, int64_t now_ms,
                              const cohort_claim_filter_t *filter, bson_t *claimed, bool *found,
-                             bson_error_t *error);
+                             const char *token, bson_error_t *error);
 
 /* Claims up to `max` tasks (max <= COHORT_CLAIM_BATCH_MAX) the same way, in three commands
  * whatever `max` is: find the candidates, claim those still pending with one updateMany under
- * a fresh claim token, read back what the token won. `claimed[0..*n)` are initialised by
- * the call (in claim order); the caller destroys them. */
+ * `token` (NULL: a fresh one), read back what the token won. `claimed[0..*n)` are initialised
+ * by the call (in claim order); the caller destroys them. On an error, as for
+ * cohort_store_claim_task(). */
 bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t now_ms,
                               const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                              size_t *n, bson_error_t *error);
+                              size_t *n, const char *token, bson_error_t *error);
+
+/* Gives back, untouched (pending again, the attempt not counted), every task still claimed
+ * by `node_id` under `token`: the claims of a call that failed after they landed. *released
+ * (may be NULL) receives how many. One updateMany. */
+bool cohort_store_release_token(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *node_id, const char *token,
+                                int64_t *released, bson_error_t *error);
 
 /* Gives a claim back untouched (pending again, the attempt not counted): a grouped task whose
  * group turned out to be busy, or a batch's task not started at shutdown. A task with a

@@ -39,7 +39,7 @@ Test(cluster_busy_queue, ten_thousand_tasks_do_not_make_primacy_flap)
         .services = {{.name = SERVICE, .settings = "workers = 4"}},
     };
     cluster_t *c = cluster_new(&options);
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", TASKS, "--tracked", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", TASKS, "--tracked", "--create", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue --tracked failed");
 
     cluster_primacy_t first;

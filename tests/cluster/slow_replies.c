@@ -28,22 +28,6 @@
 
 TestSuite(cluster_slow_replies, .fini = cluster_cleanup_all, .timeout = 240);
 
-/* host and port of a single-server mongodb:// URI; false for anything else (a replica set,
- * SRV, several hosts), which the proxy cannot stand in for. */
-static bool single_server(const char *uri, char *host, size_t hostlen, int *port)
-{
-    const char *p = strncmp(uri, "mongodb://", 10) == 0 ? uri + 10 : NULL;
-    if (!p || strchr(p, ',') || strstr(p, "replicaSet") || strchr(p, '@'))
-        return false;
-    size_t len = strcspn(p, "/?");
-    const char *colon = memchr(p, ':', len);
-    if (!colon || (size_t)(colon - p) >= hostlen)
-        return false;
-    snprintf(host, hostlen, "%.*s", (int)(colon - p), p);
-    *port = atoi(colon + 1);
-    return *port > 0;
-}
-
 typedef struct proxy_progress {
     delay_proxy_t *proxy;
     int64_t replies;
@@ -66,7 +50,7 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
     cluster_t *c = cluster_new(&options);
     char host[256];
     int port = 0;
-    if (!single_server(c->uri, host, sizeof host, &port))
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &port))
         cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
                      c->uri);
     delay_proxy_t *proxy = delay_proxy_start(host, port);
@@ -75,7 +59,7 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
              delay_proxy_port(proxy));
     const char *env[] = {uri_env, NULL};
 
-    const char *enqueue[] = {"enqueue", SERVICE, "--count", TASKS, "--tracked", NULL};
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", TASKS, "--tracked", "--create", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
     cluster_node_t *slow = cluster_add_node(c, env);
     cluster_node_start(slow);

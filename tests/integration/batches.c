@@ -117,7 +117,7 @@ static int process_all(test_node_t *n)
         bool found = false;
         bson_error_t error;
         cr_assert(cohort_store_claim_task(fx.store, fx.client, SERVICE, n->service->node_id,
-                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, &error),
+                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, NULL, &error),
                   "%s", error.message);
         if (!found) {
             bson_destroy(&claimed);

@@ -84,7 +84,7 @@ static void *claim_loop(void *arg)
         bool found = false;
         bson_error_t error;
         if (!cohort_store_claim_task(race->store, client, SERVICE, w->node_id,
-                                     cohort_clock_cluster_ms(), NULL, &task, &found, &error)) {
+                                     cohort_clock_cluster_ms(), NULL, &task, &found, NULL, &error)) {
             bson_destroy(&task);
             atomic_fetch_add(&race->db_errors, 1);
             note_problem(race, "claim failed: %s", error.message);
@@ -219,7 +219,7 @@ Test(claim_race, every_task_is_claimed_exactly_once, .init = setup, .fini = tear
     bson_t none;
     bool found = true;
     cr_assert(cohort_store_claim_task(race->store, client, SERVICE, "late",
-                                      cohort_clock_cluster_ms(), NULL, &none, &found, &error));
+                                      cohort_clock_cluster_ms(), NULL, &none, &found, NULL, &error));
     cr_assert_not(found);
     bson_destroy(&none);
 }

@@ -371,7 +371,7 @@ static void drain_a_batch(test_node_t *a, int tasks)
         bool found = false;
         bson_error_t error;
         cr_assert(cohort_store_claim_task(fx.store, fx.client, SERVICE, "node-a",
-                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, &error));
+                                          cohort_clock_cluster_ms(), NULL, &claimed, &found, NULL, &error));
         cr_assert(found);
         cohort_task_execute(&ctx, 0, &claimed);
         bson_destroy(&claimed);

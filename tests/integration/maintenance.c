@@ -374,7 +374,7 @@ static bson_oid_t claimed_task(const char *node)
     bson_t claimed;
     bool found = false;
     cr_assert(cohort_store_claim_task(store, client, SERVICE, node, cohort_clock_cluster_ms(),
-                                      NULL, &claimed, &found, &error),
+                                      NULL, &claimed, &found, NULL, &error),
               "%s", error.message);
     cr_assert(found, "nothing to claim");
     bson_iter_t it;
@@ -469,7 +469,7 @@ Test(maintenance, a_claim_without_a_recent_check_in_is_reset)
     bool found = false;
     bson_error_t error;
     cr_assert(cohort_store_claim_task(store, client, SERVICE, "node-z", cohort_clock_cluster_ms(),
-                                      NULL, &claimed, &found, &error));
+                                      NULL, &claimed, &found, NULL, &error));
     cr_assert(found, "the reset task cannot be claimed");
     cr_assert(bson_iter_init_find(&it, &claimed, "_id") &&
               bson_oid_equal(bson_iter_oid(&it), &stalled));
@@ -585,7 +585,7 @@ Test(maintenance, after_a_reset_the_old_claim_cannot_finish_the_task)
     bson_t claimed;
     bool found = false;
     cr_assert(cohort_store_claim_task(store, client, SERVICE, "node-x", cohort_clock_cluster_ms(),
-                                      NULL, &claimed, &found, &error));
+                                      NULL, &claimed, &found, NULL, &error));
     cr_assert(found);
     bson_destroy(&claimed);
     applied = true;

@@ -331,7 +331,7 @@ static bool claim(int64_t now_ms, bson_t *claimed)
     bool found = false;
     bson_error_t error;
     cr_assert(
-        cohort_store_claim_task(store, client, SERVICE, NODE, now_ms, NULL, claimed, &found, &error),
+        cohort_store_claim_task(store, client, SERVICE, NODE, now_ms, NULL, claimed, &found, NULL, &error),
         "%s", error.message);
     return found;
 }

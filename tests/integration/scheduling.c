@@ -210,7 +210,7 @@ static bool claim_one(const char *node, int64_t now, const cohort_claim_filter_t
 {
     bool found = false;
     bson_error_t error;
-    cr_assert(cohort_store_claim_task(store, client, SERVICE, node, now, filter, doc, &found,
+    cr_assert(cohort_store_claim_task(store, client, SERVICE, node, now, filter, doc, &found, NULL,
                                       &error),
               "claim: %s", error.message);
     if (!found)
@@ -1164,7 +1164,7 @@ static size_t claim_batch(const char *node, size_t max, bson_t *docs)
     size_t n = 0;
     bson_error_t error;
     cr_assert(cohort_store_claim_tasks(store, client, SERVICE, node, cohort_clock_cluster_ms(),
-                                       NULL, max, docs, &n, &error),
+                                       NULL, max, docs, &n, NULL, &error),
               "claim_tasks: %s", error.message);
     return n;
 }
@@ -1323,7 +1323,7 @@ static void *batch_race(void *arg)
         size_t n = 0;
         bson_error_t error;
         if (!cohort_store_claim_tasks(store, own, SERVICE, r->node, cohort_clock_cluster_ms(),
-                                      NULL, r->batch, docs, &n, &error)) {
+                                      NULL, r->batch, docs, &n, NULL, &error)) {
             racer_error(r, "claim_tasks", &error);
             break;
         }

@@ -35,6 +35,7 @@ struct delay_proxy {
     _Atomic bool stopping;
     _Atomic int64_t delay_ms;
     _Atomic int64_t replies;
+    _Atomic int64_t cuts; /* replies still to be dropped with their connection */
     _Atomic int connections; /* connection threads still running */
 };
 
@@ -90,6 +91,13 @@ static bool queue_reply(connection_t *c)
         return false;
     ssize_t n = read(c->server, k->data, CHUNK);
     if (n <= 0) {
+        free(k);
+        return false;
+    }
+    int64_t cuts = atomic_load(&c->proxy->cuts);
+    while (cuts > 0 && !atomic_compare_exchange_weak(&c->proxy->cuts, &cuts, cuts - 1))
+        ;
+    if (cuts > 0) { /* the server did the work; the client never hears of it */
         free(k);
         return false;
     }
@@ -225,6 +233,11 @@ int delay_proxy_port(const delay_proxy_t *p)
     return p->port;
 }
 
+void delay_proxy_cut_replies(delay_proxy_t *p, int64_t n)
+{
+    atomic_store(&p->cuts, n);
+}
+
 void delay_proxy_set_reply_delay(delay_proxy_t *p, int64_t ms)
 {
     atomic_store(&p->delay_ms, ms);
@@ -245,4 +258,18 @@ void delay_proxy_stop(delay_proxy_t *p)
     while (atomic_load(&p->connections) > 0)
         test_sleep_ms(10);
     free(p);
+}
+
+bool delay_proxy_single_server(const char *uri, char *host, size_t hostlen, int *port)
+{
+    const char *p = strncmp(uri, "mongodb://", 10) == 0 ? uri + 10 : NULL;
+    if (!p || strchr(p, ',') || strstr(p, "replicaSet") || strchr(p, '@'))
+        return false;
+    size_t len = strcspn(p, "/?");
+    const char *colon = memchr(p, ':', len);
+    if (!colon || (size_t)(colon - p) >= hostlen)
+        return false;
+    snprintf(host, hostlen, "%.*s", (int)(colon - p), p);
+    *port = atoi(colon + 1);
+    return *port > 0;
 }

@@ -14,9 +14,15 @@
 #ifndef COHORT_TEST_DELAY_PROXY_H
 #define COHORT_TEST_DELAY_PROXY_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct delay_proxy delay_proxy_t;
+
+/* host and port of a single-server mongodb:// URI; false for anything else (a replica set,
+ * SRV, several hosts, credentials), which the proxy cannot stand in for. */
+bool delay_proxy_single_server(const char *uri, char *host, size_t hostlen, int *port);
 
 /* Starts forwarding 127.0.0.1:<port> to host:port. Fails the test if it cannot listen. */
 delay_proxy_t *delay_proxy_start(const char *host, int port);
@@ -26,6 +32,10 @@ int delay_proxy_port(const delay_proxy_t *proxy);
 
 /* Every reply chunk arriving from now on is held `ms` before it is delivered (0: none). */
 void delay_proxy_set_reply_delay(delay_proxy_t *proxy, int64_t ms);
+
+/* The next `n` replies (chunks), on whichever connections they come, are dropped and their
+ * connection closed: the server did the work and the client sees a network error. */
+void delay_proxy_cut_replies(delay_proxy_t *proxy, int64_t n);
 
 /* Replies delivered so far (chunks), for a test to see that traffic went through it. */
 int64_t delay_proxy_replies(const delay_proxy_t *proxy);
