@@ -7,7 +7,10 @@
  * a primary again within takeover_ms + 2 * tick_ms of the drop, under an epoch never used
  * before; `cohortctl enqueue --unique-key` works again, tasks run, and no valid task fails
  * because of it: a task whose cohort_set() meets the missing document waits for it to come
- * back instead of failing (the probe handler fails its task for good if that write fails).
+ * back instead of failing (the probe handler fails its task for good if that write fails),
+ * and so does a cohort_data_inc() (issue 16 item 3: the probe makes its task a retry if the
+ * increment fails, so no task may have needed a second attempt). The second test drops the
+ * config collection DROPS times, so that tasks meet it missing.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@
 #define TICK_MS 200
 #define TAKEOVER_MS 1500
 #define SETTER "{\"set\": \"last_task\"}"
+#define TASKS 150 /* the second test's: 5 s of work for 6 workers */
+#define DROPS 4
 
 TestSuite(cluster_db_dropped, .fini = cluster_cleanup_all, .timeout = 240);
 
@@ -39,10 +44,35 @@ static cluster_t *start_cluster(const char *tag, cluster_primacy_t *primacy)
 
 static void enqueue_setters(cluster_t *c, int count, int sleep_ms)
 {
-    char data[96];
-    snprintf(data, sizeof data, "{\"set\": \"last_task\", \"sleep_ms\": %d}", sleep_ms);
+    char data[128];
+    snprintf(data, sizeof data, "{\"inc\": \"runs\", \"set\": \"last_task\", \"sleep_ms\": %d}",
+             sleep_ms);
     for (int i = 0; i < count; i++)
         cluster_enqueue(c, SERVICE, data, NULL, NULL);
+}
+
+/* Tasks that were claimed more than once; -1 on a database error. */
+static int64_t count_retried(cluster_t *c)
+{
+    char name[64];
+    snprintf(name, sizeof name, "queue_%s", SERVICE);
+    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, name);
+    bson_t *filter = BCON_NEW("attempts", "{", "$gt", BCON_INT32(1), "}");
+    bson_error_t error;
+    int64_t n = mongoc_collection_count_documents(queue, filter, NULL, NULL, NULL, &error);
+    bson_destroy(filter);
+    mongoc_collection_destroy(queue);
+    return n;
+}
+
+static void drop_services(cluster_t *c)
+{
+    mongoc_collection_t *services = mongoc_client_get_collection(c->client, c->db, "services");
+    bson_error_t error;
+    bool dropped = mongoc_collection_drop(services, &error);
+    mongoc_collection_destroy(services);
+    /* "ns not found": already dropped and not recreated yet */
+    cr_assert(dropped || strstr(error.message, "not found"), "drop services: %s", error.message);
 }
 
 static void assert_nothing_failed(cluster_t *c, int64_t expect_succeeded)
@@ -54,6 +84,11 @@ static void assert_nothing_failed(cluster_t *c, int64_t expect_succeeded)
                    (long long)cluster_count_status(c, SERVICE, "failed"));
     int64_t failed = cluster_count_status(c, SERVICE, "failed");
     cluster_assert(c, failed == 0, "%lld valid task(s) failed", (long long)failed);
+    int64_t retried = count_retried(c);
+    cluster_assert(c, retried == 0,
+                   "%lld task(s) needed another attempt (a data call failed on the missing "
+                   "document?)",
+                   (long long)retried);
 }
 
 static void all_stop_ok(cluster_t *c)
@@ -107,20 +142,26 @@ Test(cluster_db_dropped, tasks_writing_generic_data_survive_a_dropped_config_col
     cluster_primacy_t before;
     cluster_t *c = start_cluster("svcdrop", &before);
     /* 6 workers in all, tasks of 200 ms: some are always running, and finish (calling
-     * cohort_set) in the ticks before the document is back. */
-    enqueue_setters(c, 60, 200);
+     * cohort_data_inc and cohort_set) in the ticks before the document is back. */
+    enqueue_setters(c, TASKS, 200);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 6, 30000),
                    "the first tasks did not succeed within 30 s");
-    mongoc_collection_t *services = mongoc_client_get_collection(c->client, c->db, "services");
-    bson_error_t error;
-    bool dropped = mongoc_collection_drop(services, &error);
-    mongoc_collection_destroy(services);
-    cr_assert(dropped, "drop services: %s", error.message);
-    int64_t left = 60 - cluster_count_status(c, SERVICE, "succeeded");
+    /* Dropped DROPS times, each once a primary was elected again and every node had a few
+     * ticks to read its epoch (a node recreates the document with epochs after the largest it
+     * saw): the document is then missing DROPS times for up to a tick each, and tasks finish
+     * in those windows (a single drop is often mended before any task finishes). */
+    for (int i = 0; i < DROPS; i++) {
+        cluster_primacy_t now;
+        cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 10000, &now),
+                       "no primary within 10 s of drop %d", i);
+        test_sleep_ms(3 * TICK_MS);
+        drop_services(c);
+    }
+    int64_t left = TASKS - cluster_count_status(c, SERVICE, "succeeded");
     cluster_assert(c, left >= 6, "only %lld tasks left when the collection was dropped",
                    (long long)left);
 
-    assert_nothing_failed(c, 60);
+    assert_nothing_failed(c, TASKS);
     cluster_primacy_t after;
     cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 10000, &after),
                    "no primary after the config collection was dropped");
