@@ -1202,6 +1202,19 @@ void cluster_node_config_set(cluster_node_t *n, const char *key, const char *val
     free(text);
 }
 
+void cluster_node_config_add(cluster_node_t *n, const char *lines)
+{
+    char *text = test_try_read_file(n->config_path);
+    cr_assert_not_null(text, "cannot read %s: %s", n->config_path, strerror(errno));
+    char *at = strstr(text, "[cluster]\n");
+    cr_assert_not_null(at, "%s has no [cluster] section", n->config_path);
+    at += strlen("[cluster]\n");
+    char *next = xasprintf("%.*s%s\n%s", (int)(at - text), text, lines, at);
+    write_file(n->config_path, next);
+    free(next);
+    free(text);
+}
+
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out)
 {
     char *text = NULL;

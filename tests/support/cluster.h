@@ -308,6 +308,10 @@ void cluster_node_reload(cluster_node_t *n);
  * no such line. */
 void cluster_node_config_set(cluster_node_t *n, const char *key, const char *value);
 
+/* Adds `lines` (e.g. "http_listen = 127.0.0.1:PORT") at the top of the node's [cluster]
+ * section. */
+void cluster_node_config_add(cluster_node_t *n, const char *lines);
+
 /* Runs cohortctl like cluster_run_ctl_output() and parses its stdout as one JSON document into
  * *out (initialised by this call; destroy it). Returns the exit status; -2 if it exited 0 but
  * its output is not JSON (*out is then empty). */
