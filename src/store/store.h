@@ -155,7 +155,7 @@ typedef struct cohort_node_run {
     char host[256];
     int64_t pid;
     int64_t since_ms;   /* server time at which it started */
-    int64_t seen_at_ms; /* server time of its last ping (or keep-alive touch) */
+    int64_t seen_at_ms; /* server time of its last ping (or heartbeat touch) */
 } cohort_node_run_t;
 
 /* Upserts the node's document with seen_at = the server's $currentDate and reads it back:
