@@ -121,38 +121,22 @@ typedef struct listed_node {
 static bool list_node(cluster_t *c, const char *id, listed_node_t *out)
 {
     memset(out, 0, sizeof *out);
-    const char *args[] = {"nodes", "--json", NULL};
-    bson_t doc;
-    int rc = cluster_run_ctl_json(c, args, &doc);
-    cluster_assert(c, rc == 0, "cohortctl nodes --json exited %d", rc);
-    bson_iter_t it, list;
-    bool found = false;
-    if (bson_iter_init_find(&it, &doc, "nodes") && bson_iter_recurse(&it, &list))
-        while (!found && bson_iter_next(&list)) {
-            uint32_t len;
-            const uint8_t *data;
-            bson_t one;
-            bson_iter_document(&list, &len, &data);
-            char node_id[CLUSTER_ID_MAX];
-            if (!bson_init_static(&one, data, len))
-                continue;
-            cluster_doc_utf8(&one, "node_id", node_id, sizeof node_id);
-            if (strcmp(node_id, id) != 0)
-                continue;
-            found = true;
-            out->pid = cluster_doc_number(&one, "pid");
-            out->live_runs = cluster_doc_number(&one, "live_runs");
-            out->clash = bson_iter_init_find(&it, &one, "clash") && BSON_ITER_HOLDS_BOOL(&it) &&
-                         bson_iter_bool(&it);
-            bson_iter_t runs, run;
-            if (bson_iter_init_find(&runs, &one, "runs") && bson_iter_recurse(&runs, &run))
-                while (bson_iter_next(&run) && out->n_runs < 4) {
-                    bson_iter_t pid;
-                    if (bson_iter_recurse(&run, &pid) && bson_iter_find(&pid, "pid"))
-                        out->run_pids[out->n_runs++] = bson_iter_as_int64(&pid);
-                }
-        }
-    bson_destroy(&doc);
+    bson_t one;
+    bool found = cluster_ctl_node(c, id, &one);
+    if (found) {
+        out->pid = cluster_doc_number(&one, "pid");
+        out->live_runs = cluster_doc_number(&one, "live_runs");
+        bson_iter_t it, run;
+        out->clash = bson_iter_init_find(&it, &one, "clash") && BSON_ITER_HOLDS_BOOL(&it) &&
+                     bson_iter_bool(&it);
+        if (bson_iter_init_find(&it, &one, "runs") && bson_iter_recurse(&it, &run))
+            while (bson_iter_next(&run) && out->n_runs < 4) {
+                bson_iter_t pid;
+                if (bson_iter_recurse(&run, &pid) && bson_iter_find(&pid, "pid"))
+                    out->run_pids[out->n_runs++] = bson_iter_as_int64(&pid);
+            }
+    }
+    bson_destroy(&one);
     return found;
 }
 

@@ -317,6 +317,10 @@ void cluster_node_config_add(cluster_node_t *n, const char *lines);
  * its output is not JSON (*out is then empty). */
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out);
 
+/* The entry of `node_id` in `cohortctl nodes --json`, copied into *entry (initialised by this
+ * call; destroy it). False if the node is not listed; fails the test if cohortctl does. */
+bool cluster_ctl_node(cluster_t *c, const char *node_id, bson_t *entry);
+
 /* ---- helpers added for the scheduling tests (groups, switches, timeouts) ---------------- */
 
 /* COHORT_TEST_CLAIM_BATCH=N in the test's environment gives every service section the harness
