@@ -5,6 +5,12 @@
  * A node is live while its last ping is younger than the takeover time: the longest lease
  * a primary declared (primaries expire nodes by their service's), else the config file's,
  * else the built-in 10 s. Times are the server's, so this machine's clock does not matter.
+ *
+ * Each process running a node_id records a run (runs.<run id> in the document, node/runs.h);
+ * a run is live by the same bound. Two live runs are a clash: the table marks it with a CLASH
+ * line naming each process (host, pid), and --json has the runs, live_runs and clash. The
+ * top-level host and pid are the working process's: a run standing back writes only its own
+ * entry.
  */
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +47,50 @@ static void copy_field(const bson_t *doc, const char *key, bson_t *out)
         bson_append_value(out, key, -1, bson_iter_value(&it));
 }
 
+/* Appends the document's runs to `runs` (a JSON array) and, in the table, to `clash_line`;
+ * returns how many are live. */
+static int list_runs(const node_list_t *list, const bson_t *doc, bson_t *runs, char *clash_line,
+                     size_t len)
+{
+    bson_iter_t it, entries;
+    int live = 0;
+    uint32_t n = 0;
+    clash_line[0] = '\0';
+    if (!bson_iter_init_find(&it, doc, "runs") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+        !bson_iter_recurse(&it, &entries))
+        return 0;
+    while (bson_iter_next(&entries)) {
+        uint32_t doc_len;
+        const uint8_t *data;
+        bson_t entry;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&entries))
+            continue;
+        bson_iter_document(&entries, &doc_len, &data);
+        if (!bson_init_static(&entry, data, doc_len))
+            continue;
+        const char *host = "";
+        ctl_doc_string(&entry, "host", &host);
+        int64_t pid = ctl_doc_int(&entry, "pid", 0);
+        int64_t ago = list->now - ctl_doc_date(&entry, "seen_at");
+        bool is_live = ago <= list->lease;
+        live += is_live;
+        bson_t one;
+        ctl_array_begin_document(runs, &n, &one);
+        BSON_APPEND_UTF8(&one, "run_id", bson_iter_key(&entries));
+        BSON_APPEND_UTF8(&one, "host", host);
+        BSON_APPEND_INT64(&one, "pid", pid);
+        BSON_APPEND_INT64(&one, "last_seen_ms_ago", ago);
+        BSON_APPEND_BOOL(&one, "live", is_live);
+        bson_append_document_end(runs, &one);
+        size_t used = strlen(clash_line);
+        if (is_live)
+            snprintf(clash_line + used, len - used, "%shost %s pid %lld (run %.8s, seen %.1fs ago)",
+                     used ? "; " : "", host, (long long)pid, bson_iter_key(&entries),
+                     (double)ago / 1000.0);
+    }
+    return live;
+}
+
 static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
 {
     (void)error;
@@ -66,12 +116,21 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
     BSON_APPEND_INT64(&one, "last_ping_ms_ago", ago);
     copy_field(doc, "services", &one);
     copy_field(doc, "workers", &one);
+    bson_t runs;
+    char clash[1024];
+    BSON_APPEND_ARRAY_BEGIN(&one, "runs", &runs);
+    int live_runs = list_runs(list, doc, &runs, clash, sizeof clash);
+    bson_append_array_end(&one, &runs);
+    BSON_APPEND_INT32(&one, "live_runs", live_runs);
+    BSON_APPEND_BOOL(&one, "clash", live_runs > 1);
     bson_append_document_end(list->nodes, &one);
     if (!list->json) {
         char services[512];
         join_services(doc, services, sizeof services);
-        printf("%-32s %-8s %-20s %8lld %-8s %9.1fs  %s\n", id, state, host, (long long)pid,
-               version, (double)ago / 1000.0, services);
+        printf("%-32s %-8s %-20s %8lld %-8s %9.1fs %4d  %s\n", id, state, host, (long long)pid,
+               version, (double)ago / 1000.0, live_runs, services);
+        if (live_runs > 1)
+            printf("  CLASH: %d live processes use node_id %s: %s\n", live_runs, id, clash);
     }
     return true;
 }
@@ -112,8 +171,8 @@ int cmd_nodes(ctl_t *ctl, int argc, char **argv)
     BSON_APPEND_ARRAY_BEGIN(&out, "nodes", &nodes);
     list.nodes = &nodes;
     if (!list.json)
-        printf("%-32s %-8s %-20s %8s %-8s %10s  %s\n", "NODE", "STATE", "HOST", "PID", "VERSION",
-               "LAST PING", "SERVICES");
+        printf("%-32s %-8s %-20s %8s %-8s %10s %4s  %s\n", "NODE", "STATE", "HOST", "PID",
+               "VERSION", "LAST PING", "RUNS", "SERVICES");
     bool ok = cohort_store_each_node(ctl->store, ctl->client, list.now - 86400000, list_node,
                                      &list, &error);
     bson_append_array_end(&out, &nodes);

@@ -8,7 +8,6 @@
 
 #include "core/log.h"
 #include "node/context.h"
-#include "node/keepalive.h"
 
 /* Runs the handler's callback for the draining batch and records its completion. */
 static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t epoch,
@@ -34,10 +33,10 @@ static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t
         batch.cursor = cohort_store_batch_cursor(s->store, client, c->name, seq, true);
         /* Cursors send nothing until read: a handler that does not iterate costs nothing. */
         batch.unsuccessful = cohort_store_batch_cursor(s->store, client, c->name, seq, false);
-        cohort_keepalive_t keepalive;
-        cohort_keepalive_start(&keepalive, s);
+        /* The main thread is busy in the handler but alive: the lease and heartbeat threads keep
+         * primacy and liveness up meanwhile, for at most 10 takeover periods (election.h). */
+        cohort_election_note_alive(&s->election);
         bool ok = h->on_tasks_completed(&ctx, s->handler_state, &batch);
-        cohort_keepalive_stop(&keepalive);
         mongoc_cursor_destroy(batch.cursor);
         mongoc_cursor_destroy(batch.unsuccessful);
         if (!ok) {

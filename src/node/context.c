@@ -359,33 +359,51 @@ bool cohort_get(cohort_ctx_t *ctx, const char *key, bson_value_t *value, cohort_
     return found;
 }
 
-/* How long an unfenced cohort_set() waits for a missing config document to come back: the
- * node recreates it on its next tick (node.c), within a few ticks of any tick_ms allowed. */
-#define DOCUMENT_WAIT_MS 30000
+/* How long an unfenced data write waits for a missing config document to come back. Some
+ * node recreates it on its next tick once its election round reads it missing (node.c); a
+ * node whose clock sample is not in yet, or whose tick runs late, needs a few more. So: three
+ * lease periods and two ticks of the live settings (4.9 s with the defaults of the tests),
+ * never less than a second. */
 #define DOCUMENT_POLL_MS 50
 
-/* An unfenced set found no config document (dropped, or the database lost its data while
- * nodes ran). That is no fault of the task: wait for the node to recreate the document and
- * set the key then, so the handler's write is not lost and its task not failed. False (with
- * `error` filled) if the document is still missing after DOCUMENT_WAIT_MS. */
-static bool set_once_document_is_back(cohort_ctx_t *ctx, const char *key,
-                                      const bson_value_t *value, bson_error_t *error)
+static int64_t document_wait_ms(const cohort_service_t *service)
+{
+    cohort_election_t *e = (cohort_election_t *)&service->election;
+    int64_t wait = 3 * atomic_load(&e->takeover_ms) + 2 * atomic_load(&e->tick_ms);
+    return wait < 1000 ? 1000 : wait;
+}
+
+/* An unfenced write found no config document (dropped, or the database lost its data while
+ * nodes ran). That is no fault of the task: wait for a node to recreate the document, so the
+ * caller can write then and the handler's write is neither lost nor its task failed. One call
+ * waits at most document_wait_ms() in all, from its first miss (*deadline, 0 until then),
+ * however often the document goes missing again. False with `error` filled once that passed. */
+static bool wait_for_document(cohort_ctx_t *ctx, const char *key, const char *verb,
+                              int64_t *deadline, cohort_error_t *error)
 {
     cohort_service_t *service = ctx->service;
-    int64_t deadline = cohort_clock_monotonic_ms() + DOCUMENT_WAIT_MS;
-    while (cohort_clock_monotonic_ms() < deadline) {
+    int64_t wait = document_wait_ms(service);
+    if (*deadline == 0)
+        *deadline = cohort_clock_monotonic_ms() + wait;
+    while (cohort_clock_monotonic_ms() < *deadline) {
         struct timespec pause = {.tv_sec = 0, .tv_nsec = DOCUMENT_POLL_MS * 1000000L};
         nanosleep(&pause, NULL);
-        bool applied = false;
-        if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key,
-                                   value, NULL, 0, &applied, error))
-            return false;
-        if (applied)
+        bson_t doc;
+        bool found = false;
+        bson_error_t db_error;
+        bool ok = cohort_store_read_service(service->store, ctx->client, service->config->name,
+                                            &doc, &found, &db_error);
+        bson_destroy(&doc);
+        if (!ok)
+            return fail(error, COHORT_ERROR_DATABASE, "cannot %s '%s': %s", verb, key,
+                        db_error.message);
+        if (found)
             return true;
     }
-    cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,
-                     "not recreated within %d ms", DOCUMENT_WAIT_MS);
-    return false;
+    return fail(error, COHORT_ERROR_DATABASE,
+                "cannot %s '%s': the service's config document is missing (not recreated "
+                "within %lld ms); retry later",
+                verb, key, (long long)wait);
 }
 
 bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
@@ -416,21 +434,24 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
     if (!data_fence(ctx, key, "set", &epoch, error))
         return false;
     cohort_service_t *service = ctx->service;
-    bool applied = false;
-    bson_error_t db_error;
-    if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key, value,
-                               ctx->fenced ? service->node_id : NULL, epoch, &applied, &db_error))
-        return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key, db_error.message);
-    if (!applied && ctx->fenced)
-        return fail(error, COHORT_ERROR_NOT_PRIMARY,
-                    "not primary under epoch %lld any more: '%s' not set", (long long)epoch,
-                    key);
-    if (!applied && !set_once_document_is_back(ctx, key, value, &db_error))
-        return fail(error, COHORT_ERROR_DATABASE,
-                    "cannot set '%s': the service's config document is missing (%s); retry "
-                    "later",
-                    key, db_error.message);
-    return true;
+    int64_t deadline = 0;
+    for (;;) {
+        bool applied = false;
+        bson_error_t db_error;
+        if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key,
+                                   value, ctx->fenced ? service->node_id : NULL, epoch, &applied,
+                                   &db_error))
+            return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key,
+                        db_error.message);
+        if (applied)
+            return true;
+        if (ctx->fenced)
+            return fail(error, COHORT_ERROR_NOT_PRIMARY,
+                        "not primary under epoch %lld any more: '%s' not set", (long long)epoch,
+                        key);
+        if (!wait_for_document(ctx, key, "set", &deadline, error))
+            return false;
+    }
 }
 
 /* The atomic calls are refused in on_tasks_completed: its writes are deferred to the
@@ -451,9 +472,12 @@ static bool atomic_data_begin(cohort_ctx_t *ctx, const char *call, const char *k
 /* Why a conditional write of `key` matched nothing, from one read of the service document:
  * false with `error` filled if the document is gone or (fenced) this node is no longer
  * primary under `epoch`; else true, with the key's current value in *current if
- * *present (the caller destroys it). */
-static bool explain_unmatched(cohort_ctx_t *ctx, const char *key, int64_t epoch,
-                              bson_value_t *current, bool *present, cohort_error_t *error)
+ * *present (the caller destroys it). An unfenced write whose document is gone waits for it
+ * like cohort_set() (wait_for_document() with the call's *deadline); *recreated then tells
+ * the caller to write again. */
+static bool explain_unmatched(cohort_ctx_t *ctx, const char *key, const char *verb,
+                              int64_t epoch, int64_t *deadline, bson_value_t *current,
+                              bool *present, bool *recreated, cohort_error_t *error)
 {
     cohort_service_t *service = ctx->service;
     const char *name = service->config->name;
@@ -462,9 +486,11 @@ static bool explain_unmatched(cohort_ctx_t *ctx, const char *key, int64_t epoch,
     bson_error_t db_error;
     bool ok = cohort_store_read_service(service->store, ctx->client, name, &doc, &found,
                                         &db_error);
-    *present = false;
+    *present = *recreated = false;
     if (!ok) {
         fail(error, COHORT_ERROR_DATABASE, "cannot read '%s': %s", key, db_error.message);
+    } else if (!found && !ctx->fenced) {
+        ok = *recreated = wait_for_document(ctx, key, verb, deadline, error);
     } else if (!found) {
         ok = fail(error, COHORT_ERROR_DATABASE, "service document of '%s' missing: '%s' unchanged",
                   name, key);
@@ -521,7 +547,8 @@ bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t 
         return false;
     cohort_service_t *service = ctx->service;
     const char *fence = ctx->fenced ? service->node_id : NULL;
-    for (int tries = 0; tries < INC_TRIES; tries++) {
+    int64_t deadline = 0;
+    for (int tries = 0; tries < INC_TRIES;) {
         bool applied = false;
         int64_t sum = 0;
         bson_error_t db_error;
@@ -535,9 +562,13 @@ bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t 
             return true;
         }
         bson_value_t current;
-        bool present;
-        if (!explain_unmatched(ctx, key, epoch, &current, &present, error))
+        bool present, recreated;
+        if (!explain_unmatched(ctx, key, "increment", epoch, &deadline, &current, &present,
+                               &recreated, error))
             return false;
+        if (recreated)
+            continue; /* bounded by the deadline, not by the tries */
+        tries++;
         if (!present)
             continue;
         bson_type_t type = current.value_type;
@@ -565,22 +596,28 @@ bool cohort_data_cas(cohort_ctx_t *ctx, const char *key, const bson_value_t *exp
     if (value && value->value_type == BSON_TYPE_NULL)
         value = NULL;
     cohort_service_t *service = ctx->service;
-    bool applied = false;
-    bson_error_t db_error;
-    if (!cohort_store_cas_data(service->store, ctx->client, service->config->name, key, expected,
-                               value, ctx->fenced ? service->node_id : NULL, epoch, &applied,
-                               &db_error))
-        return fail(error, COHORT_ERROR_DATABASE, "cannot compare-and-set '%s': %s", key,
-                    db_error.message);
-    if (applied)
-        return true;
-    bson_value_t current;
-    bool present;
-    if (!explain_unmatched(ctx, key, epoch, &current, &present, error))
-        return false;
-    if (present)
-        bson_value_destroy(&current);
-    return false; /* the value differs: not an error */
+    int64_t deadline = 0;
+    for (;;) {
+        bool applied = false;
+        bson_error_t db_error;
+        if (!cohort_store_cas_data(service->store, ctx->client, service->config->name, key,
+                                   expected, value, ctx->fenced ? service->node_id : NULL, epoch,
+                                   &applied, &db_error))
+            return fail(error, COHORT_ERROR_DATABASE, "cannot compare-and-set '%s': %s", key,
+                        db_error.message);
+        if (applied)
+            return true;
+        bson_value_t current;
+        bool present, recreated;
+        if (!explain_unmatched(ctx, key, "compare-and-set", epoch, &deadline, &current, &present,
+                               &recreated, error))
+            return false;
+        if (present)
+            bson_value_destroy(&current);
+        if (!recreated)
+            return false; /* the value differs: not an error */
+        /* The document is back: compare with it (bounded by the deadline). */
+    }
 }
 
 /* ---- batches ------------------------------------------------------------------------------- */

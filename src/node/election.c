@@ -102,12 +102,16 @@ void cohort_election_note_alive(cohort_election_t *e)
     atomic_store(&e->alive_until_ms, cohort_clock_monotonic_ms() + 10 * e->takeover_ms);
 }
 
+bool cohort_election_main_alive(const cohort_election_t *e)
+{
+    return cohort_clock_monotonic_ms() < atomic_load(&((cohort_election_t *)e)->alive_until_ms);
+}
+
 int64_t cohort_election_renew_due_ms(const cohort_election_t *e)
 {
     cohort_election_t *m = (cohort_election_t *)e;
     int64_t until = atomic_load(&m->lease_until_ms);
-    if (atomic_load(&m->epoch) <= 0 || until <= 0 ||
-        cohort_clock_monotonic_ms() >= atomic_load(&m->alive_until_ms))
+    if (atomic_load(&m->epoch) <= 0 || until <= 0 || !cohort_election_main_alive(e))
         return 0;
     return until - lease_ms(e) / 2;
 }

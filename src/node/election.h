@@ -72,6 +72,11 @@ bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
  * lease thread may renew for 10 more takeover periods. Called by the main thread. */
 void cohort_election_note_alive(cohort_election_t *election);
 
+/* Whether the main thread showed life (see above) in the last 10 takeover periods: the lease
+ * thread renews, and the heartbeat thread (heartbeat.h) touches the node, only while it did.
+ * Safe from any thread. */
+bool cohort_election_main_alive(const cohort_election_t *election);
+
 /* When the lease thread should next renew (monotonic ms): once less than half of the lease
  * is left. 0 if there is nothing to renew (no primacy, lost, or the main thread is silent).
  * Safe from any thread. */

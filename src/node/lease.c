@@ -3,19 +3,19 @@
  * due for renewal (half its lease left), renews what is due on the store's primacy client,
  * and says so when a renewal came late.
  *
- * It holds no lock during a database call; its mutex and condition variable only let
- * cohort_lease_keeper_stop() wake it.
+ * It holds no lock during a database call; its wake (core/wake.h) only lets
+ * cohort_lease_keeper_stop() cut its sleep short.
  */
 #include "node/lease.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/wake.h"
 
 struct cohort_lease_keeper {
     cohort_store_t *store;
@@ -24,9 +24,7 @@ struct cohort_lease_keeper {
     bool *failing; /* per election: the last renewal failed (its failure was logged) */
     size_t n;
     pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool done;
+    cohort_wake_t wake;
 };
 
 bool cohort_lease_renewal_late(int64_t due_ms, int64_t until_ms, int64_t lease_ms,
@@ -108,38 +106,23 @@ static int64_t renew_due(cohort_lease_keeper_t *k)
     return next;
 }
 
-static void wait_until(cohort_lease_keeper_t *k, int64_t until_ms)
-{
-    int64_t ms = until_ms - cohort_clock_monotonic_ms();
-    if (ms <= 0)
-        return;
-    struct timespec at;
-    clock_gettime(CLOCK_MONOTONIC, &at);
-    int64_t ns = at.tv_nsec + (ms % 1000) * 1000000;
-    at.tv_sec += ms / 1000 + ns / 1000000000;
-    at.tv_nsec = ns % 1000000000;
-    pthread_cond_timedwait(&k->wake, &k->lock, &at);
-}
-
 static void *keeper_main(void *arg)
 {
     cohort_lease_keeper_t *k = arg;
-    pthread_mutex_lock(&k->lock);
-    while (!k->done) {
-        pthread_mutex_unlock(&k->lock);
-        int64_t next = renew_due(k);
-        pthread_mutex_lock(&k->lock);
-        if (!k->done)
-            wait_until(k, next);
-    }
-    pthread_mutex_unlock(&k->lock);
+    /* The primacy client connects on its first command: do that now, not on the first
+     * renewal, so the renewal's round trip is not also a connection's (over a slow database
+     * that cost a lease once). Failing here is fine: the first renewal connects then. */
+    int64_t server_ms;
+    bson_error_t error;
+    cohort_store_server_time(k->store, k->client, &server_ms, &error);
+    while (cohort_wake_sleep_until(&k->wake, renew_due(k)))
+        ;
     return NULL;
 }
 
 static void keeper_free(cohort_lease_keeper_t *k)
 {
-    pthread_cond_destroy(&k->wake);
-    pthread_mutex_destroy(&k->lock);
+    cohort_wake_destroy(&k->wake);
     free(k->elections);
     free(k->failing);
     free(k);
@@ -156,12 +139,7 @@ cohort_lease_keeper_t *cohort_lease_keeper_start(cohort_store_t *store,
     }
     k->elections = calloc(n ? n : 1, sizeof *k->elections);
     k->failing = calloc(n ? n : 1, sizeof *k->failing);
-    pthread_mutex_init(&k->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    cohort_wake_init(&k->wake);
     if (!k->elections || !k->failing) {
         keeper_free(k);
         cohort_error_nomem(error, "the lease thread");
@@ -185,10 +163,7 @@ void cohort_lease_keeper_stop(cohort_lease_keeper_t *k)
 {
     if (!k)
         return;
-    pthread_mutex_lock(&k->lock);
-    k->done = true;
-    pthread_cond_signal(&k->wake);
-    pthread_mutex_unlock(&k->lock);
+    cohort_wake_stop(&k->wake);
     pthread_join(k->thread, NULL);
     keeper_free(k);
 }

@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "node/api.h"
+#include "node/heartbeat.h"
 #include "node/http.h"
 #include "node/lease.h"
 #include "node/liveness.h"
@@ -49,6 +50,7 @@ typedef struct node {
     cohort_service_t **services;
     size_t n_services;
     cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
+    cohort_heartbeat_t *heartbeat; /* keeps the node alive between pings (heartbeat.h) */
 
     struct event_base *base;
     struct event *tick;
@@ -143,6 +145,7 @@ static bool ping(node_t *n)
         .started_at_ms = n->started_at_ms,
         .run_id = n->run.run_id,
         .run_since_ms = n->run.since_ms,
+        .standing_back = n->run.standing_back,
     };
     const char *names[n->n_services ? n->n_services : 1];
     int64_t workers[n->n_services ? n->n_services : 1];
@@ -187,6 +190,7 @@ static bool ping(node_t *n)
     cohort_run_judge(&n->run, &other_run, server_ms,
                      cohort_liveness_min_takeover_ms(n->services, n->n_services,
                                                      n->config->takeover_ms));
+    cohort_heartbeat_note_ping(n->heartbeat, sent, n->run.standing_back);
     /* The live takeover (cohortctl settings set may lower it), not the file's. */
     int64_t max_rtt =
         cohort_liveness_max_clock_rtt_ms(n->services, n->n_services, n->config->takeover_ms);
@@ -490,16 +494,30 @@ static bool start_http(node_t *n)
     return true;
 }
 
-static bool start_lease_keeper(node_t *n)
+/* The lease and heartbeat threads, which keep primacy and liveness up between ticks. */
+static bool start_keepers(node_t *n)
 {
     cohort_election_t *elections[n->n_services ? n->n_services : 1];
     for (size_t i = 0; i < n->n_services; i++)
         elections[i] = &n->services[i]->election;
     bson_error_t err;
     n->lease = cohort_lease_keeper_start(n->store, elections, n->n_services, &err);
-    if (!n->lease)
+    if (n->lease)
+        n->heartbeat = cohort_heartbeat_start(n->store, n->node_id, n->run.run_id, elections,
+                                              n->n_services, &err);
+    if (!n->heartbeat)
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
-    return n->lease != NULL;
+    return n->heartbeat != NULL;
+}
+
+/* Before the elections they read are freed, and before the run's entry is removed (a touch
+ * after that would write it again). */
+static void stop_keepers(node_t *n)
+{
+    cohort_heartbeat_stop(n->heartbeat);
+    n->heartbeat = NULL;
+    cohort_lease_keeper_stop(n->lease);
+    n->lease = NULL;
 }
 
 int cohort_node_run(const cohort_config_t *config, bool *abandoned)
@@ -557,7 +575,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         }
     }
 
-    if (!start_lease_keeper(&n))
+    if (!start_keepers(&n))
         goto out;
     n.base = event_base_new();
     if (!n.base || !start_http(&n))
@@ -600,6 +618,7 @@ out:;
                         "%zu task(s) still running after shutdown_grace_ms; released %lld to "
                         "pending; exiting",
                         still_running, (long long)released);
+        cohort_heartbeat_stop(n.heartbeat); /* its touches would write the run's entry again */
         cohort_run_end(&n.run, n.store, n.client);
         log_summary(&n);
         /* Nothing may be freed under the threads still in handler code: the caller ends the
@@ -611,7 +630,7 @@ out:;
      * (claims in flight count as running), so the counters are final. */
     if (n.store && n.n_services)
         log_summary(&n);
-    cohort_lease_keeper_stop(n.lease); /* before the elections it reads are freed */
+    stop_keepers(&n);
     for (size_t i = 0; i < n.n_services; i++)
         cohort_service_destroy(n.services[i], n.client);
     cohort_run_end(&n.run, n.store, n.client);

@@ -16,7 +16,6 @@
 #include "node/context.h"
 #include "node/filter.h"
 #include "node/isolate.h"
-#include "node/keepalive.h"
 #include "node/maintenance.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
@@ -46,7 +45,7 @@ bool cohort_service_start(cohort_service_t *s, bson_error_t *error)
     return true;
 }
 
-/* The handler's primary_work(), fenced, with the keep-alive renewing primacy meanwhile. */
+/* The handler's primary_work(), fenced, with primacy and liveness kept up meanwhile. */
 static void primary_work(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
     const cohort_handler_t *h = s->plugin->handler;
@@ -54,10 +53,10 @@ static void primary_work(cohort_service_t *s, mongoc_client_t *client, int64_t e
         return;
     cohort_ctx_t ctx;
     cohort_ctx_init(&ctx, s, client, true);
-    cohort_keepalive_t keepalive;
-    cohort_keepalive_start(&keepalive, s);
+    /* The main thread is busy in the handler but alive: the lease and heartbeat threads keep
+     * primacy and liveness up meanwhile, for at most 10 takeover periods (election.h). */
+    cohort_election_note_alive(&s->election);
     bool ok = h->primary_work(&ctx, s->handler_state);
-    cohort_keepalive_stop(&keepalive);
     if (!ok)
         cohort_logf(COHORT_LOG_ERROR, s->config->name, "primary", epoch,
                     "primary_work failed: %s",

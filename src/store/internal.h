@@ -88,10 +88,13 @@ STORE_INTERNAL bool store_update_node(cohort_store_t *store, mongoc_client_t *cl
 
 /* ---- runs.c: the runs of a node_id, for the ping (nodes.c) -------------------------------- */
 
-/* Appends the run's fields to a ping's $set (run_id, runs.<id>.host, .pid, .since), and its
- * runs.<id>.seen_at to the ping's $currentDate. */
+/* Appends the run's entry to a ping's $set (runs.<id>.host, .pid, .since), and its
+ * runs.<id>.seen_at to a ping's or touch's $currentDate. */
 STORE_INTERNAL void store_append_run(bson_t *set, const cohort_node_info_t *node);
-STORE_INTERNAL void store_append_run_seen(bson_t *current_date, const cohort_node_info_t *node);
+STORE_INTERNAL void store_append_run_seen(bson_t *current_date, const char *run_id);
+
+/* The date runs.<run_id>.seen_at of the node document `doc` into *ms; false if none. */
+STORE_INTERNAL bool store_run_seen_at(const bson_t *doc, const char *run_id, int64_t *ms);
 
 /* The freshest run in the node document `doc` other than `run_id` (run_id "" if none). */
 STORE_INTERNAL void store_other_run(const bson_t *doc, const char *run_id,

@@ -23,6 +23,34 @@ bool store_update_node(cohort_store_t *store, mongoc_client_t *client, const cha
     return ok;
 }
 
+/* The top-level fields of a node's document: what `cohortctl nodes` shows of it. */
+static void append_identity(bson_t *set, const cohort_node_info_t *node, const bson_t *stats)
+{
+    BSON_APPEND_UTF8(set, "host", node->host);
+    BSON_APPEND_INT64(set, "pid", node->pid);
+    BSON_APPEND_UTF8(set, "version", node->version);
+    BSON_APPEND_DATE_TIME(set, "started_at", node->started_at_ms);
+    if (node->run_id)
+        BSON_APPEND_UTF8(set, "run_id", node->run_id);
+    if (stats)
+        BSON_APPEND_DOCUMENT(set, "stats", stats);
+    if (!node->services)
+        return;
+    bson_t list, workers;
+    BSON_APPEND_ARRAY_BEGIN(set, "services", &list);
+    for (size_t i = 0; i < node->n_services; i++) {
+        char key[16];
+        const char *k;
+        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+        BSON_APPEND_UTF8(&list, k, node->services[i]);
+    }
+    bson_append_array_end(set, &list);
+    BSON_APPEND_DOCUMENT_BEGIN(set, "workers", &workers);
+    for (size_t i = 0; i < node->n_services; i++)
+        BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
+    bson_append_document_end(set, &workers);
+}
+
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
                             int64_t *server_ms, bool *expired, cohort_node_run_t *other,
@@ -34,34 +62,16 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     bson_t *query = BCON_NEW("_id", BCON_UTF8(node->node_id));
     bson_t update = BSON_INITIALIZER, set, current;
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
-    BSON_APPEND_UTF8(&set, "host", node->host);
-    BSON_APPEND_INT64(&set, "pid", node->pid);
-    BSON_APPEND_UTF8(&set, "version", node->version);
-    BSON_APPEND_DATE_TIME(&set, "started_at", node->started_at_ms);
-    if (stats)
-        BSON_APPEND_DOCUMENT(&set, "stats", stats);
-    if (node->services) {
-        bson_t list, workers;
-        BSON_APPEND_ARRAY_BEGIN(&set, "services", &list);
-        for (size_t i = 0; i < node->n_services; i++) {
-            char key[16];
-            const char *k;
-            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
-            BSON_APPEND_UTF8(&list, k, node->services[i]);
-        }
-        bson_append_array_end(&set, &list);
-        BSON_APPEND_DOCUMENT_BEGIN(&set, "workers", &workers);
-        for (size_t i = 0; i < node->n_services; i++)
-            BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
-        bson_append_document_end(&set, &workers);
-    }
+    if (!node->standing_back)
+        append_identity(&set, node, stats);
     if (node->run_id)
         store_append_run(&set, node);
     bson_append_document_end(&update, &set);
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
-    BSON_APPEND_BOOL(&current, "seen_at", true);
+    if (!node->standing_back)
+        BSON_APPEND_BOOL(&current, "seen_at", true);
     if (node->run_id)
-        store_append_run_seen(&current, node);
+        store_append_run_seen(&current, node->run_id);
     bson_append_document_end(&update, &current);
     bson_t *fields = BCON_NEW("seen_at", BCON_INT32(1), "expired", BCON_INT32(1), "run_id",
                               BCON_INT32(1), "runs", BCON_INT32(1));
@@ -71,7 +81,10 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     bson_init(&doc);
     bool ok = store_find_and_modify(nodes, query, NULL, &update, fields, true, true, &doc, &found,
                                     error);
-    if (ok && !(found && store_date_field(&doc, "seen_at", server_ms))) {
+    bool dated = found && (node->standing_back
+                               ? store_run_seen_at(&doc, node->run_id, server_ms)
+                               : store_date_field(&doc, "seen_at", server_ms));
+    if (ok && !dated) {
         cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
                          "node ping returned no seen_at date (server does not support "
                          "$currentDate?)");
@@ -94,11 +107,16 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
 }
 
 bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                             bson_error_t *error)
+                             const char *run_id, bson_error_t *error)
 {
-    bson_t *update = BCON_NEW("$currentDate", "{", "seen_at", BCON_BOOL(true), "}");
-    bool ok = store_update_node(store, client, node_id, update, error);
-    bson_destroy(update);
+    bson_t update = BSON_INITIALIZER, current;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
+    BSON_APPEND_BOOL(&current, "seen_at", true);
+    if (run_id)
+        store_append_run_seen(&current, run_id);
+    bson_append_document_end(&update, &current);
+    bool ok = store_update_node(store, client, node_id, &update, error);
+    bson_destroy(&update);
     return ok;
 }
 

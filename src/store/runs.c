@@ -19,7 +19,6 @@
 void store_append_run(bson_t *set, const cohort_node_info_t *node)
 {
     char key[64 + COHORT_RUN_ID_LEN];
-    BSON_APPEND_UTF8(set, "run_id", node->run_id);
     snprintf(key, sizeof key, "runs.%s.host", node->run_id);
     BSON_APPEND_UTF8(set, key, node->host);
     snprintf(key, sizeof key, "runs.%s.pid", node->run_id);
@@ -28,11 +27,23 @@ void store_append_run(bson_t *set, const cohort_node_info_t *node)
     BSON_APPEND_DATE_TIME(set, key, node->run_since_ms);
 }
 
-void store_append_run_seen(bson_t *current_date, const cohort_node_info_t *node)
+void store_append_run_seen(bson_t *current_date, const char *run_id)
 {
     char key[64 + COHORT_RUN_ID_LEN];
-    snprintf(key, sizeof key, "runs.%s.seen_at", node->run_id);
+    snprintf(key, sizeof key, "runs.%s.seen_at", run_id);
     BSON_APPEND_BOOL(current_date, key, true);
+}
+
+bool store_run_seen_at(const bson_t *doc, const char *run_id, int64_t *ms)
+{
+    char path[64 + COHORT_RUN_ID_LEN];
+    snprintf(path, sizeof path, "runs.%s.seen_at", run_id);
+    bson_iter_t it, found;
+    if (!bson_iter_init(&it, doc) || !bson_iter_find_descendant(&it, path, &found) ||
+        !BSON_ITER_HOLDS_DATE_TIME(&found))
+        return false;
+    *ms = bson_iter_date_time(&found);
+    return true;
 }
 
 /* One entry of `runs` into *run. */
@@ -51,14 +62,9 @@ static void read_run(const char *run_id, const bson_t *entry, cohort_node_run_t 
 void store_other_run(const bson_t *doc, const char *run_id, cohort_node_run_t *other)
 {
     memset(other, 0, sizeof *other);
-    /* A keep-alive touch (keepalive.c) refreshes the document's seen_at only: it counts for
-     * the run that pinged last. */
-    const char *last_run = NULL;
-    int64_t touched = 0;
+    /* Every ping and every heartbeat touch (node/heartbeat.c) refreshes the run's own
+     * seen_at: the entries alone say which runs are alive. */
     bson_iter_t it, runs;
-    if (bson_iter_init_find(&it, doc, "run_id") && BSON_ITER_HOLDS_UTF8(&it))
-        last_run = bson_iter_utf8(&it, NULL);
-    store_date_field(doc, "seen_at", &touched);
     if (!bson_iter_init_find(&it, doc, "runs") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
         !bson_iter_recurse(&it, &runs))
         return;
@@ -74,8 +80,6 @@ void store_other_run(const bson_t *doc, const char *run_id, cohort_node_run_t *o
             continue;
         cohort_node_run_t run;
         read_run(key, &entry, &run);
-        if (last_run && strcmp(last_run, key) == 0 && touched > run.seen_at_ms)
-            run.seen_at_ms = touched;
         if (!other->run_id[0] || run.seen_at_ms > other->seen_at_ms)
             *other = run;
     }

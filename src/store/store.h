@@ -144,6 +144,10 @@ typedef struct cohort_node_info {
     size_t n_services;
     const char *run_id;   /* this process's run (NULL: not recorded; tools and tests) */
     int64_t run_since_ms; /* server time at which the run started */
+    /* The run stands back for another live process with its node_id (node/runs.h): its ping
+     * writes only its own runs.<id> entry, so the document keeps showing the other process
+     * (host, pid, seen_at: the node's liveness) and cohortctl nodes shows the clash. */
+    bool standing_back;
 } cohort_node_info_t;
 
 /* One run (process) of a node_id, as its document records it (runs.c). */
@@ -152,13 +156,14 @@ typedef struct cohort_node_run {
     char host[256];
     int64_t pid;
     int64_t since_ms;   /* server time at which it started */
-    int64_t seen_at_ms; /* server time of its last ping (or keep-alive touch) */
+    int64_t seen_at_ms; /* server time of its last ping (or heartbeat touch) */
 } cohort_node_run_t;
 
 /* Upserts the node's document with seen_at = the server's $currentDate and reads it back:
  * *server_ms is the server's time during the call. With node->run_id, also refreshes the
  * run's entry, and *other (may be NULL) receives the freshest other run of the same node_id
- * recorded there (run_id "" if none). */
+ * recorded there (run_id "" if none). A run standing back writes only its entry (and
+ * *server_ms is its seen_at). */
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                             const cohort_node_info_t *node, const bson_t *stats,
                             int64_t *server_ms, bool *expired, cohort_node_run_t *other,
@@ -180,9 +185,10 @@ bool cohort_store_forget_runs(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_end_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
                           const char *run_id, bson_error_t *error);
 
-/* A bare liveness ping (seen_at = server time) for when the main thread is busy. */
+/* A bare liveness ping (seen_at, and runs.<run_id>.seen_at if run_id is not NULL, = server
+ * time) between the main thread's pings (node/heartbeat.c). */
 bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                             bson_error_t *error);
+                             const char *run_id, bson_error_t *error);
 
 /* After a ping reported *expired: clears the mark and records the re-registration. */
 bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client,

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "http_client.h"
 #include "prometheus.h"
 #include "support.h"
 
@@ -31,85 +32,6 @@
 #define TASKS 40
 
 TestSuite(cluster_http, .fini = cluster_cleanup_all, .timeout = 180);
-
-/* ---- a minimal HTTP client ------------------------------------------------------------- */
-
-typedef struct http_response {
-    int status;
-    char *headers; /* the header block, lines separated by \r\n */
-    char *body;
-    size_t body_len;
-} http_response_t;
-
-static void http_response_free(http_response_t *r)
-{
-    free(r->headers);
-    free(r->body);
-    memset(r, 0, sizeof *r);
-}
-
-/* Sends `method path` to 127.0.0.1:port and reads the whole response (the server closes the
- * connection). False if the node did not answer within timeout_ms (not listening yet, or
- * busy). */
-static bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
-                         http_response_t *out)
-{
-    memset(out, 0, sizeof *out);
-    int64_t deadline = test_now_ms() + timeout_ms;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        close(fd);
-        return false;
-    }
-    char request[512];
-    int len = snprintf(request, sizeof request,
-                       "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
-                       "Content-Length: 0\r\n\r\n",
-                       method, path, port);
-    if (send(fd, request, (size_t)len, MSG_NOSIGNAL) != len) {
-        close(fd);
-        return false;
-    }
-    char *data = NULL;
-    size_t size = 0;
-    bool closed = false;
-    while (!closed) {
-        int64_t left = deadline - test_now_ms();
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-            break;
-        char chunk[4096];
-        ssize_t got = recv(fd, chunk, sizeof chunk, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            closed = true;
-            break;
-        }
-        data = realloc(data, size + (size_t)got + 1);
-        cr_assert_not_null(data, "out of memory");
-        memcpy(data + size, chunk, (size_t)got);
-        size += (size_t)got;
-        data[size] = '\0';
-    }
-    close(fd);
-    char *end = data ? strstr(data, "\r\n\r\n") : NULL;
-    if (!closed || !end || sscanf(data, "HTTP/1.%*d %d", &out->status) != 1) {
-        free(data);
-        return false;
-    }
-    out->headers = strndup(data, (size_t)(end - data));
-    out->body_len = size - (size_t)(end + 4 - data);
-    out->body = malloc(out->body_len + 1);
-    cr_assert(out->headers && out->body, "out of memory");
-    memcpy(out->body, end + 4, out->body_len);
-    out->body[out->body_len] = '\0';
-    free(data);
-    return true;
-}
 
 /* The value of header `name` (case-insensitive), or NULL; static buffer. */
 static const char *http_header(const http_response_t *r, const char *name)
@@ -164,19 +86,7 @@ static bool wait_status(status_wait_t *w, int port, const char *path, int status
 static cluster_node_t *add_node_with(cluster_t *c, const char *extra)
 {
     cluster_node_t *n = cluster_add_node(c, NULL);
-    FILE *f = fopen(n->config_path, "r");
-    cr_assert_not_null(f, "cannot read %s", n->config_path);
-    char text[16384];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    text[len] = '\0';
-    fclose(f);
-    char *at = strstr(text, "[cluster]\n");
-    cr_assert_not_null(at, "%s has no [cluster] section", n->config_path);
-    at += strlen("[cluster]\n");
-    f = fopen(n->config_path, "w");
-    cr_assert_not_null(f, "cannot write %s", n->config_path);
-    fprintf(f, "%.*s%s\n%s", (int)(at - text), text, extra, at);
-    fclose(f);
+    cluster_node_config_add(n, extra);
     return n;
 }
 

@@ -45,29 +45,9 @@ typedef struct node_entry {
 static void ctl_node_entry(cluster_t *c, const char *id, node_entry_t *out)
 {
     memset(out, 0, sizeof *out);
-    const char *args[] = {"nodes", "--json", NULL};
-    bson_t doc;
-    int rc = cluster_run_ctl_json(c, args, &doc);
-    cluster_assert(c, rc == 0, "cohortctl nodes --json exited %d (-2: not JSON)", rc);
-    bson_iter_t it, list;
-    cluster_assert(c,
-                   bson_iter_init_find(&it, &doc, "nodes") && BSON_ITER_HOLDS_ARRAY(&it) &&
-                       bson_iter_recurse(&it, &list),
-                   "cohortctl nodes --json has no \"nodes\" array");
-    while (bson_iter_next(&list) && !out->found) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_t one;
-        if (!BSON_ITER_HOLDS_DOCUMENT(&list))
-            continue;
-        bson_iter_document(&list, &len, &data);
-        if (!bson_init_static(&one, data, len))
-            continue;
-        char node_id[CLUSTER_ID_MAX];
-        cluster_doc_utf8(&one, "node_id", node_id, sizeof node_id);
-        if (strcmp(node_id, id) != 0)
-            continue;
-        out->found = true;
+    bson_t one;
+    out->found = cluster_ctl_node(c, id, &one);
+    if (out->found) {
         cluster_doc_utf8(&one, "state", out->state, sizeof out->state);
         out->pid = cluster_doc_number(&one, "pid");
         out->last_ping_ms_ago = cluster_doc_number(&one, "last_ping_ms_ago");
@@ -76,7 +56,7 @@ static void ctl_node_entry(cluster_t *c, const char *id, node_entry_t *out)
             BSON_ITER_HOLDS_NUMBER(&count))
             out->workers = bson_iter_as_int64(&count);
     }
-    bson_destroy(&doc);
+    bson_destroy(&one);
 }
 
 /* Polls `cohortctl nodes --json` until `id` is in `state`. */

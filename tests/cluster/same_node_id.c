@@ -8,7 +8,10 @@
  *  - A clone the start-up check cannot see (the first process is stopped with SIGSTOP until
  *    its check-in is stale, then the clone starts, then the first resumes): both log an ERROR
  *    naming the clash every tick, the newer (the clone) stands back - it runs no task and
- *    takes no primacy - and the epoch stops moving.
+ *    takes no primacy - and the epoch stops moving. The clone's pings write only its own
+ *    runs entry, so `cohortctl nodes --json` keeps showing n1's host and pid at the top
+ *    level (it showed whichever pinged last), and shows the clash: both runs live, with
+ *    both pids (issue 16 item 4).
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -107,6 +110,69 @@ static bool wait_clash_lines(cluster_node_t *n, int count, int64_t timeout_ms)
     return true;
 }
 
+/* What `cohortctl nodes --json` says of node `id`. */
+typedef struct listed_node {
+    int64_t pid, live_runs;
+    bool clash;
+    int64_t run_pids[4];
+    size_t n_runs;
+} listed_node_t;
+
+static bool list_node(cluster_t *c, const char *id, listed_node_t *out)
+{
+    memset(out, 0, sizeof *out);
+    bson_t one;
+    bool found = cluster_ctl_node(c, id, &one);
+    if (found) {
+        out->pid = cluster_doc_number(&one, "pid");
+        out->live_runs = cluster_doc_number(&one, "live_runs");
+        bson_iter_t it, run;
+        out->clash = bson_iter_init_find(&it, &one, "clash") && BSON_ITER_HOLDS_BOOL(&it) &&
+                     bson_iter_bool(&it);
+        if (bson_iter_init_find(&it, &one, "runs") && bson_iter_recurse(&it, &run))
+            while (bson_iter_next(&run) && out->n_runs < 4) {
+                bson_iter_t pid;
+                if (bson_iter_recurse(&run, &pid) && bson_iter_find(&pid, "pid"))
+                    out->run_pids[out->n_runs++] = bson_iter_as_int64(&pid);
+            }
+    }
+    bson_destroy(&one);
+    return found;
+}
+
+static bool has_run_pid(const listed_node_t *node, pid_t pid)
+{
+    for (size_t i = 0; i < node->n_runs; i++)
+        if (node->run_pids[i] == (int64_t)pid)
+            return true;
+    return false;
+}
+
+/* Over several ticks, `cohortctl nodes --json` shows n1's process at the top and the clash. */
+static void assert_nodes_show_the_clash(cluster_t *c, cluster_node_t *first, cluster_node_t *clone)
+{
+    for (int reading = 0; reading < 8; reading++) {
+        listed_node_t n1;
+        cluster_assert(c, list_node(c, "n1", &n1), "cohortctl nodes --json does not list n1");
+        cluster_assert(c, n1.pid == (int64_t)first->pid,
+                       "cohortctl nodes shows pid %lld for n1, not the working process's %lld "
+                       "(the standing-back clone is %lld), reading %d",
+                       (long long)n1.pid, (long long)first->pid, (long long)clone->pid, reading);
+        cluster_assert(c, n1.clash && n1.live_runs == 2,
+                       "cohortctl nodes --json shows no clash for n1 (clash %d, live_runs %lld)",
+                       n1.clash, (long long)n1.live_runs);
+        cluster_assert(c, has_run_pid(&n1, first->pid) && has_run_pid(&n1, clone->pid),
+                       "cohortctl nodes --json does not list both processes' runs");
+        test_sleep_ms(c->tick_ms);
+    }
+    const char *args[] = {"nodes", NULL};
+    char *table = NULL;
+    int rc = cluster_run_ctl_output(c, args, &table);
+    cluster_assert(c, rc == 0 && strstr(table, "CLASH: 2 live processes use node_id n1"),
+                   "cohortctl nodes shows no CLASH line for n1:\n%s", table);
+    free(table);
+}
+
 Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_not_flap)
 {
     cluster_primacy_t before;
@@ -129,6 +195,7 @@ Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_no
     cluster_assert(c, cluster_log_count(first, CLASH, "the other started later"),
                    "n1 does not say the clone stands back");
     cluster_assert(c, cluster_log_count(first, CLASH, "ERROR") > 0, "the clash is not an ERROR");
+    assert_nodes_show_the_clash(c, first, clone);
 
     cluster_primacy_t settled;
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &settled), "cannot read the primacy");

@@ -11,6 +11,13 @@
  * takeover periods after the delay is in force (counted from the first delayed reply) and
  * requires: the same primary and epoch at every reading, last_active still advancing, no
  * "lost primacy" in n1's log, and n2 and n3 never primary.
+ *
+ * n1 must stay alive too (issue 16 item 1): its ping comes once per slow tick, so the
+ * heartbeat thread (node/heartbeat.h) touches its node document between pings. Tasks that
+ * sleep are enqueued when the window opens, so n1 holds claims through it; none may be
+ * released by an expiry (no "node(s) expired" on any node, no "this node was expired" on n1),
+ * and all of them succeed. And the lease thread connects before its first renewal (item 2):
+ * no renewal of n1 may find its lease run out.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -45,7 +52,7 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
         .tag = "slow_replies",
         .tick_ms = 200,
         .takeover_ms = 1500,
-        .services = {{.name = SERVICE, .settings = "workers = 2"}},
+        .services = {{.name = SERVICE, .settings = "workers = 2\nsleep_ms = 100"}},
     };
     cluster_t *c = cluster_new(&options);
     char host[256];
@@ -82,6 +89,7 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
     cluster_assert(c, test_wait_until(replies_passed, &progress, 10000),
                    "no delayed reply went through the proxy within 10 s");
 
+    cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
     cluster_primacy_t first, now;
     cluster_assert(c, cluster_read_primacy(c, SERVICE, &first), "cannot read the primacy");
     int64_t end = test_now_ms() + WINDOW_LEASES * c->takeover_ms;
@@ -115,6 +123,17 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
                        "%s became primary", c->nodes[i].id);
     char why[160];
     cluster_assert(c, cluster_epochs_unique(c, SERVICE, why, sizeof why), "%s", why);
+
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 2 * atoi(TASKS), 60000),
+                   "the tasks did not all succeed (no progress for 60 s)");
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_assert(c, cluster_log_count(&c->nodes[i], "node(s) expired", NULL) == 0,
+                       "%s expired a node while every node worked", c->nodes[i].id);
+    cluster_assert(c, cluster_log_count(slow, "this node was expired", NULL) == 0,
+                   "%s was expired while it worked (its ping comes once per slow tick)",
+                   slow->id);
+    cluster_assert(c, cluster_log_count(slow, "primacy renewal of epoch", "had run out") == 0,
+                   "a renewal of %s found its lease run out", slow->id);
 
     delay_proxy_set_reply_delay(proxy, 0);
     cluster_destroy(c);

@@ -1202,6 +1202,51 @@ void cluster_node_config_set(cluster_node_t *n, const char *key, const char *val
     free(text);
 }
 
+bool cluster_ctl_node(cluster_t *c, const char *node_id, bson_t *entry)
+{
+    const char *args[] = {"nodes", "--json", NULL};
+    bson_t doc;
+    int rc = cluster_run_ctl_json(c, args, &doc);
+    cluster_assert(c, rc == 0, "cohortctl nodes --json exited %d (-2: not JSON)", rc);
+    bson_iter_t it, list;
+    cluster_assert(c,
+                   bson_iter_init_find(&it, &doc, "nodes") && BSON_ITER_HOLDS_ARRAY(&it) &&
+                       bson_iter_recurse(&it, &list),
+                   "cohortctl nodes --json has no \"nodes\" array");
+    bool found = false;
+    bson_init(entry);
+    while (!found && bson_iter_next(&list)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t one;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&list))
+            continue;
+        bson_iter_document(&list, &len, &data);
+        if (!bson_init_static(&one, data, len))
+            continue;
+        char id[CLUSTER_ID_MAX];
+        cluster_doc_utf8(&one, "node_id", id, sizeof id);
+        found = strcmp(id, node_id) == 0;
+        if (found)
+            bson_concat(entry, &one);
+    }
+    bson_destroy(&doc);
+    return found;
+}
+
+void cluster_node_config_add(cluster_node_t *n, const char *lines)
+{
+    char *text = test_try_read_file(n->config_path);
+    cr_assert_not_null(text, "cannot read %s: %s", n->config_path, strerror(errno));
+    char *at = strstr(text, "[cluster]\n");
+    cr_assert_not_null(at, "%s has no [cluster] section", n->config_path);
+    at += strlen("[cluster]\n");
+    char *next = xasprintf("%.*s%s\n%s", (int)(at - text), text, lines, at);
+    write_file(n->config_path, next);
+    free(next);
+    free(text);
+}
+
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out)
 {
     char *text = NULL;

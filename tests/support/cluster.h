@@ -308,10 +308,18 @@ void cluster_node_reload(cluster_node_t *n);
  * no such line. */
 void cluster_node_config_set(cluster_node_t *n, const char *key, const char *value);
 
+/* Adds `lines` (e.g. "http_listen = 127.0.0.1:PORT") at the top of the node's [cluster]
+ * section. */
+void cluster_node_config_add(cluster_node_t *n, const char *lines);
+
 /* Runs cohortctl like cluster_run_ctl_output() and parses its stdout as one JSON document into
  * *out (initialised by this call; destroy it). Returns the exit status; -2 if it exited 0 but
  * its output is not JSON (*out is then empty). */
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out);
+
+/* The entry of `node_id` in `cohortctl nodes --json`, copied into *entry (initialised by this
+ * call; destroy it). False if the node is not listed; fails the test if cohortctl does. */
+bool cluster_ctl_node(cluster_t *c, const char *node_id, bson_t *entry);
 
 /* ---- helpers added for the scheduling tests (groups, switches, timeouts) ---------------- */
 
