@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "core/status.h"
 #include "http_client.h"
 #include "prometheus.h"
 #include "support.h"
@@ -184,7 +185,8 @@ Test(cluster_http, health_readiness_metrics_and_json_logs)
     prom_text_t m[2];
     for (;;) {
         scrape(c, ports[p], &m[p]);
-        if (prom_count(&m[p], "cohort_queue_tasks") == 5 || test_now_ms() > deadline)
+        if (prom_count(&m[p], "cohort_queue_tasks") == COHORT_STATUS_COUNT ||
+            test_now_ms() > deadline)
             break;
         prom_free(&m[p]);
         test_sleep_ms(50);
@@ -197,7 +199,7 @@ Test(cluster_http, health_readiness_metrics_and_json_logs)
                    (long long)primacy.epoch);
     cluster_assert(c, series(&m[p], "cohort_leader_changes_total", SVC) >= 1,
                    "the primary counted no leader change");
-    cluster_assert(c, prom_count(&m[p], "cohort_queue_tasks") == 5,
+    cluster_assert(c, prom_count(&m[p], "cohort_queue_tasks") == COHORT_STATUS_COUNT,
                    "the primary shows no queue depth within 10 s");
     cluster_assert(c, prom_count(&m[1 - p], "cohort_queue_tasks") == 0,
                    "a secondary shows the queue depth");
