@@ -66,8 +66,8 @@ bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, bson_error_t *error);
 
 /* The same for a document that went missing while nodes ran (a dropped collection or
- * database, a restore): created with epoch = `epoch_floor`, the largest epoch the caller saw,
- * so the next primary's epoch is new (epochs never repeat). Idempotent. */
+ * database, a restore): created with epoch = `epoch_floor`, above every epoch handed out
+ * before (node.c: the cluster clock), so the next primary's epoch is new. Idempotent. */
 bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, int64_t epoch_floor,
                                    bson_error_t *error);

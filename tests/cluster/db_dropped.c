@@ -9,8 +9,11 @@
  * because of it: a task whose cohort_set() meets the missing document waits for it to come
  * back instead of failing (the probe handler fails its task for good if that write fails),
  * and so does a cohort_data_inc() (issue 16 item 3: the probe makes its task a retry if the
- * increment fails, so no task's history may show a run that failed on the missing document). The second test drops the
- * config collection DROPS times, so that tasks meet it missing.
+ * increment fails, so no task's history may show a run that failed on the missing document).
+ * The second test drops the config collection DROPS times, so that tasks meet it missing.
+ * The fourth drops it every few ms for a while: nodes that missed the latest epoch recreate
+ * the document too, and no epoch may be handed out twice (a recreated document starts from
+ * the cluster clock, not from the largest epoch the recreating node happened to see).
  *
  * /readyz answers 503 while the document is missing and 200 once it is back (item 5). A node
  * recreates a dropped document within the tick that finds it missing, too soon for a poll to
@@ -35,6 +38,8 @@
 #define SETTER "{\"set\": \"last_task\"}"
 #define TASKS 150 /* the second test's: 5 s of work for 6 workers */
 #define DROPS 4
+#define RAPID_DROPS 60 /* the fourth test's: every RAPID_EVERY_MS for 3 s */
+#define RAPID_EVERY_MS 50
 
 TestSuite(cluster_db_dropped, .fini = cluster_cleanup_all, .timeout = 240);
 
@@ -181,6 +186,23 @@ Test(cluster_db_dropped, tasks_writing_generic_data_survive_a_dropped_config_col
     cluster_assert(c, after.epoch > before.epoch, "epochs restarted: %lld after %lld",
                    (long long)after.epoch, (long long)before.epoch);
     all_stop_ok(c);
+}
+
+Test(cluster_db_dropped, rapid_drops_never_hand_out_an_epoch_twice)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("rapiddrop", &before);
+    enqueue_setters(c, 30, 50);
+    for (int i = 0; i < RAPID_DROPS; i++) {
+        drop_services(c);
+        test_sleep_ms(RAPID_EVERY_MS);
+    }
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 10000, &after),
+                   "no primary within 10 s of the last drop");
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 30, 30000),
+                   "the tasks did not all succeed (none for 30 s)");
+    all_stop_ok(c); /* the log's epochs: each announced by one node only */
 }
 
 /* The services collection dropped, and a blocker in its place that no recreated config
