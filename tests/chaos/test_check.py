@@ -187,6 +187,17 @@ class CheckerTest(unittest.TestCase):
         d["tasks"][0]["claimed_by"] = "n1"
         self.assertReports(d, "has 1 journal line(s) (from: n2)")
 
+    def test_a_crashed_attempt_may_precede_the_next(self):
+        d = baseline()
+        d["tasks"][0]["history"][0] = {"event": "crashed", "node": "n1", "attempt": 1,
+                                       "at": T0 + 3500, "error": "stalled"}
+        self.assertEqual(self.violations(d), [])
+
+    def test_a_failed_attempt_may_not_precede_another(self):
+        d = baseline()
+        d["tasks"][0]["history"][0]["outcome"] = "failed"
+        self.assertReports(d, "outcome failed of attempt 1 followed by attempt 2")
+
     def test_overlapping_recorded_runs(self):
         d = baseline()
         d["tasks"][0]["history"][0]["ended_at"] = T0 + 1500
