@@ -89,7 +89,7 @@ Test(cli_help, every_command_has_help_on_stdout)
         cr_expect_eq(a.exit_code, 0, "help %s: exit %d: %s", names[i], a.exit_code, a.err);
         cr_expect_eq(b.exit_code, 0, "%s --help: exit %d: %s", names[i], b.exit_code, b.err);
         cr_expect_str_eq(a.out, b.out, "help %s and %s --help differ", names[i], names[i]);
-        char usage[96];
+        char usage[160];
         snprintf(usage, sizeof usage, "Usage: cohortctl [GLOBAL OPTIONS] %s ", names[i]);
         cr_expect(strncmp(a.out, usage, strlen(usage)) == 0, "help %s:\n%s", names[i], a.out);
         cr_expect_str_eq(a.err, "");
