@@ -11,6 +11,10 @@
  * line naming each process (host, pid), and --json has the runs, live_runs and clash. The
  * top-level host and pid are the working process's: a run standing back writes only its own
  * entry.
+ *
+ * External workers (the HTTP API's claims, kind "external") are listed too: live until the
+ * alive_until their last call set (their wait or lease, whichever is longer), with host
+ * "(external)".
  */
 #include <stdio.h>
 #include <string.h>
@@ -95,20 +99,27 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
 {
     (void)error;
     node_list_t *list = user;
-    const char *id = "", *host = "", *version = "";
+    const char *id = "", *host = "", *version = "", *kind = "cohortd";
     ctl_doc_string(doc, "_id", &id);
     ctl_doc_string(doc, "host", &host);
     ctl_doc_string(doc, "version", &version);
+    ctl_doc_string(doc, "kind", &kind);
     int64_t pid = ctl_doc_int(doc, "pid", 0);
     int64_t ago = list->now - ctl_doc_date(doc, "seen_at");
     bson_iter_t it;
     bool expired = bson_iter_init_find(&it, doc, "expired") && BSON_ITER_HOLDS_BOOL(&it) &&
                    bson_iter_bool(&it);
-    const char *state = expired || ago > list->lease ? "expired" : "live";
+    /* An external worker (HTTP API) is live until the alive_until its last call set. */
+    bool external = strcmp(kind, "external") == 0;
+    if (external)
+        host = "(external)";
+    bool gone = external ? list->now > ctl_doc_date(doc, "alive_until") : ago > list->lease;
+    const char *state = expired || gone ? "expired" : "live";
 
     bson_t one;
     ctl_array_begin_document(list->nodes, &list->n, &one);
     BSON_APPEND_UTF8(&one, "node_id", id);
+    BSON_APPEND_UTF8(&one, "kind", kind);
     BSON_APPEND_UTF8(&one, "state", state);
     BSON_APPEND_UTF8(&one, "host", host);
     BSON_APPEND_INT64(&one, "pid", pid);

@@ -276,14 +276,22 @@ static int line_of(const parser_t *p, const char *section, const char *key)
     return 0;
 }
 
-/* handler = PATH: resolved against the config file's folder, and it must be readable. */
+/* handler = PATH: resolved against the config file's folder, and it must be readable; or
+ * handler = external. */
 static void handler_key(parser_t *p, cohort_service_config_t *s, int line, const char *value)
 {
     free(s->handler_path);
     s->handler_path = NULL;
     s->handler_line = line;
+    s->external = false;
     if (!*value) {
-        problem(p, line, "handler is empty (expected the path of a handler .so)");
+        problem(p, line, "handler is empty (expected the path of a handler .so, or external)");
+        return;
+    }
+    if (strcmp(value, COHORT_HANDLER_EXTERNAL) == 0) {
+        s->external = true;
+        if (!(s->handler_path = strdup(COHORT_HANDLER_EXTERNAL)))
+            problem(p, line, "handler: out of memory");
         return;
     }
     s->handler_path = resolve_path(p->base_dir, value);

@@ -35,6 +35,9 @@ typedef struct cohort_task_defaults {
     int64_t task_timeout_ms; /* > 0: a run longer than this is timed_out (final) */
 } cohort_task_defaults_t;
 
+/* `handler = external`: a service whose tasks only external workers run (docs/API.md). */
+#define COHORT_HANDLER_EXTERNAL "external"
+
 typedef struct cohort_kind_config {
     char *name;
     cohort_task_defaults_t defaults; /* fields the section did not set are the service's */
@@ -43,8 +46,11 @@ typedef struct cohort_kind_config {
 
 typedef struct cohort_service_config {
     char *name;
-    char *handler_path; /* resolved against the config file's directory */
+    char *handler_path; /* resolved against the config file's directory; "external" for
+                           COHORT_HANDLER_EXTERNAL */
     int handler_line;
+    bool external; /* handler = external: no plugin, no workers; external workers claim its
+                      tasks over the HTTP API */
     int64_t primary_task_count;
     int64_t secondary_task_count; /* 0: no limit */
     int64_t workers;
@@ -78,6 +84,8 @@ typedef struct cohort_config {
     bool log_json;     /* log_format = json: one JSON object per line */
     char *http_listen; /* HOST:PORT of the HTTP listener (health, metrics); NULL: off */
     int64_t api_max_body; /* bytes: the HTTP API's largest request body */
+    int64_t api_threads;     /* threads answering the HTTP API */
+    int64_t api_max_wait_ms; /* the longest an external worker's claim is held */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;

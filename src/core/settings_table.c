@@ -82,12 +82,22 @@ const cohort_setting_t cohort_settings_table[] = {
      .live_field = NO_FIELD,
      .doc = "the largest request body the HTTP API accepts, in bytes; a larger one is "
             "answered 413 without being read"},
+    {.name = "api_threads", .section = COHORT_SECTION_CLUSTER, .type = COHORT_SETTING_COUNT,
+     .def = 4, .min = 1, .max = 64, .field = CLUSTER(api_threads), .live_field = NO_FIELD,
+     .doc = "threads answering the HTTP API, each with its own database connection; a claim "
+            "held for an external worker (long-poll) takes none while it waits"},
+    {.name = "api_max_wait_ms", .section = COHORT_SECTION_CLUSTER,
+     .type = COHORT_SETTING_DURATION_MS, .def = 30000, .min = 0, .max = 300000,
+     .field = CLUSTER(api_max_wait_ms), .live_field = NO_FIELD,
+     .doc = "the longest an external worker's claim waits for a task (its `wait_ms` is capped "
+            "to this); 0: claims never wait"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,
      .def_text = "required", .field = SERVICE(handler_path), .live_field = NO_FIELD,
      .doc = "path of the handler `.so`; relative paths are resolved from the config file's "
-            "folder"},
+            "folder. `external`: no handler and no workers on the node; external workers run "
+            "the service's tasks over the HTTP API (docs/API.md)"},
     {.name = "primary_task_count", .section = COHORT_SECTION_SERVICE,
      .type = COHORT_SETTING_COUNT, .def = 10, .min = 1, .max = 1000000, .live = true,
      .reloads = true, .field = SERVICE(primary_task_count),

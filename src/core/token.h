@@ -24,7 +24,7 @@ typedef enum cohort_scope {
     COHORT_SCOPE_READ = 1 << 0,    /* GET */
     COHORT_SCOPE_ENQUEUE = 1 << 1, /* create tasks */
     COHORT_SCOPE_OPERATE = 1 << 2, /* pause, resume (retry, cancel, delete: later) */
-    COHORT_SCOPE_WORK = 1 << 3,    /* external workers' calls (later) */
+    COHORT_SCOPE_WORK = 1 << 3,    /* external workers' calls: claims and leases */
     COHORT_SCOPE_ADMIN = 1 << 4,   /* all of the above */
 } cohort_scope_t;
 

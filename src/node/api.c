@@ -14,6 +14,7 @@
 #include "node/api_auth.h"
 #include "node/api_parse.h"
 #include "node/api_tasks.h"
+#include "node/api_workers.h"
 
 struct cohort_api {
     cohort_api_options_t options;
@@ -26,7 +27,7 @@ cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
     if (!api)
         return NULL;
     api->options = *options;
-    api->auth = cohort_api_auth_new(options->store, options->client, options->token_ttl_ms);
+    api->auth = cohort_api_auth_new(options->store, options->token_ttl_ms);
     if (!api->auth) {
         free(api);
         return NULL;
@@ -74,6 +75,14 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_PAUSE:
     case COHORT_API_RESUME:
         return cohort_api_switch(call);
+    case COHORT_API_CLAIMS:
+        return cohort_api_claim(call);
+    case COHORT_API_LEASE_HEARTBEAT:
+        return cohort_api_heartbeat(call);
+    case COHORT_API_LEASE_SUCCEED:
+    case COHORT_API_LEASE_FAIL:
+    case COHORT_API_LEASE_RELEASE:
+        return cohort_api_lease_outcome(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
@@ -90,24 +99,27 @@ static void reply_error(cohort_api_reply_t *reply, const cohort_api_error_t *err
     reply->status = err->status ? err->status : 500;
 }
 
-void cohort_api_handle(cohort_api_t *api, const cohort_api_request_t *request,
-                       cohort_api_reply_t *reply)
+void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
+                       const cohort_api_request_t *request, cohort_api_reply_t *reply)
 {
+    memset(reply, 0, sizeof *reply);
     bson_init(&reply->body);
     reply->status = 500;
-    reply->allow = NULL;
     cohort_api_error_t err = {.status = 500, .code = "internal"};
     cohort_api_caller_t caller;
     cohort_api_route_t route;
-    bool ok = cohort_api_authenticate(api->auth, request->authorization, &caller, &err) &&
+    bool ok = cohort_api_authenticate(api->auth, client, request->authorization, &caller, &err) &&
               cohort_api_route(request->method, request->path, &route, &err);
     if (ok && !cohort_scopes_allow(caller.scopes, route.scope))
         ok = cohort_api_fail(&err, 403, "forbidden", "token '%s' lacks the scope '%s'",
                              caller.name, scope_name(route.scope));
     if (ok) {
         cohort_api_call_t call = {.store = api->options.store,
-                                  .client = api->options.client,
+                                  .client = client,
                                   .config = api->options.config,
+                                  .services = api->options.services,
+                                  .n_services = api->options.n_services,
+                                  .max_wait_ms = api->options.max_wait_ms,
                                   .request = request,
                                   .route = &route,
                                   .caller = &caller,
@@ -117,6 +129,8 @@ void cohort_api_handle(cohort_api_t *api, const cohort_api_request_t *request,
     }
     if (!ok && err.status == 405)
         reply->allow = route.allow;
-    if (!ok)
+    if (!ok) {
+        reply->hold_ms = 0;
         reply_error(reply, &err);
+    }
 }

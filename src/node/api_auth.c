@@ -3,10 +3,14 @@
  *
  * The cache is a fixed array: memory stays the same whatever callers send. A miss (or an
  * expired slot) costs one indexed read of `tokens` by hash; a slot is reused oldest first.
- * Unknown tokens are not cached, so one cannot fill the cache by guessing.
+ * Unknown tokens are not cached, so one cannot fill the cache by guessing. The API's threads
+ * share the cache under a mutex that is never held across a database call: each looks up
+ * with its own client.
  */
 #include "node/api_auth.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,31 +31,43 @@ typedef struct auth_slot {
 
 struct cohort_api_auth {
     cohort_store_t *store;
-    mongoc_client_t *client;
-    int64_t ttl_ms;
+    _Atomic int64_t ttl_ms;
+    pthread_mutex_t lock; /* guards the slots, never held across a database call */
     auth_slot_t slots[COHORT_API_AUTH_SLOTS];
 };
 
-cohort_api_auth_t *cohort_api_auth_new(cohort_store_t *store, mongoc_client_t *client,
-                                       int64_t ttl_ms)
+cohort_api_auth_t *cohort_api_auth_new(cohort_store_t *store, int64_t ttl_ms)
 {
     cohort_api_auth_t *auth = calloc(1, sizeof *auth);
     if (auth) {
         auth->store = store;
-        auth->client = client;
-        auth->ttl_ms = ttl_ms;
+        atomic_store(&auth->ttl_ms, ttl_ms);
+        pthread_mutex_init(&auth->lock, NULL);
     }
     return auth;
 }
 
 void cohort_api_auth_destroy(cohort_api_auth_t *auth)
 {
+    if (!auth)
+        return;
+    pthread_mutex_destroy(&auth->lock);
     free(auth);
 }
 
 void cohort_api_auth_set_ttl(cohort_api_auth_t *auth, int64_t ttl_ms)
 {
-    auth->ttl_ms = ttl_ms;
+    atomic_store(&auth->ttl_ms, ttl_ms);
+}
+
+/* Whether last_used is due for a write (at most once a minute per token and node); if so,
+ * the slot counts it as written. Under the lock. */
+static bool use_due(auth_slot_t *slot, int64_t now)
+{
+    if (slot->last_used_ms && now - slot->last_used_ms < LAST_USED_EVERY_MS)
+        return false;
+    slot->last_used_ms = now;
+    return true;
 }
 
 /* The slot holding `hash`, comparing every slot in constant time; NULL if none. */
@@ -94,14 +110,16 @@ static uint32_t read_scopes(const bson_t *doc)
     return scopes;
 }
 
-/* Looks `hash` up in the database into `slot` (refreshed), or finds it revoked. */
-static bool confirm(cohort_api_auth_t *auth, const char *hash, auth_slot_t **slot, bool *known,
+/* Looks `hash` up in the database (no lock held) and records what it found in the cache:
+ * *caller if the token is known; a revoked one is forgotten. */
+static bool confirm(cohort_api_auth_t *auth, mongoc_client_t *client, const char *hash,
+                    int64_t now, cohort_api_caller_t *caller, bool *known, bool *touch,
                     cohort_api_error_t *err)
 {
     bson_t doc;
     bson_error_t error;
     *known = false;
-    if (!cohort_store_find_token(auth->store, auth->client, hash, &doc, known, &error)) {
+    if (!cohort_store_find_token(auth->store, client, hash, &doc, known, &error)) {
         bson_destroy(&doc);
         return cohort_api_fail(err, 503, "unavailable", "cannot check the token: the database "
                                                         "did not answer: %.300s",
@@ -111,37 +129,30 @@ static bool confirm(cohort_api_auth_t *auth, const char *hash, auth_slot_t **slo
     const char *name = bson_iter_init_find(&it, &doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)
                            ? bson_iter_utf8(&it, NULL)
                            : "?";
+    pthread_mutex_lock(&auth->lock);
+    auth_slot_t *slot = find_slot(auth, hash);
     if (*known) {
-        if (!*slot) {
-            *slot = free_slot(auth);
-            memset(*slot, 0, sizeof **slot);
-            snprintf((*slot)->hash, sizeof (*slot)->hash, "%s", hash);
+        if (!slot) {
+            slot = free_slot(auth);
+            memset(slot, 0, sizeof *slot);
+            snprintf(slot->hash, sizeof slot->hash, "%s", hash);
         }
-        snprintf((*slot)->caller.name, sizeof (*slot)->caller.name, "%s", name);
-        (*slot)->caller.scopes = read_scopes(&doc);
-        (*slot)->checked_ms = cohort_clock_monotonic_ms();
-    } else if (*slot) {
-        memset(*slot, 0, sizeof **slot); /* revoked: forget it */
-        *slot = NULL;
+        snprintf(slot->caller.name, sizeof slot->caller.name, "%s", name);
+        slot->caller.scopes = read_scopes(&doc);
+        slot->checked_ms = now;
+        *caller = slot->caller;
+        *touch = use_due(slot, now);
+    } else if (slot) {
+        memset(slot, 0, sizeof *slot); /* revoked: forget it */
     }
+    pthread_mutex_unlock(&auth->lock);
     bson_destroy(&doc);
     return true;
 }
 
-/* Writes last_used if it was not written in the last minute; a failure only logs. */
-static void note_use(cohort_api_auth_t *auth, auth_slot_t *slot, int64_t now)
-{
-    if (slot->last_used_ms && now - slot->last_used_ms < LAST_USED_EVERY_MS)
-        return;
-    slot->last_used_ms = now;
-    bson_error_t error;
-    if (!cohort_store_touch_token(auth->store, auth->client, slot->caller.name, &error))
-        cohort_log_node(COHORT_LOG_WARN, "api: cannot record the use of token '%s': %s",
-                        slot->caller.name, error.message);
-}
-
-bool cohort_api_authenticate(cohort_api_auth_t *auth, const char *authorization,
-                             cohort_api_caller_t *caller, cohort_api_error_t *err)
+bool cohort_api_authenticate(cohort_api_auth_t *auth, mongoc_client_t *client,
+                             const char *authorization, cohort_api_caller_t *caller,
+                             cohort_api_error_t *err)
 {
     static const char bearer[] = "Bearer ";
     if (!authorization || strncasecmp(authorization, bearer, strlen(bearer)) != 0)
@@ -153,16 +164,26 @@ bool cohort_api_authenticate(cohort_api_auth_t *auth, const char *authorization,
     if (!cohort_token_well_formed(token) || !cohort_token_hash(token, hash, sizeof hash))
         return cohort_api_fail(err, 401, "unauthorized", "the token is not valid");
     int64_t now = cohort_clock_monotonic_ms();
+    bool cached = false, touch = false;
+    pthread_mutex_lock(&auth->lock);
     auth_slot_t *slot = find_slot(auth, hash);
-    if (!slot || now - slot->checked_ms >= auth->ttl_ms) {
+    if (slot && now - slot->checked_ms < atomic_load(&auth->ttl_ms)) {
+        cached = true;
+        *caller = slot->caller;
+        touch = use_due(slot, now);
+    }
+    pthread_mutex_unlock(&auth->lock);
+    if (!cached) {
         bool known = false;
-        if (!confirm(auth, hash, &slot, &known, err))
+        if (!confirm(auth, client, hash, now, caller, &known, &touch, err))
             return false;
         if (!known)
             return cohort_api_fail(err, 401, "unauthorized",
                                    "the token is not valid (unknown or revoked)");
     }
-    *caller = slot->caller;
-    note_use(auth, slot, now);
+    bson_error_t error;
+    if (touch && !cohort_store_touch_token(auth->store, client, caller->name, &error))
+        cohort_log_node(COHORT_LOG_WARN, "api: cannot record the use of token '%s': %s",
+                        caller->name, error.message);
     return true;
 }

@@ -24,14 +24,15 @@ typedef struct cohort_api_caller {
 
 typedef struct cohort_api_auth cohort_api_auth_t;
 
-cohort_api_auth_t *cohort_api_auth_new(cohort_store_t *store, mongoc_client_t *client,
-                                       int64_t ttl_ms);
+/* NULL when out of memory. Thread-safe: any thread may authenticate with its own client. */
+cohort_api_auth_t *cohort_api_auth_new(cohort_store_t *store, int64_t ttl_ms);
 void cohort_api_auth_destroy(cohort_api_auth_t *auth);
 void cohort_api_auth_set_ttl(cohort_api_auth_t *auth, int64_t ttl_ms);
 
 /* The caller of a request with this Authorization header (may be NULL): false with a 401
  * (no or bad token) or a 503 (the database did not answer) in `err`. */
-bool cohort_api_authenticate(cohort_api_auth_t *auth, const char *authorization,
-                             cohort_api_caller_t *caller, cohort_api_error_t *err);
+bool cohort_api_authenticate(cohort_api_auth_t *auth, mongoc_client_t *client,
+                             const char *authorization, cohort_api_caller_t *caller,
+                             cohort_api_error_t *err);
 
 #endif

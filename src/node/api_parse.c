@@ -21,6 +21,7 @@
 
 #define API_PREFIX "/api/v1/"
 #define CURSOR_PREFIX "c1."
+#define LEASE_PREFIX "l1."
 
 bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, const char *fmt, ...)
 {
@@ -95,6 +96,8 @@ static bool route_service(const char *method, const char *rest, cohort_api_route
         return pick(method, "POST", COHORT_API_PAUSE, COHORT_SCOPE_OPERATE, "POST", route, err);
     if (strcmp(word, "resume") == 0 && !*p)
         return pick(method, "POST", COHORT_API_RESUME, COHORT_SCOPE_OPERATE, "POST", route, err);
+    if (strcmp(word, "claims") == 0 && !*p)
+        return pick(method, "POST", COHORT_API_CLAIMS, COHORT_SCOPE_WORK, "POST", route, err);
     if (strcmp(word, "tasks") == 0) {
         if (!next_segment(&p, id, sizeof id) || *p || !bson_oid_is_valid(id, strlen(id)))
             return bad_request(err, "the task id in the path must be 24 hex digits");
@@ -102,6 +105,36 @@ static bool route_service(const char *method, const char *rest, cohort_api_route
         return pick(method, "GET", COHORT_API_TASK, COHORT_SCOPE_READ, "GET", route, err);
     }
     return cohort_api_fail(err, 404, "not_found", "no such path");
+}
+
+/* What follows /api/v1/leases/: {token}/heartbeat|succeed|fail|release */
+static bool route_lease(const char *method, const char *rest, cohort_api_route_t *route,
+                        cohort_api_error_t *err)
+{
+    static const struct {
+        const char *name;
+        cohort_api_endpoint_t endpoint;
+    } actions[] = {{"heartbeat", COHORT_API_LEASE_HEARTBEAT},
+                   {"succeed", COHORT_API_LEASE_SUCCEED},
+                   {"fail", COHORT_API_LEASE_FAIL},
+                   {"release", COHORT_API_LEASE_RELEASE}};
+    char token[COHORT_LEASE_TOKEN_MAX], action[16];
+    const char *p = rest;
+    if (!next_segment(&p, token, sizeof token) || !next_segment(&p, action, sizeof action) || *p)
+        return cohort_api_fail(err, 404, "not_found",
+                               "no such path: /api/v1/leases/{token}/heartbeat|succeed|fail|"
+                               "release");
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++) {
+        if (strcmp(action, actions[i].name) != 0)
+            continue;
+        if (!cohort_lease_token_parse(token, &route->lease))
+            return bad_request(err, "the lease token in the path is not one this API handed "
+                                    "out");
+        memcpy(route->service, route->lease.service, sizeof route->service);
+        return pick(method, "POST", actions[i].endpoint, COHORT_SCOPE_WORK, "POST", route, err);
+    }
+    return cohort_api_fail(err, 404, "not_found",
+                           "no such path: a lease takes heartbeat, succeed, fail or release");
 }
 
 bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *route,
@@ -113,7 +146,11 @@ bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *
                                "no such path: the API's paths start with /api/v1/");
     const char *p = path + strlen(API_PREFIX);
     char word[16];
-    if (!next_segment(&p, word, sizeof word) || strcmp(word, "services") != 0)
+    if (!next_segment(&p, word, sizeof word))
+        return cohort_api_fail(err, 404, "not_found", "no such path");
+    if (strcmp(word, "leases") == 0)
+        return route_lease(method, p, route, err);
+    if (strcmp(word, "services") != 0)
         return cohort_api_fail(err, 404, "not_found", "no such path");
     if (!*p)
         return pick(method, "GET", COHORT_API_SERVICES, COHORT_SCOPE_READ, "GET", route, err);
@@ -121,6 +158,52 @@ bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *
         !cohort_config_valid_service_name(route->service))
         return bad_request(err, "the service name in the path must be 1-64 of [A-Za-z0-9_-]");
     return route_service(method, p, route, err);
+}
+
+/* ---- lease tokens ---------------------------------------------------------------------- */
+
+void cohort_lease_token_format(const cohort_lease_ref_t *ref, char *out, size_t len)
+{
+    snprintf(out, len, LEASE_PREFIX "%s.%s.%d.%s", ref->service, ref->task_id,
+             (int)ref->attempt, ref->claim);
+}
+
+/* The next '.'-separated part of *p into `out` (at most len - 1 bytes). */
+static bool lease_part(const char **p, char *out, size_t len)
+{
+    size_t n = strcspn(*p, ".");
+    if (n == 0 || n >= len)
+        return false;
+    memcpy(out, *p, n);
+    out[n] = '\0';
+    *p += n;
+    if (**p == '.')
+        (*p)++;
+    return true;
+}
+
+bool cohort_lease_token_parse(const char *text, cohort_lease_ref_t *ref)
+{
+    memset(ref, 0, sizeof *ref);
+    if (strncmp(text, LEASE_PREFIX, strlen(LEASE_PREFIX)) != 0)
+        return false;
+    const char *p = text + strlen(LEASE_PREFIX);
+    char attempt[12];
+    if (!lease_part(&p, ref->service, sizeof ref->service) ||
+        !lease_part(&p, ref->task_id, sizeof ref->task_id) ||
+        !lease_part(&p, attempt, sizeof attempt) || !lease_part(&p, ref->claim, sizeof ref->claim) ||
+        *p)
+        return false;
+    if (!cohort_config_valid_service_name(ref->service) || strlen(ref->task_id) != 24 ||
+        !bson_oid_is_valid(ref->task_id, 24) || strlen(ref->claim) != 24 ||
+        !bson_oid_is_valid(ref->claim, 24))
+        return false;
+    char *end = NULL;
+    long v = strtol(attempt, &end, 10);
+    if (*end || attempt[0] < '1' || attempt[0] > '9' || v < 1 || v > INT32_MAX)
+        return false;
+    ref->attempt = (int32_t)v;
+    return true;
 }
 
 /* ---- query strings --------------------------------------------------------------------- */

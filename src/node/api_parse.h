@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/taskopts.h"
+#include "store/store.h" /* cohort_lease_ref_t */
 
 #define COHORT_API_LIST_DEFAULT 50
 #define COHORT_API_LIST_MAX 500
@@ -31,6 +32,7 @@ typedef struct cohort_api_request {
     const char *idempotency_key; /* the Idempotency-Key header, NULL if absent */
     const char *body;            /* may hold anything; not NUL-terminated */
     size_t body_len;
+    bool again; /* a held claim run again (api_pool.h): the worker is registered already */
 } cohort_api_request_t;
 
 typedef struct cohort_api_reply {
@@ -38,6 +40,11 @@ typedef struct cohort_api_reply {
     bson_t body; /* the JSON document to send; cohort_api_handle() initialises it, the
                     caller destroys it */
     const char *allow; /* for a 405: the Allow header (static text); else NULL */
+    /* > 0: a claim that found nothing and may wait this long: hold the request and run it
+     * again on work for `held_service` (api_pool.h); the body is the reply if none comes. */
+    int64_t hold_ms;
+    char held_service[65];
+    char wake[65]; /* "" or a service whose queue gained tasks: its held claims run again */
 } cohort_api_reply_t;
 
 /* An error reply: {"error": {"code": code, "message": message}} with `status`. */
@@ -60,6 +67,11 @@ typedef enum cohort_api_endpoint {
     COHORT_API_COUNTS,       /* GET  /api/v1/services/{svc}/counts */
     COHORT_API_PAUSE,        /* POST /api/v1/services/{svc}/pause */
     COHORT_API_RESUME,       /* POST /api/v1/services/{svc}/resume */
+    COHORT_API_CLAIMS,       /* POST /api/v1/services/{svc}/claims (external workers) */
+    COHORT_API_LEASE_HEARTBEAT, /* POST /api/v1/leases/{token}/heartbeat */
+    COHORT_API_LEASE_SUCCEED,   /* POST /api/v1/leases/{token}/succeed */
+    COHORT_API_LEASE_FAIL,      /* POST /api/v1/leases/{token}/fail */
+    COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {
@@ -67,12 +79,25 @@ typedef struct cohort_api_route {
     uint32_t scope;      /* the scope it needs (core/token.h) */
     char service[65];    /* "" for /services */
     char task_id[25];    /* COHORT_API_TASK only */
+    cohort_lease_ref_t lease; /* COHORT_API_LEASE_* only (its service is `service` too) */
     const char *allow;   /* for a 405: the methods the path takes */
 } cohort_api_route_t;
 
+/* A lease token is "l1.SERVICE.TASK.ATTEMPT.CLAIM": the service, the task's id (24 hex
+ * digits), the attempt the claim raised, and the claim's token (24 hex digits). Opaque to
+ * workers; it names exactly one claim, so a write made with it is fenced on that claim
+ * (store/leases.c). */
+#define COHORT_LEASE_TOKEN_MAX 160 /* with its NUL */
+
+/* The text of `ref` into `out` (COHORT_LEASE_TOKEN_MAX bytes). */
+void cohort_lease_token_format(const cohort_lease_ref_t *ref, char *out, size_t len);
+
+/* The claim `text` names; false if it is not a token cohort_lease_token_format() writes. */
+bool cohort_lease_token_parse(const char *text, cohort_lease_ref_t *ref);
+
 /* The endpoint of `method` `path` (the path as sent, not decoded: a '%' is never part of a
  * name or id). 404 for an unknown path, 405 (route->allow set) for a known path with another
- * method, 400 for a bad service name or task id. */
+ * method, 400 for a bad service name, task id or lease token. */
 bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *route,
                       cohort_api_error_t *err);
 

@@ -29,6 +29,11 @@ bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, c
     return cohort_api_fail(err, 500, "internal", "%s: %.300s", what, error->message);
 }
 
+void cohort_api_wake(cohort_api_call_t *call)
+{
+    bson_strncpy(call->reply->wake, call->route->service, sizeof call->reply->wake);
+}
+
 /* 404 unless the service has its config document (a node has run it). */
 static bool service_exists(cohort_api_call_t *call)
 {
@@ -182,6 +187,7 @@ bool cohort_api_create_task(cohort_api_call_t *call)
     if (ok) {
         BSON_APPEND_UTF8(&call->reply->body, "id", id);
         call->reply->status = replayed ? 200 : 201;
+        cohort_api_wake(call);
     }
     bson_destroy(&t.options);
     bson_destroy(&body);
@@ -281,6 +287,8 @@ bool cohort_api_create_tasks(cohort_api_call_t *call)
         bson_destroy(&t.options);
     }
     bson_append_array_end(&call->reply->body, &ids);
+    if (n > 0)
+        cohort_api_wake(call);
     if (!ok && n > 0) /* a conflict part-way: say what was created */
         snprintf(call->err->message + strlen(call->err->message),
                  sizeof call->err->message - strlen(call->err->message),

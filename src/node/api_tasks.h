@@ -14,12 +14,16 @@
 #include "core/config.h"
 #include "node/api_auth.h"
 #include "node/api_parse.h"
+#include "node/runtime.h"
 #include "store/store.h"
 
 typedef struct cohort_api_call {
     cohort_store_t *store;
     mongoc_client_t *client;
     const cohort_config_t *config; /* may be NULL */
+    cohort_service_t *const *services; /* hosted here (external workers' calls) */
+    size_t n_services;
+    int64_t max_wait_ms;
     const cohort_api_request_t *request;
     const cohort_api_route_t *route;
     const cohort_api_caller_t *caller;
@@ -29,6 +33,9 @@ typedef struct cohort_api_call {
 
 /* The status and code for a database failure: 503 if the database did not answer, else 500. */
 bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, const char *what);
+
+/* The call added due tasks to its service: claims held for it run again (api_pool.h). */
+void cohort_api_wake(cohort_api_call_t *call);
 
 bool cohort_api_list_services(cohort_api_call_t *call);
 bool cohort_api_create_task(cohort_api_call_t *call);

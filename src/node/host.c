@@ -93,6 +93,16 @@ bool cohort_host_reload(cohort_service_t *s, mongoc_client_t *client,
     return false;
 }
 
+void cohort_host_retry(const cohort_service_config_t *config, int64_t attempt,
+                       cohort_task_result_t *result)
+{
+    if (attempt >= config->max_attempts)
+        return;
+    result->finish = COHORT_FINISH_RETRY;
+    result->retry_at_ms = cohort_clock_cluster_ms() +
+                          cohort_task_retry_delay_ms(config->retry_base_ms, attempt);
+}
+
 void cohort_host_run_task(cohort_ctx_t *ctx, cohort_task_run_t *run)
 {
     cohort_service_t *service = ctx->service;
@@ -110,12 +120,7 @@ void cohort_host_run_task(cohort_ctx_t *ctx, cohort_task_run_t *run)
         result->finish = COHORT_FINISH_SUCCEEDED;
         break;
     case COHORT_TASK_RETRY:
-        if (task->attempt < config->max_attempts) {
-            result->finish = COHORT_FINISH_RETRY;
-            result->retry_at_ms = cohort_clock_cluster_ms() +
-                                  cohort_task_retry_delay_ms(config->retry_base_ms,
-                                                             task->attempt);
-        }
+        cohort_host_retry(config, task->attempt, result);
         result->error = message ? message : "handler asked for a retry";
         break;
     case COHORT_TASK_FAILED:

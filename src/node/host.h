@@ -27,6 +27,11 @@
 #define COHORT_RETRY_DELAY_MAX_MS (7LL * 24 * 3600 * 1000)
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt);
 
+/* A retryable failure of attempt `attempt`: `result` becomes a retry after the service's
+ * backoff while attempts remain (max_attempts), and is left as it is (failed) otherwise. */
+void cohort_host_retry(const cohort_service_config_t *config, int64_t attempt,
+                       cohort_task_result_t *result);
+
 /* What one run of a claimed task came to, before it is written. */
 typedef struct cohort_task_run {
     cohort_task_t task;          /* parsed from the claimed document (views into it) */

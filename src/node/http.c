@@ -103,7 +103,23 @@ static const char *method_name(enum evhttp_cmd_type method)
     }
 }
 
-/* /api/...: the request as the API reads it, its reply rendered as JSON. */
+void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
+{
+    struct evhttp_request *req = origin;
+    if (answer->allow)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", answer->allow);
+    size_t text_len = 0;
+    char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
+    if (!text) {
+        reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
+        return;
+    }
+    reply(req, answer->status, NULL, JSON, text, text_len);
+    bson_free(text);
+}
+
+/* /api/...: the request as the API reads it, handed on; its reply comes back through
+ * cohort_http_api_reply(), perhaps later (the API's threads, a held claim). */
 static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct evhttp_uri *uri)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -118,19 +134,7 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
         .body = len ? (const char *)evbuffer_pullup(body, -1) : "",
         .body_len = len,
     };
-    cohort_api_reply_t answer;
-    h->callbacks.api(h->callbacks.arg, &request, &answer);
-    if (answer.allow)
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", answer.allow);
-    size_t text_len = 0;
-    char *text = bson_as_relaxed_extended_json(&answer.body, &text_len);
-    bson_destroy(&answer.body);
-    if (!text) {
-        reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
-        return;
-    }
-    reply(req, answer.status, NULL, JSON, text, text_len);
-    bson_free(text);
+    h->callbacks.api(h->callbacks.arg, &request, req);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)

@@ -5,8 +5,9 @@
  *   GET /healthz  200 "ok" while the process runs (the loop answers)
  *   GET /readyz   200 "ready", or 503 with the reason the node is not ready
  *   GET /metrics  200, the Prometheus text exposition (version 0.0.4)
- *   /api/...      the HTTP API (node/api.h, docs/API.md), through the `api` callback: JSON
- *                 bodies up to `api_max_body` bytes (larger: 413)
+ *   /api/...      the HTTP API (node/api.h, docs/API.md), through the `api` callback, which
+ *                 answers later with cohort_http_api_reply(): JSON bodies up to
+ *                 `api_max_body` bytes (larger: 413)
  *   other paths 404; methods other than GET and HEAD 405 (the API answers its own)
  *
  * The listener knows nothing of services or the database: the node lends it two callbacks.
@@ -30,8 +31,10 @@ typedef struct cohort_http_callbacks {
     bool (*ready)(void *arg, char *why, size_t whylen);
     /* The metrics text (caller frees with free()) and its length, or NULL on failure. */
     char *(*metrics)(void *arg, size_t *len);
-    /* Answers a request under /api/ (NULL: those paths are 404). */
-    void (*api)(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply);
+    /* Takes a request under /api/ (NULL: those paths are 404), to be answered with
+     * cohort_http_api_reply(origin, ...) on the loop thread, now or later. `request` is valid
+     * during the call only. */
+    void (*api)(void *arg, const cohort_api_request_t *request, void *origin);
     void *arg;
     size_t api_max_body; /* bytes; 0: the listener's small default */
 } cohort_http_callbacks_t;
@@ -45,6 +48,11 @@ typedef struct cohort_http cohort_http_t;
  * The callbacks are copied; `base` must outlive the listener. */
 cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
                                  const cohort_http_callbacks_t *callbacks, bson_error_t *error);
+
+/* Answers the API request `origin` (handed to callbacks.api) with `reply` as JSON. Loop
+ * thread only; once per request. Safe after the client went away (evhttp then frees the
+ * request instead of writing). */
+void cohort_http_api_reply(void *origin, const cohort_api_reply_t *reply);
 
 /* Closes the listener and its connections (NULL is allowed). */
 void cohort_http_destroy(cohort_http_t *http);

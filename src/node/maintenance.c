@@ -55,6 +55,8 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
                     "task(s) to pending",
                     (long long)expired_nodes, (long long)s->eff.takeover_ms, (long long)released);
     }
+    if (!c->external) /* a service of external workers sweeps its leases every tick */
+        cohort_maintenance_expire_leases(s, client, epoch);
     if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms,
                                     &reset, &error)) {
         cohort_logf(COHORT_LOG_WARN, c->name, "primary", epoch, "stalled-task reset failed: %s",
@@ -94,6 +96,32 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
                         status, (long long)retention);
         }
     }
+}
+
+void cohort_maintenance_expire_leases(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    int64_t released = 0, workers = 0;
+    bson_error_t error;
+    int64_t now = cohort_clock_cluster_ms();
+    if (!cohort_store_expire_leases(s->store, client, s->config->name, now, &released, &error)) {
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "lease expiry failed: %s", error.message);
+        return;
+    }
+    if (released > 0) {
+        atomic_fetch_add(&s->stats.leases_expired, (uint64_t)released);
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "%lld external worker lease(s) ran out: their task(s) are pending again "
+                    "(the attempt counted)",
+                    (long long)released);
+    }
+    if (!cohort_store_expire_workers(s->store, client, now, &workers, &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
+                    "external worker expiry failed: %s", error.message);
+    else if (workers > 0)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, "primary", epoch,
+                    "%lld external worker(s) expired (no call within their wait or lease)",
+                    (long long)workers);
 }
 
 void cohort_maintenance_promote_overdue(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)

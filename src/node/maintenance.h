@@ -28,6 +28,12 @@ int64_t cohort_maintenance_interval_ms(const cohort_settings_t *settings);
  * due (every cohort_maintenance_interval_ms(), sooner while a purge backlog remains). */
 void cohort_maintenance_run(cohort_service_t *service, mongoc_client_t *client, int64_t epoch);
 
+/* External workers' leases that ran out: their claims go back to pending (the attempt
+ * counted), and external workers silent past their alive_until are marked expired. Every
+ * tick for a service with `handler = external`, else with the rest of the maintenance. */
+void cohort_maintenance_expire_leases(cohort_service_t *service, mongoc_client_t *client,
+                                      int64_t epoch);
+
 /* Every tick: pending tasks past their not_after are promoted, in one write. */
 void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client_t *client,
                                         int64_t epoch);

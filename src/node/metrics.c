@@ -80,6 +80,18 @@ static uint64_t lost_claims(const cohort_service_t *s)
 {
     return atomic_load(&s->stats.lost_claims);
 }
+#define EXTERNAL_COUNTER(field)                                                                \
+    static uint64_t field(const cohort_service_t *s)                                           \
+    {                                                                                          \
+        return atomic_load(&s->stats.field);                                                   \
+    }
+EXTERNAL_COUNTER(ext_claimed)
+EXTERNAL_COUNTER(ext_succeeded)
+EXTERNAL_COUNTER(ext_failed)
+EXTERNAL_COUNTER(ext_retried)
+EXTERNAL_COUNTER(ext_released)
+EXTERNAL_COUNTER(ext_lost)
+EXTERNAL_COUNTER(leases_expired)
 static uint64_t leader_changes(const cohort_service_t *s)
 {
     return atomic_load(&s->election.leader_changes);
@@ -107,6 +119,21 @@ static const struct {
      "Outcomes not recorded because the claim had moved to another node.", lost_claims},
     {"cohort_leader_changes_total",
      "Times this node became primary of the service or stopped being it.", leader_changes},
+    {"cohort_external_claimed_total",
+     "Tasks this node handed to external workers (HTTP API claims).", ext_claimed},
+    {"cohort_external_succeeded_total",
+     "External workers' succeed calls this node recorded.", ext_succeeded},
+    {"cohort_external_failed_total",
+     "External workers' fail calls this node recorded as a final failure.", ext_failed},
+    {"cohort_external_retried_total",
+     "External workers' fail calls this node recorded as a retry.", ext_retried},
+    {"cohort_external_released_total",
+     "External workers' release calls this node recorded (back to pending).", ext_released},
+    {"cohort_external_lost_total",
+     "External workers' calls refused with 409 lease_lost: nothing was written.", ext_lost},
+    {"cohort_leases_expired_total",
+     "External workers' leases that ran out, given back by this node as primary.",
+     leases_expired},
 };
 
 static void counters(FILE *out, const cohort_metrics_source_t *src)

@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "node/api.h"
+#include "node/api_pool.h"
 #include "node/heartbeat.h"
 #include "node/http.h"
 #include "node/lease.h"
@@ -58,6 +59,7 @@ typedef struct node {
     struct event *sigterm, *sigint, *sighup;
     cohort_http_t *http; /* NULL: no http_listen */
     cohort_api_t *api;   /* the HTTP API, with the listener */
+    cohort_api_pool_t *api_pool; /* its threads and held claims */
     int64_t backoff_ms; /* 0: database healthy */
     bool stopping;
     int64_t stop_deadline_ms;
@@ -351,6 +353,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (n->api)
         cohort_api_set_token_ttl(n->api, tick_ms(n)); /* a token is trusted for one tick */
+    cohort_api_pool_wake(n->api_pool, NULL); /* held claims look again at least every tick */
     schedule_tick(n, n->backoff_ms ? n->backoff_ms : tick_ms(n));
 }
 
@@ -467,11 +470,17 @@ static char *http_metrics(void *arg, size_t *len)
     return cohort_metrics_render(&source, len);
 }
 
-/* The HTTP API's requests, served on the loop between ticks with the loop's client. */
-static void http_api(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply)
+/* The HTTP API's requests go to its threads (api_pool.h); their replies come back here. */
+static void http_api(void *arg, const cohort_api_request_t *request, void *origin)
 {
     node_t *n = arg;
-    cohort_api_handle(n->api, request, reply);
+    cohort_api_pool_submit(n->api_pool, request, origin);
+}
+
+static void api_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+{
+    (void)arg;
+    cohort_http_api_reply(origin, reply);
 }
 
 /* The HTTP listener, if configured; the primaries then count their queues for it. */
@@ -481,11 +490,19 @@ static bool start_http(node_t *n)
         return true;
     bson_error_t err;
     cohort_api_options_t api = {.store = n->store,
-                                .client = n->client,
                                 .config = n->config,
-                                .token_ttl_ms = tick_ms(n)};
+                                .token_ttl_ms = tick_ms(n),
+                                .services = n->services,
+                                .n_services = n->n_services,
+                                .max_wait_ms = n->config->api_max_wait_ms};
     if (!(n->api = cohort_api_new(&api))) {
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: out of memory");
+        return false;
+    }
+    n->api_pool = cohort_api_pool_start(n->base, n->api, n->store,
+                                        (size_t)n->config->api_threads, api_deliver, n, &err);
+    if (!n->api_pool) {
+        cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
         return false;
     }
     cohort_http_callbacks_t callbacks = {.ready = http_ready,
@@ -611,6 +628,13 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
     rc = n.refused ? 1 : 0;
 
 out:;
+    if (n.api_pool) {
+        /* Before the services its threads read: answers the claims it holds (no tasks) and
+         * the requests it queued (503), and lets the loop write them out. */
+        cohort_api_pool_destroy(n.api_pool);
+        n.api_pool = NULL;
+        event_base_loop(n.base, EVLOOP_NONBLOCK);
+    }
     size_t still_running = n.base ? running_tasks(&n) : 0;
     if (still_running > 0) {
         /* Their threads are inside the handler and cannot be joined. Hand their tasks back

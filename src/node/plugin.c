@@ -34,8 +34,37 @@ static bool check_kinds(const char *path, const cohort_handler_t *handler, bson_
     return true;
 }
 
+/* handler = external: the node runs none of the service's tasks (it starts no workers), so
+ * this is never called; were it, the task fails with a reason rather than run nowhere. */
+static cohort_outcome_t external_process_task(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
+{
+    (void)ctx;
+    (void)state;
+    cohort_task_set_error(task, "handler = external: only external workers run this service's "
+                                "tasks");
+    return COHORT_TASK_FAILED;
+}
+
+/* The built-in handler of `handler = external`: no callbacks but the required one. */
+static cohort_plugin_t *load_external(bson_error_t *error)
+{
+    cohort_plugin_t *plugin = calloc(1, sizeof *plugin);
+    if (!plugin || !(plugin->path = strdup(COHORT_HANDLER_EXTERNAL))) {
+        free(plugin);
+        cohort_error_nomem(error, "the external handler");
+        return NULL;
+    }
+    plugin->copy = (cohort_handler_t){.abi_version = COHORT_HANDLER_ABI_VERSION,
+                                      .name = COHORT_HANDLER_EXTERNAL,
+                                      .process_task = external_process_task};
+    plugin->handler = &plugin->copy;
+    return plugin;
+}
+
 cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
 {
+    if (strcmp(path, COHORT_HANDLER_EXTERNAL) == 0)
+        return load_external(error);
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
@@ -93,7 +122,8 @@ void cohort_plugin_unload(cohort_plugin_t *plugin)
 {
     if (!plugin)
         return;
-    dlclose(plugin->dl);
+    if (plugin->dl)
+        dlclose(plugin->dl);
     free(plugin->path);
     free(plugin);
 }

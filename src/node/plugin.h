@@ -13,7 +13,7 @@
 #include "cohort/handler.h"
 
 typedef struct cohort_plugin {
-    void *dl;
+    void *dl; /* NULL: the built-in handler of `handler = external` */
     /* A copy of the exported struct, as long as its ABI version defines it; callbacks an
      * older ABI lacks are NULL, so the node never reads past an old handler's struct. */
     const cohort_handler_t *handler;
@@ -21,7 +21,8 @@ typedef struct cohort_plugin {
     char *path;
 } cohort_plugin_t;
 
-/* Loads and checks the handler at `path`. Returns NULL with the reason in `error`
+/* Loads and checks the handler at `path` (COHORT_HANDLER_EXTERNAL: the built-in one of a
+ * service that only external workers serve). Returns NULL with the reason in `error`
  * (Cohort's error type, see errors.h; domain HANDLER, or SYSTEM when memory ran out). The plugin
  * stays loaded until cohort_plugin_unload(). */
 cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error);

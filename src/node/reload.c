@@ -103,7 +103,7 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
         cohort_settings_t file;
         cohort_settings_from_config(next, now, &file);
         cohort_service_reload_file_settings(s, &file);
-        if (now->workers != was->workers) {
+        if (now->workers != was->workers && !s->config->external) {
             bson_error_t err;
             if (cohort_service_set_workers(s, (size_t)now->workers, &err))
                 cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0, "workers = %lld (was %lld)",

@@ -38,6 +38,14 @@ typedef struct cohort_service_stats {
     _Atomic uint64_t stalled_reset;
     _Atomic uint64_t purged;
     _Atomic uint64_t batches_completed;
+    /* External workers' calls answered by this node (api_workers.c). */
+    _Atomic uint64_t ext_claimed;
+    _Atomic uint64_t ext_succeeded;
+    _Atomic uint64_t ext_failed;   /* failed for good */
+    _Atomic uint64_t ext_retried;  /* failed, to be retried */
+    _Atomic uint64_t ext_released; /* given back untouched */
+    _Atomic uint64_t ext_lost;     /* outcomes refused: the lease was lost (409) */
+    _Atomic uint64_t leases_expired; /* the primary's sweep: leases that ran out */
     cohort_histogram_t task_duration; /* time in the handler's process_task */
 } cohort_service_stats_t;
 

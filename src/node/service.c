@@ -34,6 +34,8 @@ bool cohort_service_start(cohort_service_t *s, bson_error_t *error)
     s->ready = calloc(s->ready_cap, sizeof *s->ready);
     if (!s->threads || !s->slots || !s->ready)
         return cohort_error_nomem(error, "the worker slots");
+    if (s->config->external)
+        return true; /* no workers: external workers claim over the HTTP API */
     /* Room for every slot SIGHUP may add; a slot's child starts on its first task. */
     if (s->config->isolation == COHORT_ISOLATION_PROCESS &&
         !(s->isolate = cohort_isolate_new(s, s->config_path, COHORT_MAX_WORKERS, error)))
@@ -86,6 +88,8 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     }
     if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
         cohort_maintenance_promote_overdue(s, client, epoch);
+        if (s->config->external)
+            cohort_maintenance_expire_leases(s, client, epoch);
         cohort_maintenance_run(s, client, epoch);
         cohort_batches_advance(s, client, epoch);
         if (s->count_queue)

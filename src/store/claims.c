@@ -61,18 +61,31 @@ bson_t *store_claim_sort(void)
     return BCON_NEW("priority", BCON_INT32(-1), "run_at", BCON_INT32(1), "_id", BCON_INT32(1));
 }
 
-/* The claim itself; `token` (may be NULL) marks the claims of one batch claim. */
-static bson_t *claim_update(const char *node_id, const char *token)
+/* The claim itself; `token` (may be NULL) marks the claims of one batch claim. With
+ * `lease_until_ms` > 0 (an external worker's claim) the claim ends at that time unless the
+ * worker extends it (leases.c); a node's claim has no lease_expires_at (check-ins keep it). */
+static bson_t *claim_update(const char *node_id, const char *token, int64_t lease_until_ms)
 {
-    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
-                              BCON_UTF8(node_id), "claim_token", BCON_UTF8(token ? token : ""),
-                              "}", "$inc", "{", "attempts", BCON_INT32(1), "}", "$currentDate",
-                              "{", "claimed_at", BCON_BOOL(true), "heartbeat_at", BCON_BOOL(true),
-                              "}", "$unset", "{", "coalesce_pending", BCON_UTF8(""), "}");
+    bson_t *update = bson_new(), set, unset;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "status", "claimed");
+    BSON_APPEND_UTF8(&set, "claimed_by", node_id);
+    BSON_APPEND_UTF8(&set, "claim_token", token ? token : "");
+    if (lease_until_ms > 0)
+        BSON_APPEND_DATE_TIME(&set, "lease_expires_at", lease_until_ms);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$inc", "{", "attempts", BCON_INT32(1), "}", "$currentDate", "{",
+                            "claimed_at", BCON_BOOL(true), "heartbeat_at", BCON_BOOL(true), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$unset", &unset);
+    BSON_APPEND_UTF8(&unset, "coalesce_pending", "");
+    if (lease_until_ms <= 0)
+        BSON_APPEND_UTF8(&unset, "lease_expires_at", "");
+    bson_append_document_end(update, &unset);
     return update;
 }
 
-static bson_t *unclaim_update(const char *coalesce_key);
 
 void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE])
 {
@@ -86,7 +99,7 @@ bool cohort_store_release_token(cohort_store_t *store, mongoc_client_t *client,
                                 int64_t *released, bson_error_t *error)
 {
     mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t *back = unclaim_update(NULL);
+    bson_t *back = store_unclaim_update(NULL);
     bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(node_id),
                             "status", BCON_UTF8("claimed"));
     bson_t reply;
@@ -115,7 +128,7 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
     bson_t *sort = store_claim_sort();
-    bson_t *update = claim_update(node_id, token);
+    bson_t *update = claim_update(node_id, token, 0);
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
     bool ok = store_find_and_modify(tasks, &query, sort, update, fields, true, false, claimed,
                                     found, error);
@@ -130,9 +143,9 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
 /* One round of a batch claim; *candidates receives how many tasks the find returned. */
 static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
                              const char *service, const char *node_id, int64_t now_ms,
-                             const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                             size_t *n, uint32_t *candidates, const char *token,
-                             bson_error_t *error)
+                             int64_t lease_until_ms, const cohort_claim_filter_t *filter,
+                             size_t max, bson_t *claimed, size_t *n, uint32_t *candidates,
+                             const char *token, bson_error_t *error)
 {
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
@@ -155,7 +168,7 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
         BSON_APPEND_ARRAY(&in, "$in", &ids);
         bson_append_document_end(&query, &in);
-        bson_t *update = claim_update(node_id, token);
+        bson_t *update = claim_update(node_id, token, lease_until_ms);
         bson_t reply;
         ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);
         int64_t modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
@@ -212,10 +225,11 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
  * share the call's token: a round runs only when those before it won nothing. */
 #define CLAIM_ROUNDS 4
 
-bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, const char *node_id, int64_t now_ms,
-                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
-                              size_t *n, const char *token, bson_error_t *error)
+/* A batch claim, with a lease for an external worker's (lease_until_ms > 0). */
+bool store_claim_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       const char *node_id, int64_t now_ms, int64_t lease_until_ms,
+                       const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                       size_t *n, const char *token, bson_error_t *error)
 {
     char fresh[COHORT_CLAIM_TOKEN_SIZE];
     if (!token) {
@@ -230,9 +244,18 @@ bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
     bool ok = true;
     uint32_t candidates = 1;
     for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
-        ok = claim_tasks_once(store, client, service, node_id, now_ms, filter, max, claimed, n,
-                              &candidates, token, error);
+        ok = claim_tasks_once(store, client, service, node_id, now_ms, lease_until_ms, filter,
+                              max, claimed, n, &candidates, token, error);
     return ok;
+}
+
+bool cohort_store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                              const char *service, const char *node_id, int64_t now_ms,
+                              const cohort_claim_filter_t *filter, size_t max, bson_t *claimed,
+                              size_t *n, const char *token, bson_error_t *error)
+{
+    return store_claim_tasks(store, client, service, node_id, now_ms, 0, filter, max, claimed, n,
+                             token, error);
 }
 
 /* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held. */
@@ -248,7 +271,7 @@ bson_t *store_held_claim(const bson_value_t *id, const char *node_id, int32_t at
 
 /* The update that gives a claim back: pending, the attempt not counted, no lock or token;
  * with `coalesce_key`, the task holds that key for coalescing again. */
-static bson_t *unclaim_update(const char *coalesce_key)
+bson_t *store_unclaim_update(const char *coalesce_key)
 {
     bson_t *update = bson_new(), set;
     BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
@@ -258,7 +281,8 @@ static bson_t *unclaim_update(const char *coalesce_key)
         BSON_APPEND_UTF8(&set, "coalesce_pending", coalesce_key);
     bson_append_document_end(update, &set);
     bson_t *rest = BCON_NEW("$inc", "{", "attempts", BCON_INT32(-1), "}", "$unset", "{",
-                            "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""), "}");
+                            "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""),
+                            "lease_expires_at", BCON_UTF8(""), "}");
     bson_concat(update, rest);
     bson_destroy(rest);
     return update;
@@ -270,12 +294,12 @@ bool cohort_store_unclaim(cohort_store_t *store, mongoc_client_t *client, const 
 {
     bson_t *filter = store_held_claim(id, node_id, attempt);
     mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t *update = unclaim_update(coalesce_key);
+    bson_t *update = store_unclaim_update(coalesce_key);
     bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
     bson_destroy(update);
     if (!ok && coalesce_key && store_is_duplicate_key(error)) {
         /* A newer pending task holds the key by now: give it back without. */
-        update = unclaim_update(NULL);
+        update = store_unclaim_update(NULL);
         ok = mongoc_collection_update_one(tasks, filter, update, NULL, NULL, error);
         bson_destroy(update);
     }

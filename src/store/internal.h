@@ -143,10 +143,28 @@ STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t 
                                          const char *reason, int64_t *released,
                                          bson_error_t *error);
 
+/* cohort_store_claim_tasks() with a lease: an external worker's claim (leases.c) ends at
+ * `lease_until_ms` (cluster clock) unless extended; 0 for a node's claim. */
+STORE_INTERNAL bool store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                      const char *service, const char *node_id, int64_t now_ms,
+                                      int64_t lease_until_ms, const cohort_claim_filter_t *filter,
+                                      size_t max, bson_t *claimed, size_t *n, const char *token,
+                                      bson_error_t *error);
+
 /* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held.
  * Returns a new document the caller destroys. */
 STORE_INTERNAL bson_t *store_held_claim(const bson_value_t *id, const char *node_id,
                                         int32_t attempt);
+
+/* Appends to `update` the $set, $unset, $currentDate and history $push that record the
+ * outcome `result` of attempt `attempt` run by `node_id` (outcomes.c). */
+STORE_INTERNAL void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
+                                        const cohort_task_result_t *result);
+
+/* The update that gives a claim back untouched: pending, the attempt not counted, no lock,
+ * token or lease; with `coalesce_key` (may be NULL) the task holds it for coalescing again
+ * (claims.c; a new document to destroy). */
+STORE_INTERNAL bson_t *store_unclaim_update(const char *coalesce_key);
 
 /* Claim order: priority descending, then run_at, then _id (a new document to destroy). */
 STORE_INTERNAL bson_t *store_claim_sort(void);

@@ -136,8 +136,11 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
 {
     *nodes_expired = *released = 0;
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    /* External workers have no ping cadence of their own: their claims end with their leases
+     * and their entries with alive_until (cohort_store_expire_workers). */
     bson_t *filter = BCON_NEW("seen_at", "{", "$lt", BCON_DATE_TIME(cutoff_ms), "$gte",
-                              BCON_DATE_TIME(cutoff_ms - 86400000), "}");
+                              BCON_DATE_TIME(cutoff_ms - 86400000), "}", "kind", "{", "$ne",
+                              BCON_UTF8("external"), "}");
     bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
                             BCON_INT64(1000));
     mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(nodes, filter, opts, NULL);
@@ -212,5 +215,24 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
         bson_destroy(&reply);
         bson_destroy(&cmd);
     }
+    return ok;
+}
+
+bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client, int64_t now_ms,
+                                 int64_t *expired, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("kind", BCON_UTF8("external"), "alive_until", "{", "$lt",
+                              BCON_DATE_TIME(now_ms), "}", "expired", "{", "$ne", BCON_BOOL(true),
+                              "}");
+    bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate", "{",
+                           "expired_at", BCON_BOOL(true), "}");
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t reply;
+    bool ok = mongoc_collection_update_many(nodes, filter, set, NULL, &reply, error);
+    *expired = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(nodes);
+    bson_destroy(set);
+    bson_destroy(filter);
     return ok;
 }

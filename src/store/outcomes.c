@@ -30,7 +30,7 @@ static const char *finish_name(cohort_finish_t finish)
 }
 
 /* The update that records one outcome (see cohort_store_finish_task_value). */
-static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
+void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
                           const cohort_task_result_t *result)
 {
     bson_t set, entry = BSON_INITIALIZER, current, unset;
@@ -40,6 +40,8 @@ static void finish_update(bson_t *update, const char *node_id, int32_t attempt,
         BSON_APPEND_DATE_TIME(&set, "run_at", result->retry_at_ms);
     if (result->error)
         BSON_APPEND_UTF8(&set, "last_error", result->error);
+    if (result->output)
+        BSON_APPEND_DOCUMENT(&set, "result", result->output);
     bson_append_document_end(update, &set);
 
     BSON_APPEND_DOCUMENT_BEGIN(update, "$unset", &unset);
@@ -78,7 +80,7 @@ static bool finish_one(cohort_store_t *store, mongoc_client_t *client, const cha
     BSON_APPEND_UTF8(filter, "claimed_by", node_id);
     BSON_APPEND_VALUE(filter, "attempts", attempts);
     bson_t update = BSON_INITIALIZER;
-    finish_update(&update, node_id, attempt, result);
+    store_finish_update(&update, node_id, attempt, result);
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t reply;
     bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
@@ -126,7 +128,7 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
         const cohort_task_outcome_t *o = &outcomes[i];
         bson_t *filter = store_held_claim(&o->id, node_id, o->attempt);
         bson_t update = BSON_INITIALIZER;
-        finish_update(&update, node_id, o->attempt, &o->result);
+        store_finish_update(&update, node_id, o->attempt, &o->result);
         ok = mongoc_bulk_operation_update_one_with_opts(bulk, filter, &update, NULL, error);
         bson_destroy(&update);
         bson_destroy(filter);

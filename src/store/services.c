@@ -90,7 +90,10 @@ static bool ensure_service(cohort_store_t *store, mongoc_client_t *client, const
         /* the HTTP API's Idempotency-Key: a retried POST finds the task it created */
         "11", "{", "key", "{", "idempotency_key", BCON_INT32(1), "}", "name",
         BCON_UTF8("idempotency_key"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true),
-        "}");
+        "}",
+        /* external workers' leases: the primary's sweep of the expired ones (leases.c) */
+        "12", "{", "key", "{", "lease_expires_at", BCON_INT32(1), "}", "name",
+        BCON_UTF8("lease_expires_at"), "sparse", BCON_BOOL(true), "}");
     ok = create_indexes(tasks, indexes, error);
     bson_destroy(indexes);
     mongoc_collection_destroy(tasks);

@@ -201,6 +201,11 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
                                int64_t *released, bson_error_t *error);
 
+/* Primary maintenance: external workers (leases.c) whose alive_until passed before `now_ms`
+ * are marked expired (their claims end with their leases). */
+bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client, int64_t now_ms,
+                                 int64_t *expired, bson_error_t *error);
+
 /* The server's current time, from the localTime of the hello (or legacy isMaster) reply. */
 bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, int64_t *server_ms,
                               bson_error_t *error);
@@ -311,6 +316,7 @@ typedef struct cohort_task_result {
     int64_t started_at_ms;   /* the claim time */
     int64_t ended_at_ms;     /* cluster clock */
     bool crashed;            /* the attempt died with its worker process (history: "crashed") */
+    const bson_t *output;    /* NULL, or stored as the task's `result` (an external worker's) */
 } cohort_task_result_t;
 
 /* Writes the outcome of the attempt `attempt` of task `id` (any _id type: an ObjectId, or a
@@ -343,6 +349,76 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const char *node_id,
                                const cohort_task_outcome_t *outcomes, size_t n, size_t *applied,
                                bson_error_t *error);
+
+/* ---- leases.c: external workers (the HTTP API's work scope) ----------------------------- */
+
+/* What a lease token names: the service, the task, the attempt its claim raised, and the
+ * claim token of that claim (node/api_parse.c writes and reads it as text). */
+typedef struct cohort_lease_ref {
+    char service[65];
+    char task_id[25]; /* 24 hex digits */
+    int32_t attempt;
+    char claim[COHORT_CLAIM_TOKEN_SIZE];
+} cohort_lease_ref_t;
+
+/* Registers or refreshes the external worker `name` in `nodes` ({kind: "external"},
+ * seen_at = server time, alive_until, the services it claims from). A name that a cohortd
+ * node uses is refused (*clash true, COHORT_CODE_CONFLICT). */
+bool cohort_store_touch_worker(cohort_store_t *store, mongoc_client_t *client, const char *name,
+                               const char *service, int64_t alive_until_ms, bool *clash,
+                               bson_error_t *error);
+
+/* Claims up to `max` tasks as cohort_store_claim_tasks() does, for the external worker
+ * `worker`, each with lease_expires_at = `lease_until_ms` (cluster clock). */
+bool cohort_store_claim_leased(cohort_store_t *store, mongoc_client_t *client,
+                               const char *service, const char *worker, int64_t now_ms,
+                               int64_t lease_until_ms, const cohort_claim_filter_t *filter,
+                               size_t max, bson_t *claimed, size_t *n, const char *token,
+                               bson_error_t *error);
+
+/* A heartbeat: lease_expires_at = `lease_until_ms`, heartbeat_at = server time, `progress`
+ * (may be NULL) stored on the task, if the lease still holds (one findAndModify). *held says
+ * whether it did; *cancel_requested is the task's cancel_requested flag. */
+bool cohort_store_extend_lease(cohort_store_t *store, mongoc_client_t *client,
+                               const cohort_lease_ref_t *ref, int64_t lease_until_ms,
+                               const bson_t *progress, bool *held, bool *cancel_requested,
+                               bson_error_t *error);
+
+/* What became of the claim a lease names. */
+typedef struct cohort_lease_state {
+    bool found;      /* the task exists */
+    bool held;       /* still claimed under this claim */
+    bool same_claim; /* the task's attempt and claim token are the lease's: held, or its
+                        outcome was written (a replay) */
+    cohort_task_status_t status;
+    char claimed_by[129];
+    int64_t claimed_at_ms;
+    char coalesce_key[1025];
+} cohort_lease_state_t;
+
+/* Reads the task the lease names (one find by _id). */
+bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
+                             const cohort_lease_ref_t *ref, cohort_lease_state_t *state,
+                             bson_error_t *error);
+
+/* Writes the outcome of the leased attempt (run by `worker`, for the history), conditional on
+ * the lease still holding: *applied is false, and nothing changed, if it does not. */
+bool cohort_store_finish_leased(cohort_store_t *store, mongoc_client_t *client,
+                                const cohort_lease_ref_t *ref, const char *worker,
+                                const cohort_task_result_t *result, bool *applied,
+                                bson_error_t *error);
+
+/* Gives the leased claim back untouched (pending, the attempt not counted; the task takes
+ * `coalesce_key` back, may be NULL), if the lease still holds. */
+bool cohort_store_release_lease(cohort_store_t *store, mongoc_client_t *client,
+                                const cohort_lease_ref_t *ref, const char *coalesce_key,
+                                bool *applied, bson_error_t *error);
+
+/* Primary maintenance: claims whose lease ran out before `now_ms` (cluster clock) go back to
+ * pending, the attempt counted, with a "crashed" history entry. */
+bool cohort_store_expire_leases(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, int64_t now_ms, int64_t *released,
+                                bson_error_t *error);
 
 /* ---- upkeep.c: check-ins and primary maintenance ---------------------------------------- */
 

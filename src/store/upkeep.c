@@ -110,7 +110,8 @@ static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, cons
     BSON_APPEND_VALUE(&filter, "attempts", bson_iter_value(&attempts));
     bson_t *change = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
                               BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
-                              "group_lock", BCON_UTF8(""), "}");
+                              "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""),
+                              "lease_expires_at", BCON_UTF8(""), "}");
     bson_concat(&update, change);
     BSON_APPEND_UTF8(&entry, "event", "crashed");
     BSON_APPEND_VALUE(&entry, "node", bson_iter_value(&node));
@@ -208,10 +209,12 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
 {
     *reset = 0;
     /* Claims made before check-ins existed have only claimed_at. */
+    /* An external worker's claim ends with its lease instead (cohort_store_expire_leases). */
     bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{",
                               "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
                               "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
-                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]");
+                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]", "lease_expires_at", "{",
+                              "$exists", BCON_BOOL(false), "}");
     bool ok = store_release_claims(store, client, service, filter,
                                    "stalled: its node stopped checking in; reset to pending",
                                    reset, error);

@@ -8,15 +8,18 @@
  *   byte % 5 == 1  the query string of GET .../tasks, then of GET .../counts (as by=)
  *   byte % 5 == 2  a task body (POST .../tasks)
  *   byte % 5 == 3  a batch body: each element of its "tasks" array parsed as a task
- *   byte % 5 == 4  a pause body, then the same as a resume body
+ *   byte % 5 == 4  a pause body, then the same as a resume body, a claim body and each
+ *                  lease call's body (heartbeat, succeed, fail, release)
  *
  * Checks beyond the sanitizers': every refusal has a 4xx status (5xx only for memory), a
- * code and a message; a route accepted has a scope.
+ * code and a message; a route accepted has a scope; a lease token accepted by a route is
+ * written back as the same text; a claim accepted has its fields in range.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/api_lease.h"
 #include "node/api_parse.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -54,6 +57,13 @@ static void fuzz_route(uint8_t selector, const char *path)
     if (cohort_api_route(methods[(selector >> 3) & 3], path, &route, &err)) {
         if (!route.scope)
             abort();
+        if (route.lease.attempt > 0) { /* /api/v1/leases/{token}/...: the token round-trips */
+            char token[COHORT_LEASE_TOKEN_MAX];
+            cohort_lease_token_format(&route.lease, token, sizeof token);
+            const char *in = path + strlen("/api/v1/leases/");
+            if (strncmp(in, token, strlen(token)) != 0 || in[strlen(token)] != '/')
+                abort();
+        }
     } else {
         check_refusal(&err);
     }
@@ -118,6 +128,27 @@ static void fuzz_switch(const bson_t *body)
         check_refusal(&err);
 }
 
+/* The external workers' bodies (node/api_lease.h). */
+static void fuzz_worker(const bson_t *body)
+{
+    cohort_api_claim_t claim;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_claim(body, 30000, &claim, &err))
+        check_refusal(&err);
+    else if (!claim.worker || claim.max < 1 || claim.max > COHORT_API_CLAIM_MAX ||
+             claim.wait_ms < 0 || claim.wait_ms > 30000 ||
+             claim.lease_ms < COHORT_API_LEASE_MIN_MS || claim.lease_ms > COHORT_API_LEASE_MAX_MS)
+        abort();
+    static const cohort_api_endpoint_t calls[] = {
+        COHORT_API_LEASE_HEARTBEAT, COHORT_API_LEASE_SUCCEED, COHORT_API_LEASE_FAIL,
+        COHORT_API_LEASE_RELEASE};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        cohort_api_lease_body_t out;
+        if (!cohort_api_parse_lease_body(body, calls[i], &out, &err))
+            check_refusal(&err);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 1 << 20)
@@ -146,6 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_batch(&body);
     } else {
         fuzz_switch(&body);
+        fuzz_worker(&body);
     }
     bson_destroy(&body);
     return 0;

@@ -20,6 +20,7 @@
 #include "support.h"
 #include "core/token.h"
 #include "node/api.h"
+#include "node/api_pool.h"
 #include "node/http.h"
 #include "store/store.h"
 #include "store/tokens.h"
@@ -61,7 +62,7 @@ static void make_token(const char *name, const char *scopes, char *token)
 static void setup(void)
 {
     test_service_db_open("api", SERVICE, &db, &store, &client);
-    cohort_api_options_t options = {.store = store, .client = client, .token_ttl_ms = TTL_MS};
+    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
     api = cohort_api_new(&options);
     cr_assert_not_null(api);
     make_token("reader", "read", tok_read);
@@ -107,7 +108,7 @@ static answer_t call_full(const char *token, const char *method, const char *tar
                                     .body = body ? body : "",
                                     .body_len = body ? strlen(body) : 0};
     cohort_api_reply_t reply;
-    cohort_api_handle(api, &request, &reply);
+    cohort_api_handle(api, client, &request, &reply);
     answer_t a = {.status = reply.status, .body = bson_copy(&reply.body)};
     bson_destroy(&reply.body);
     a.json = bson_as_relaxed_extended_json(a.body, NULL);
@@ -370,6 +371,7 @@ typedef struct server {
     pthread_t thread;
     int port;
     struct event *watch; /* stops the loop from its own thread (libevent has no locks here) */
+    cohort_api_pool_t *pool;
     _Atomic bool stop;
 } server_t;
 
@@ -381,9 +383,15 @@ static void server_watch(evutil_socket_t fd, short what, void *arg)
         event_base_loopbreak(s->base);
 }
 
-static void server_api(void *arg, const cohort_api_request_t *request, cohort_api_reply_t *reply)
+/* As cohortd does: the API's threads answer, the loop sends. */
+static void server_api(void *arg, const cohort_api_request_t *request, void *origin)
 {
-    cohort_api_handle(((server_t *)arg)->api, request, reply);
+    cohort_api_pool_submit(((server_t *)arg)->pool, request, origin);
+}
+static void server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+{
+    (void)arg;
+    cohort_http_api_reply(origin, reply);
 }
 static bool server_ready(void *arg, char *why, size_t len)
 {
@@ -408,8 +416,11 @@ static void server_start(server_t *s)
 {
     s->base = event_base_new();
     s->client = cohort_store_pop(store);
-    cohort_api_options_t options = {.store = store, .client = s->client, .token_ttl_ms = TTL_MS};
+    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
     s->api = cohort_api_new(&options);
+    bson_error_t perr;
+    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, s, &perr);
+    cr_assert_not_null(s->pool, "%s", perr.message);
     cohort_http_callbacks_t callbacks = {.ready = server_ready,
                                          .metrics = server_metrics,
                                          .api = server_api,
@@ -434,6 +445,7 @@ static void server_stop(server_t *s)
     s->stop = true;
     pthread_join(s->thread, NULL);
     event_free(s->watch);
+    cohort_api_pool_destroy(s->pool);
     cohort_http_destroy(s->http);
     cohort_api_destroy(s->api);
     event_base_free(s->base);

@@ -104,6 +104,13 @@ Test(metrics, counters_come_from_the_service_stats)
     atomic_store(&st->purged, 1000);
     atomic_store(&st->batches_completed, 4);
     atomic_store(&st->lost_claims, 1);
+    atomic_store(&st->ext_claimed, 11);
+    atomic_store(&st->ext_succeeded, 8);
+    atomic_store(&st->ext_failed, 1);
+    atomic_store(&st->ext_retried, 2);
+    atomic_store(&st->ext_released, 3);
+    atomic_store(&st->ext_lost, 4);
+    atomic_store(&st->leases_expired, 6);
     atomic_store(&fx.services[0]->election.leader_changes, 5);
     atomic_store(&fx.services[1]->stats.claimed, 9);
 
@@ -123,6 +130,14 @@ Test(metrics, counters_come_from_the_service_stats)
         {"cohort_batches_completed_total{service=\"alpha\"}", 4},
         {"cohort_claims_lost_total{service=\"alpha\"}", 1},
         {"cohort_leader_changes_total{service=\"alpha\"}", 5},
+        {"cohort_external_claimed_total{service=\"alpha\"}", 11},
+        {"cohort_external_succeeded_total{service=\"alpha\"}", 8},
+        {"cohort_external_failed_total{service=\"alpha\"}", 1},
+        {"cohort_external_retried_total{service=\"alpha\"}", 2},
+        {"cohort_external_released_total{service=\"alpha\"}", 3},
+        {"cohort_external_lost_total{service=\"alpha\"}", 4},
+        {"cohort_leases_expired_total{service=\"alpha\"}", 6},
+        {"cohort_external_claimed_total{service=\"beta-2\"}", 0},
         {"cohort_tasks_claimed_total{service=\"beta-2\"}", 9},
         {"cohort_tasks_succeeded_total{service=\"beta-2\"}", 0},
         {"cohort_db_commands_total", 0},
@@ -147,7 +162,8 @@ Test(metrics, counters_come_from_the_service_stats)
         "cohort_batches_completed_total", "cohort_claims_lost_total",
         "cohort_leader_changes_total",    "cohort_db_commands_total",
         "cohort_tasks_timed_out_total",
-        "cohort_db_command_errors_total"};
+        "cohort_db_command_errors_total", "cohort_external_claimed_total",
+        "cohort_external_lost_total",     "cohort_leases_expired_total"};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         cr_assert_str_eq(prom_type(&m, counters[i]), "counter", "%s", counters[i]);
     cr_assert_str_eq(prom_type(&m, "cohort_task_duration_seconds"), "histogram");
