@@ -1,0 +1,472 @@
+/*
+ * api_workers.c - the HTTP API's external-worker endpoints (node/api_workers.h), called
+ * in-process through cohort_api_handle() against the local database, with a hosted service
+ * of `handler = external`: claims (with a lease, filtered by kind, pause, groups, attempts;
+ * the hold asked for when nothing is due), heartbeats, succeed / fail / release fenced on
+ * the claim, replays answered 200 without a second effect, lost leases answered 409 with
+ * nothing written, the primary's lease sweep, every refusal of bad input with its status
+ * and code, and the worker's entry in `nodes`.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+#include "core/clock.h"
+#include "core/token.h"
+#include "node/api.h"
+#include "node/api_parse.h"
+#include "node/election.h"
+#include "node/filter.h"
+#include "store/store.h"
+#include "store/tokens.h"
+
+#define SERVICE "ext"
+#define QUEUE "queue_" SERVICE
+
+static char *db;
+static cohort_store_t *store;
+static mongoc_client_t *client;
+static cohort_api_t *api;
+static cohort_service_config_t config;
+static cohort_service_t *service;
+static char tok_work[COHORT_TOKEN_TEXT_MAX], tok_read[COHORT_TOKEN_TEXT_MAX];
+
+static void make_token(const char *name, const char *scopes, char *token)
+{
+    uint32_t bits = 0;
+    bson_error_t error;
+    cr_assert(cohort_scopes_parse(scopes, &bits, &error), "%s", error.message);
+    char hash[COHORT_TOKEN_HASH_HEX];
+    cr_assert(cohort_token_generate(token, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
+    cr_assert(cohort_token_hash(token, hash, sizeof hash));
+    bson_t array = BSON_INITIALIZER;
+    uint32_t n = 0;
+    for (int i = 0; i < COHORT_SCOPE_COUNT; i++) {
+        if (bits & (1u << i)) {
+            char key[8];
+            snprintf(key, sizeof key, "%u", n++);
+            BSON_APPEND_UTF8(&array, key, cohort_scope_names[i]);
+        }
+    }
+    bool exists = false;
+    cr_assert(cohort_store_create_token(store, client, name, hash, &array, "test", &exists,
+                                        &error),
+              "%s", error.message);
+    bson_destroy(&array);
+}
+
+static void setup(void)
+{
+    test_service_db_open("apiwork", SERVICE, &db, &store, &client);
+    config = test_service_config(SERVICE, "external");
+    config.external = true;
+    config.max_attempts = 3;
+    config.retry_base_ms = 60000; /* a retried task stays pending for the whole test */
+    service = test_service_new(&config, "node-a", 5000, store, client);
+    cohort_api_options_t options = {.store = store,
+                                    .token_ttl_ms = 300,
+                                    .services = &service,
+                                    .n_services = 1,
+                                    .max_wait_ms = 5000};
+    api = cohort_api_new(&options);
+    cr_assert_not_null(api);
+    make_token("worker", "work,enqueue", tok_work);
+    make_token("reader", "read", tok_read);
+}
+
+static void teardown(void)
+{
+    cohort_api_destroy(api);
+    cohort_service_destroy(service, client);
+    free(config.handler_path);
+    test_service_db_close(&db, &store, &client);
+}
+
+TestSuite(api_workers, .init = setup, .fini = teardown, .timeout = 120);
+
+typedef struct answer {
+    int status;
+    int64_t hold_ms;
+    char wake[65];
+    bson_t *body;
+    char *json;
+} answer_t;
+
+static void answer_free(answer_t *a)
+{
+    bson_destroy(a->body);
+    bson_free(a->json);
+}
+
+static answer_t call_as(const char *token, const char *path, const char *body)
+{
+    char auth[128];
+    snprintf(auth, sizeof auth, "Bearer %s", token);
+    cohort_api_request_t request = {.method = "POST",
+                                    .path = path,
+                                    .authorization = auth,
+                                    .body = body ? body : "",
+                                    .body_len = body ? strlen(body) : 0};
+    cohort_api_reply_t reply;
+    cohort_api_handle(api, client, &request, &reply);
+    answer_t a = {.status = reply.status, .hold_ms = reply.hold_ms,
+                  .body = bson_copy(&reply.body)};
+    memcpy(a.wake, reply.wake, sizeof a.wake);
+    bson_destroy(&reply.body);
+    a.json = bson_as_relaxed_extended_json(a.body, NULL);
+    return a;
+}
+
+static answer_t call(const char *path, const char *body)
+{
+    return call_as(tok_work, path, body);
+}
+
+static void expect(answer_t a, int status, const char *code, const char *what)
+{
+    cr_assert_eq(a.status, status, "%s: status %d, want %d: %s", what, a.status, status, a.json);
+    if (code) {
+        const char *got = test_doc_str(a.body, "error.code");
+        cr_assert(got && strcmp(got, code) == 0, "%s: code %s, want %s (%s)", what, got, code,
+                  a.json);
+    }
+    answer_free(&a);
+}
+
+#define CLAIMS "/api/v1/services/" SERVICE "/claims"
+
+static void enqueue(const char *body)
+{
+    answer_t a = call("/api/v1/services/" SERVICE "/tasks", body);
+    cr_assert_eq(a.status, 201, "enqueue %s: %s", body, a.json);
+    cr_assert_str_eq(a.wake, SERVICE, "an enqueue wakes the service's held claims");
+    answer_free(&a);
+}
+
+/* One claimed task of a claim's reply. */
+typedef struct claimed {
+    char id[25];
+    char token[COHORT_LEASE_TOKEN_MAX];
+    int64_t attempt;
+} claimed_t;
+
+/* Claims (body) and returns how many tasks came back, the first `max_out` in `out`. */
+static size_t claim(const char *body, claimed_t *out, size_t max_out, int64_t *hold_ms)
+{
+    answer_t a = call(CLAIMS, body);
+    cr_assert_eq(a.status, 200, "claim %s: %s", body, a.json);
+    if (hold_ms)
+        *hold_ms = a.hold_ms;
+    size_t n = 0;
+    for (;; n++) {
+        char key[64];
+        snprintf(key, sizeof key, "tasks.%zu.id", n);
+        const char *id = test_doc_str(a.body, key);
+        if (!id)
+            break;
+        if (n < max_out) {
+            snprintf(out[n].id, sizeof out[n].id, "%s", id);
+            snprintf(key, sizeof key, "tasks.%zu.lease.token", n);
+            cr_assert_not_null(test_doc_str(a.body, key), "%s", a.json);
+            snprintf(out[n].token, sizeof out[n].token, "%s", test_doc_str(a.body, key));
+            snprintf(key, sizeof key, "tasks.%zu.attempt", n);
+            out[n].attempt = test_doc_int(a.body, key);
+            snprintf(key, sizeof key, "tasks.%zu.lease.expires_at", n);
+            cr_assert_not_null(test_doc_str(a.body, key), "an expiry time: %s", a.json);
+        }
+    }
+    answer_free(&a);
+    return n;
+}
+
+static answer_t lease_call(const claimed_t *t, const char *action, const char *body)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/leases/%s/%s", t->token, action);
+    return call(path, body);
+}
+
+/* The task document (destroy it). */
+static void read_task(const char *id, bson_t *doc)
+{
+    char filter[80];
+    snprintf(filter, sizeof filter, "{\"_id\": {\"$oid\": \"%s\"}}", id);
+    cr_assert(test_find_one(client, db, QUEUE, filter, doc), "task %s is missing", id);
+}
+
+static void expect_status(const char *id, const char *status)
+{
+    bson_t doc;
+    read_task(id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), status, "task %s", id);
+    bson_destroy(&doc);
+}
+
+/* The number of history entries of task `id` whose outcome is `outcome`. */
+static int history_count(const char *id, const char *outcome)
+{
+    bson_t doc;
+    read_task(id, &doc);
+    int n = 0;
+    for (int i = 0; i < COHORT_HISTORY_MAX; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "history.%d.outcome", i);
+        const char *o = test_doc_str(&doc, key);
+        n += o && strcmp(o, outcome) == 0;
+    }
+    bson_destroy(&doc);
+    return n;
+}
+
+Test(api_workers, claim_heartbeat_succeed_and_replay)
+{
+    enqueue("{\"data\": {\"n\": 1}, \"kind\": \"mail\"}");
+    claimed_t t;
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"max\": 4, \"lease_ms\": 5000}", &t, 1, NULL), 1);
+    cr_assert_eq(t.attempt, 1);
+    expect_status(t.id, "claimed");
+    bson_t doc;
+    read_task(t.id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "claimed_by"), "py-1");
+    cr_assert(test_doc_has(&doc, "lease_expires_at"));
+    int64_t first = test_doc_int(&doc, "lease_expires_at");
+    bson_destroy(&doc);
+
+    answer_t hb = lease_call(&t, "heartbeat", "{\"lease_ms\": 60000, \"progress\": {\"p\": 3}}");
+    cr_assert_eq(hb.status, 200, "%s", hb.json);
+    cr_assert(test_doc_has(hb.body, "expires_at"));
+    cr_assert(test_doc_has(hb.body, "cancel_requested"));
+    answer_free(&hb);
+    read_task(t.id, &doc);
+    cr_assert_gt(test_doc_int(&doc, "lease_expires_at"), first + 40000, "the lease was extended");
+    cr_assert_eq(test_doc_int(&doc, "progress.p"), 3);
+    bson_destroy(&doc);
+
+    answer_t ok = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
+    cr_assert_eq(ok.status, 200, "%s", ok.json);
+    cr_assert_str_eq(test_doc_str(ok.body, "status"), "succeeded");
+    answer_free(&ok);
+    read_task(t.id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "succeeded");
+    cr_assert_eq(test_doc_int(&doc, "result.sent"), 2, "the result is stored");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.node"), "py-1");
+    bson_destroy(&doc);
+
+    /* The same succeed again (a retry after a dropped reply): 200, nothing written twice. */
+    answer_t again = lease_call(&t, "succeed", "{}");
+    cr_assert_eq(again.status, 200, "%s", again.json);
+    cr_assert(test_doc_has(again.body, "replayed"), "%s", again.json);
+    answer_free(&again);
+    cr_assert_eq(history_count(t.id, "succeeded"), 1);
+    /* A different outcome for the same attempt is a conflict; a heartbeat too. */
+    expect(lease_call(&t, "fail", "{\"error\": \"late\"}"), 409, "conflict", "fail after succeed");
+    expect(lease_call(&t, "heartbeat", NULL), 409, "conflict", "heartbeat after succeed");
+    expect_status(t.id, "succeeded");
+}
+
+Test(api_workers, lost_lease_changes_nothing)
+{
+    enqueue("{\"data\": {\"n\": 2}}");
+    claimed_t first;
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"lease_ms\": 1000}", &first, 1, NULL), 1);
+    /* The primary's sweep, as if the lease ran out 2 s ago. */
+    int64_t released = 0;
+    bson_error_t error;
+    cr_assert(cohort_store_expire_leases(store, client, SERVICE, cohort_clock_cluster_ms() + 2000,
+                                         &released, &error),
+              "%s", error.message);
+    cr_assert_eq(released, 1);
+    expect_status(first.id, "pending");
+    expect(lease_call(&first, "succeed", "{}"), 409, "lease_lost", "succeed after expiry");
+    expect(lease_call(&first, "heartbeat", "{}"), 409, "lease_lost", "heartbeat after expiry");
+    expect_status(first.id, "pending");
+
+    /* Claimed again by another worker: the old token still changes nothing. */
+    claimed_t second;
+    cr_assert_eq(claim("{\"worker\": \"py-2\"}", &second, 1, NULL), 1);
+    cr_assert_str_eq(second.id, first.id);
+    cr_assert_eq(second.attempt, 2, "the expired attempt counted");
+    expect(lease_call(&first, "fail", "{\"retry\": false}"), 409, "lease_lost", "old fail");
+    expect(lease_call(&first, "release", NULL), 409, "lease_lost", "old release");
+    expect_status(first.id, "claimed");
+    answer_t ok = lease_call(&second, "succeed", NULL);
+    cr_assert_eq(ok.status, 200, "%s", ok.json);
+    answer_free(&ok);
+    cr_assert_eq(history_count(first.id, "succeeded"), 1);
+    bson_t doc;
+    read_task(first.id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.event"), "crashed",
+                     "the expired attempt is in the history");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.node"), "py-1");
+    bson_destroy(&doc);
+}
+
+Test(api_workers, fail_retry_release_and_attempts)
+{
+    enqueue("{\"data\": {\"n\": 3}}");
+    claimed_t t;
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 1);
+    answer_t f = lease_call(&t, "fail", "{\"error\": \"smtp down\"}");
+    cr_assert_eq(f.status, 200, "%s", f.json);
+    cr_assert_str_eq(test_doc_str(f.body, "status"), "pending", "retry is the default");
+    cr_assert(test_doc_has(f.body, "retry_at"));
+    answer_free(&f);
+    bson_t doc;
+    read_task(t.id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "smtp down");
+    cr_assert_gt(test_doc_int(&doc, "run_at"), cohort_clock_cluster_ms() + 30000,
+                 "the service's backoff");
+    bson_destroy(&doc);
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 0, "not due before its backoff");
+
+    /* release: back to pending at once, the attempt not counted. */
+    enqueue("{\"data\": {\"n\": 4}}");
+    claimed_t r;
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &r, 1, NULL), 1);
+    answer_t rel = lease_call(&r, "release", NULL);
+    cr_assert_eq(rel.status, 200, "%s", rel.json);
+    cr_assert_str_eq(rel.wake, SERVICE, "a release wakes held claims");
+    answer_free(&rel);
+    read_task(r.id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending");
+    cr_assert_eq(test_doc_int(&doc, "attempts"), 0);
+    bson_destroy(&doc);
+    expect(lease_call(&r, "release", NULL), 409, "lease_lost", "released twice");
+
+    /* retry: false fails it for good; so does a retry past max_attempts (3). */
+    claimed_t g;
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &g, 1, NULL), 1);
+    cr_assert_str_eq(g.id, r.id);
+    answer_t final = lease_call(&g, "fail", "{\"error\": \"bad address\", \"retry\": false}");
+    cr_assert_str_eq(test_doc_str(final.body, "status"), "failed");
+    answer_free(&final);
+    expect_status(g.id, "failed");
+}
+
+Test(api_workers, exhausted_attempts_fail_without_running)
+{
+    enqueue("{\"data\": {\"n\": 5}}");
+    /* A task whose attempts are used up (as after max_attempts lost leases). */
+    mongoc_collection_t *q = mongoc_client_get_collection(client, db, QUEUE);
+    bson_t *all = bson_new();
+    bson_t *set = BCON_NEW("$set", "{", "attempts", BCON_INT32(3), "}");
+    cr_assert(mongoc_collection_update_many(q, all, set, NULL, NULL, NULL));
+    bson_destroy(set);
+    bson_destroy(all);
+    mongoc_collection_destroy(q);
+    claimed_t t;
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 0, "not handed out");
+    bson_t doc;
+    cr_assert(test_find_one(client, db, QUEUE, "{}", &doc));
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
+    cr_assert(strstr(test_doc_str(&doc, "last_error"), "max_attempts"));
+    bson_destroy(&doc);
+}
+
+Test(api_workers, kinds_groups_pause_and_hold)
+{
+    int64_t hold = 0;
+    claimed_t t[4];
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"wait_ms\": 60000}", t, 4, &hold), 0);
+    cr_assert_eq(hold, 5000, "nothing due: hold, capped by api_max_wait_ms");
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", t, 4, &hold), 0);
+    cr_assert_eq(hold, 0, "no wait_ms: answered at once");
+
+    enqueue("{\"data\": {}, \"kind\": \"sms\"}");
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"kinds\": [\"mail\"]}", t, 4, NULL), 0);
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"kinds\": [\"sms\"]}", t, 4, NULL), 1);
+
+    /* One task of a group at a time. */
+    enqueue("{\"data\": {}, \"group\": \"acct-1\"}");
+    enqueue("{\"data\": {}, \"group\": \"acct-1\"}");
+    claimed_t g[4];
+    cr_assert_eq(claim("{\"worker\": \"py-2\", \"max\": 4}", g, 4, NULL), 1);
+    cr_assert_eq(claim("{\"worker\": \"py-3\", \"max\": 4}", g + 1, 3, NULL), 0,
+                 "the group is busy");
+    answer_t ok = lease_call(&g[0], "succeed", NULL);
+    answer_free(&ok);
+    cohort_filter_forget_busy_group(service, "acct-1");
+    cr_assert_eq(claim("{\"worker\": \"py-3\", \"max\": 4}", g + 1, 3, NULL), 1);
+
+    /* A paused service hands out nothing. */
+    enqueue("{\"data\": {}}");
+    pthread_mutex_lock(&service->lock);
+    service->stopped_all = true;
+    pthread_mutex_unlock(&service->lock);
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", t, 4, NULL), 0);
+    pthread_mutex_lock(&service->lock);
+    service->stopped_all = false;
+    pthread_mutex_unlock(&service->lock);
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", t, 4, NULL), 1);
+}
+
+Test(api_workers, registry_entry_and_name_clash)
+{
+    claimed_t t;
+    claim("{\"worker\": \"py-9\", \"wait_ms\": 2000, \"lease_ms\": 10000}", &t, 1, NULL);
+    bson_t doc;
+    cr_assert(test_find_one(client, db, "nodes", "{\"_id\": \"py-9\"}", &doc));
+    cr_assert_str_eq(test_doc_str(&doc, "kind"), "external");
+    cr_assert_str_eq(test_doc_str(&doc, "services.0"), SERVICE);
+    cr_assert(test_doc_has(&doc, "seen_at"));
+    cr_assert_gt(test_doc_int(&doc, "alive_until"), cohort_clock_cluster_ms() + 8000);
+    bson_destroy(&doc);
+    /* Marked expired once alive_until passed (the primary's maintenance). */
+    int64_t expired = 0;
+    bson_error_t error;
+    cr_assert(cohort_store_expire_workers(store, client, cohort_clock_cluster_ms() + 60000,
+                                          &expired, &error));
+    cr_assert_geq(expired, 1);
+    /* A cohortd node's id cannot be a worker's name. */
+    cr_assert(test_find_one(client, db, "nodes", "{\"_id\": \"test-clock\"}", &doc),
+              "the clock sync registered a node");
+    bson_destroy(&doc);
+    expect(call(CLAIMS, "{\"worker\": \"test-clock\"}"), 409, "conflict", "a node's id");
+}
+
+Test(api_workers, bad_input)
+{
+    expect(call(CLAIMS, "{}"), 400, "bad_request", "no worker");
+    expect(call(CLAIMS, "{\"worker\": \"a b\"}"), 400, "bad_request", "bad worker name");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"max\": 0}"), 400, "bad_request", "max 0");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"max\": 101}"), 400, "bad_request", "max 101");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"max\": \"4\"}"), 400, "bad_request", "max text");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"lease_ms\": 10}"), 400, "bad_request", "lease");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"wait_ms\": -1}"), 400, "bad_request", "wait");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"kinds\": [\"a/b\"]}"), 400, "bad_request",
+           "kind");
+    expect(call(CLAIMS, "{\"worker\": \"w\", \"speed\": 1}"), 400, "bad_request", "unknown");
+    expect(call(CLAIMS, "[1]"), 400, "bad_request", "not an object");
+    expect(call(CLAIMS, "{\"worker\": "), 400, "bad_request", "malformed JSON");
+    expect(call("/api/v1/services/nothere/claims", "{\"worker\": \"w\"}"), 404, "not_found",
+           "a service this node does not host");
+    expect(call_as(tok_read, CLAIMS, "{\"worker\": \"w\"}"), 403, "forbidden", "scope read");
+    expect(call("/api/v1/leases/l1.ext.zz/succeed", NULL), 400, "bad_request", "bad token");
+    expect(call("/api/v1/leases/l1.ext.6b04c3e17f69d9325a002a62.1.6b04c3e17f69d9325a002a63/"
+                "finish",
+                NULL),
+           404, "not_found", "unknown action");
+    expect(call("/api/v1/leases/l1.ext.6b04c3e17f69d9325a002a62.1.6b04c3e17f69d9325a002a63/"
+                "succeed",
+                NULL),
+           404, "not_found", "a task that does not exist");
+    enqueue("{\"data\": {}}");
+    claimed_t t;
+    cr_assert_eq(claim("{\"worker\": \"w\"}", &t, 1, NULL), 1);
+    expect(lease_call(&t, "heartbeat", "{\"lease_ms\": \"x\"}"), 400, "bad_request", "hb type");
+    expect(lease_call(&t, "succeed", "{\"result\": 5}"), 400, "bad_request", "result type");
+    expect(lease_call(&t, "fail", "{\"retry\": 1}"), 400, "bad_request", "retry type");
+    expect(lease_call(&t, "release", "{\"why\": 1}"), 400, "bad_request", "release field");
+    expect_status(t.id, "claimed");
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/leases/%s/succeed", t.token);
+    cohort_api_request_t get = {.method = "GET", .path = path, .body = ""};
+    char auth[128];
+    snprintf(auth, sizeof auth, "Bearer %s", tok_work);
+    get.authorization = auth;
+    cohort_api_reply_t reply;
+    cohort_api_handle(api, client, &get, &reply);
+    cr_assert_eq(reply.status, 405);
+    bson_destroy(&reply.body);
+}
