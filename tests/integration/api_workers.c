@@ -288,6 +288,19 @@ Test(api_workers, lost_lease_changes_nothing)
     cr_assert_str_eq(second.id, first.id);
     cr_assert_eq(second.attempt, 2, "the expired attempt counted");
     expect(lease_call(&first, "fail", "{\"retry\": false}"), 409, "lease_lost", "old fail");
+    /* The write itself is fenced, not only the read before it: the old lease's outcome,
+     * written straight through the store, matches nothing. */
+    cohort_lease_ref_t old;
+    cr_assert(cohort_lease_token_parse(first.token, &old));
+    cohort_task_result_t late = {.finish = COHORT_FINISH_SUCCEEDED};
+    bool applied = true, held = true, cancel = false;
+    cr_assert(cohort_store_finish_leased(store, client, &old, "py-1", &late, &applied, &error));
+    cr_assert_not(applied, "a lost lease's outcome was written");
+    cr_assert(cohort_store_extend_lease(store, client, &old, cohort_clock_cluster_ms() + 60000,
+                                       NULL, &held, &cancel, &error));
+    cr_assert_not(held, "a lost lease was extended");
+    cr_assert(cohort_store_release_lease(store, client, &old, NULL, &applied, &error));
+    cr_assert_not(applied, "a lost lease was released");
     expect(lease_call(&first, "release", NULL), 409, "lease_lost", "old release");
     expect_status(first.id, "claimed");
     answer_t ok = lease_call(&second, "succeed", NULL);

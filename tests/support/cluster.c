@@ -124,6 +124,26 @@ static pid_t spawn(char *const *argv, const char *const *env, const char *out_pa
     return pid;
 }
 
+pid_t cluster_spawn(cluster_t *c, char *const *argv, const char *log_path)
+{
+    cr_assert_lt(c->n_processes, CLUSTER_MAX_PROCESSES, "too many processes");
+    pid_t pid = spawn(argv, NULL, log_path, log_path);
+    c->processes[c->n_processes++] = pid;
+    return pid;
+}
+
+void cluster_process_kill(cluster_t *c, pid_t pid)
+{
+    for (size_t i = 0; i < c->n_processes; i++) {
+        if (c->processes[i] != pid)
+            continue;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        c->processes[i] = c->processes[--c->n_processes];
+        return;
+    }
+}
+
 /* Waits up to timeout_ms for `pid` to exit. True and *status if it did. */
 static bool wait_exit(pid_t pid, int64_t timeout_ms, int *status)
 {
@@ -275,6 +295,10 @@ void cluster_destroy(cluster_t *c)
         if (registry[i] == c)
             registry[i] = NULL;
     kill_all_nodes(c);
+    for (size_t i = 0; i < c->n_processes; i++) {
+        kill(c->processes[i], SIGKILL);
+        waitpid(c->processes[i], NULL, 0);
+    }
     if (c->store)
         cohort_store_destroy(c->store);
     if (c->client) {
@@ -368,7 +392,9 @@ static char *node_config(const cluster_t *c, const cluster_node_t *n)
         char handler[256];
         snprintf(handler, sizeof handler, "handlers/%s",
                  c->services[i].handler ? c->services[i].handler : "cohort_noop.so");
-        fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name, test_build_path(handler));
+        bool external = c->services[i].handler && strcmp(c->services[i].handler, "external") == 0;
+        fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name,
+                external ? "external" : test_build_path(handler));
         const char *settings = c->services[i].settings;
         for (const char *at = settings; at && *at;) {
             const char *mark = strstr(at, "@DIR@");

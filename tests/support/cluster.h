@@ -31,6 +31,7 @@
 #define CLUSTER_MAX_SERVICES 4
 #define CLUSTER_MAX_ENV 4
 #define CLUSTER_ID_MAX 129
+#define CLUSTER_MAX_PROCESSES 16
 
 /* One [service:NAME] section; every node of the cluster hosts the same services. */
 typedef struct cluster_service_spec {
@@ -38,7 +39,8 @@ typedef struct cluster_service_spec {
     /* Extra lines for the section, e.g. "workers = 2\nsleep_ms = 5" (may be NULL); "@DIR@"
      * stands for the cluster's directory. */
     const char *settings;
-    /* The handler's file in build/handlers/ (NULL: "cohort_noop.so"). */
+    /* The handler's file in build/handlers/ (NULL: "cohort_noop.so"; "external": the line
+     * `handler = external`). */
     const char *handler;
 } cluster_service_spec_t;
 
@@ -83,11 +85,21 @@ struct cluster {
     char *db_h2;
     int db_port;
     struct cohort_store *store; /* cluster_enqueue()'s, made on first use */
+    pid_t processes[CLUSTER_MAX_PROCESSES]; /* cluster_spawn()'s, killed at destroy */
+    size_t n_processes;
 };
 
 /* A new cluster with no nodes yet. Fails the test on any problem. Freed by
  * cluster_cleanup_all() (or cluster_destroy()). */
 cluster_t *cluster_new(const cluster_options_t *options);
+
+/* Spawns another program of the test (argv[0] is a path: PATH is not searched; use
+ * /usr/bin/env for that), stdout and stderr appended to log_path; killed (SIGKILL) by
+ * cluster_destroy() if still running. */
+pid_t cluster_spawn(cluster_t *c, char *const *argv, const char *log_path);
+
+/* SIGKILLs and reaps a process of cluster_spawn(). */
+void cluster_process_kill(cluster_t *c, pid_t pid);
 
 /* Kills any node still running, drops the database, removes the directory. Idempotent. */
 void cluster_destroy(cluster_t *c);
