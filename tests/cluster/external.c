@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 
 #include "cluster.h"
+#include "http_client.h"
 #include "support.h"
 
 #define SERVICE "jobs"
@@ -366,5 +367,122 @@ Test(cluster_external, python_workers_over_a_failover)
                 "tasks",
                 TASKS, lost, expired);
     free(all);
+    free(token_file);
+}
+
+/* ---- long-poll -------------------------------------------------------------------------- */
+
+/* The "Authorization: Bearer ..." header line of the token in `token_file`. */
+static char *auth_header(const char *token_file)
+{
+    char *token = test_try_read_file(token_file);
+    cr_assert_not_null(token, "cannot read %s", token_file);
+    token[strcspn(token, "\r\n")] = '\0';
+    char *line = NULL;
+    cr_assert_geq(asprintf(&line, "Authorization: Bearer %s\r\n", token), 0);
+    free(token);
+    return line;
+}
+
+/*
+ * One node at tick_ms = 1000 and api_threads = 2. Ten claims held at once (more than the
+ * threads) leave the API free: a listing still answers at once, so a held claim holds no
+ * thread. A claim held for kind "lat" gets a task enqueued through the same node within
+ * 100 ms (median of 5 trials), not on the next tick up to a second later. At their
+ * deadline the ten held claims answer {"tasks": []}.
+ */
+Test(cluster_external, long_poll_wakes_on_enqueue_and_holds_no_thread)
+{
+    cluster_options_t options = {
+        .tag = "longpoll",
+        .tick_ms = 1000,
+        .takeover_ms = 5000,
+        .services = {{.name = SERVICE, .handler = "external"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    int port = cluster_free_port();
+    cluster_node_t *n = cluster_add_node(c, NULL);
+    char extra[96];
+    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d\napi_threads = 2", port);
+    cluster_node_config_add(n, extra);
+    cluster_node_start(n);
+    cluster_primacy_t p;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 30000, &p), "no primary");
+    char *token = NULL;
+    const char *create[] = {"tokens", "create", "all", "--scopes", "work,enqueue,read", NULL};
+    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
+    char *token_file = test_write_file(c->dir, "token", token);
+    free(token);
+    char *auth = auth_header(token_file);
+    char claims[64];
+    snprintf(claims, sizeof claims, "/api/v1/services/%s/claims", SERVICE);
+    char tasks[64];
+    snprintf(tasks, sizeof tasks, "/api/v1/services/%s/tasks", SERVICE);
+
+    /* Ten held claims, for a kind nobody enqueues. */
+    int held[10];
+    int64_t held_at = test_now_ms();
+    for (int i = 0; i < 10; i++) {
+        char body[128];
+        snprintf(body, sizeof body,
+                 "{\"worker\": \"idle-%d\", \"wait_ms\": 6000, \"kinds\": [\"other\"]}", i);
+        held[i] = http_send(port, "POST", claims, auth, body);
+        cluster_assert(c, held[i] >= 0, "the node did not take held claim %d", i);
+    }
+    test_sleep_ms(300);
+    http_response_t r;
+    int64_t asked = test_now_ms();
+    cluster_assert(c, http_request_full(port, "GET", "/api/v1/services", auth, NULL, 5000, &r),
+                   "no answer to a listing while 10 claims are held");
+    int64_t listing_ms = test_now_ms() - asked;
+    cluster_assert(c, r.status == 200 && listing_ms < 1000,
+                   "a listing took %lld ms (status %d) with 10 claims held on 2 API threads",
+                   (long long)listing_ms, r.status);
+    http_response_free(&r);
+
+    /* Enqueue through the node while a claim for the kind is held. */
+    int64_t latency[5];
+    for (int t = 0; t < 5; t++) {
+        int fd = http_send(port, "POST", claims, auth,
+                           "{\"worker\": \"lat\", \"wait_ms\": 5000, \"kinds\": [\"lat\"]}");
+        cluster_assert(c, fd >= 0, "the node did not take the claim");
+        test_sleep_ms(300); /* held by now: it found nothing */
+        int64_t t0 = test_now_ms();
+        cluster_assert(c, http_request_full(port, "POST", tasks, auth,
+                                            "{\"data\": {}, \"kind\": \"lat\"}", 5000, &r) &&
+                              r.status == 201,
+                       "enqueue failed: %d %s", r.status, r.body ? r.body : "");
+        http_response_free(&r);
+        cluster_assert(c, http_read_response(fd, 6000, &r), "the held claim never answered");
+        latency[t] = test_now_ms() - t0;
+        cluster_assert(c, r.status == 200 && strstr(r.body, "\"lease\""),
+                       "the held claim answered without the task: %d %s", r.status, r.body);
+        http_response_free(&r);
+    }
+    for (int i = 1; i < 5; i++) /* insertion sort: the median */
+        for (int j = i; j > 0 && latency[j] < latency[j - 1]; j--) {
+            int64_t tmp = latency[j];
+            latency[j] = latency[j - 1];
+            latency[j - 1] = tmp;
+        }
+    cr_log_info("enqueue to held claim answered: %lld %lld %lld %lld %lld ms",
+                (long long)latency[0], (long long)latency[1], (long long)latency[2],
+                (long long)latency[3], (long long)latency[4]);
+    cluster_assert(c, latency[2] < 100,
+                   "a task enqueued through the node reached the held claim in %lld ms "
+                   "(median of 5), not within 100 ms",
+                   (long long)latency[2]);
+
+    /* The idle claims end at their wait, empty. */
+    for (int i = 0; i < 10; i++) {
+        cluster_assert(c, http_read_response(held[i], 15000, &r), "held claim %d never ended", i);
+        cluster_assert(c, r.status == 200 && strstr(r.body, "\"tasks\" : [  ]"),
+                       "held claim %d: %d %s", i, r.status, r.body);
+        http_response_free(&r);
+    }
+    int64_t waited = test_now_ms() - held_at;
+    cluster_assert(c, waited >= 5500, "the held claims ended after %lld ms, before their wait",
+                   (long long)waited);
+    free(auth);
     free(token_file);
 }

@@ -22,28 +22,37 @@ void http_response_free(http_response_t *r)
     memset(r, 0, sizeof *r);
 }
 
-bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
-                  http_response_t *out)
+int http_send(int port, const char *method, const char *path, const char *headers,
+              const char *body)
 {
-    memset(out, 0, sizeof *out);
-    int64_t deadline = test_now_ms() + timeout_ms;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
         close(fd);
-        return false;
+        return -1;
     }
-    char request[512];
-    int len = snprintf(request, sizeof request,
+    size_t body_len = body ? strlen(body) : 0;
+    char *request = NULL;
+    int len = asprintf(&request,
                        "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
-                       "Content-Length: 0\r\n\r\n",
-                       method, path, port);
-    if (send(fd, request, (size_t)len, MSG_NOSIGNAL) != len) {
+                       "%sContent-Length: %zu\r\n\r\n%s",
+                       method, path, port, headers ? headers : "", body_len, body ? body : "");
+    cr_assert_geq(len, 0, "out of memory");
+    bool sent = send(fd, request, (size_t)len, MSG_NOSIGNAL) == len;
+    free(request);
+    if (!sent) {
         close(fd);
-        return false;
+        return -1;
     }
+    return fd;
+}
+
+bool http_read_response(int fd, int64_t timeout_ms, http_response_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t deadline = test_now_ms() + timeout_ms;
     char *data = NULL;
     size_t size = 0;
     bool closed = false;
@@ -80,4 +89,18 @@ bool http_request(int port, const char *method, const char *path, int64_t timeou
     out->body[out->body_len] = '\0';
     free(data);
     return true;
+}
+
+bool http_request_full(int port, const char *method, const char *path, const char *headers,
+                       const char *body, int64_t timeout_ms, http_response_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = http_send(port, method, path, headers, body);
+    return fd >= 0 && http_read_response(fd, timeout_ms, out);
+}
+
+bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
+                  http_response_t *out)
+{
+    return http_request_full(port, method, path, NULL, NULL, timeout_ms, out);
 }

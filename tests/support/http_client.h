@@ -22,6 +22,18 @@ typedef struct http_response {
 bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
                   http_response_t *out);
 
+/* The same with extra header lines (each ending in \r\n; may be NULL) and a body (may be
+ * NULL). */
+bool http_request_full(int port, const char *method, const char *path, const char *headers,
+                       const char *body, int64_t timeout_ms, http_response_t *out);
+
+/* The two halves, for requests held open (long-poll): sends the request and returns the
+ * connected socket (-1 if the node did not take it); http_read_response() reads the answer
+ * and closes the socket. */
+int http_send(int port, const char *method, const char *path, const char *headers,
+              const char *body);
+bool http_read_response(int fd, int64_t timeout_ms, http_response_t *out);
+
 void http_response_free(http_response_t *r);
 
 #endif
