@@ -172,7 +172,8 @@ bool cohort_api_claim(cohort_api_call_t *call)
         int64_t alive = claim.wait_ms > claim.lease_ms ? claim.wait_ms : claim.lease_ms;
         bool clash = false;
         if (!cohort_store_touch_worker(call->store, call->client, claim.worker, s->config->name,
-                                       now + alive + s->eff.takeover_ms, &clash, &error))
+                                       now + alive + atomic_load(&s->election.takeover_ms),
+                                       &clash, &error))
             ok = clash ? cohort_api_fail(call->err, 409, "conflict", "%s", error.message)
                        : cohort_api_fail_store(call->err, &error, "cannot register the worker");
     }

@@ -37,6 +37,19 @@ bool store_update_queue(cohort_store_t *store, mongoc_client_t *client, const ch
     return ok;
 }
 
+bool store_update_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       const bson_t *filter, const bson_t *update, bool *matched,
+                       bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
+    *matched = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
 /* findAndModify; `out` receives a copy of the returned document if there is one. */
 bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const bson_t *sort,
                            const bson_t *update, const bson_t *fields, bool return_new,

@@ -45,6 +45,12 @@ STORE_INTERNAL bool store_update_queue(cohort_store_t *store, mongoc_client_t *c
                                        const bson_t *update, int64_t *modified,
                                        bson_error_t *error);
 
+/* updateOne on the service's queue: the write fenced by `filter`; *matched says whether a
+ * task matched (and so whether the write applied). */
+STORE_INTERNAL bool store_update_task(cohort_store_t *store, mongoc_client_t *client,
+                                      const char *service, const bson_t *filter,
+                                      const bson_t *update, bool *matched, bson_error_t *error);
+
 /* findAndModify. `out` is written only when a document came back (*found true): it then
  * receives a copy the caller destroys. `sort` and `fields` may be NULL. With `return_new`,
  * the document after the update, else the one before. */

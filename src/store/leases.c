@@ -162,12 +162,7 @@ bool cohort_store_finish_leased(cohort_store_t *store, mongoc_client_t *client,
         return bad_ref(error);
     bson_t update = BSON_INITIALIZER;
     store_finish_update(&update, worker, ref->attempt, result);
-    mongoc_collection_t *tasks = store_queue(store, client, ref->service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
-    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = store_update_task(store, client, ref->service, filter, &update, applied, error);
     bson_destroy(&update);
     bson_destroy(filter);
     return ok;
@@ -181,21 +176,16 @@ bool cohort_store_release_lease(cohort_store_t *store, mongoc_client_t *client,
     bson_t *filter = held_lease(ref);
     if (!filter)
         return bad_ref(error);
-    mongoc_collection_t *tasks = store_queue(store, client, ref->service);
-    bson_t *update = store_unclaim_update(coalesce_key && *coalesce_key ? coalesce_key : NULL);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
-    if (!ok && coalesce_key && *coalesce_key && store_is_duplicate_key(error)) {
+    bool keyed = coalesce_key && *coalesce_key;
+    bson_t *update = store_unclaim_update(keyed ? coalesce_key : NULL);
+    bool ok = store_update_task(store, client, ref->service, filter, update, applied, error);
+    if (!ok && keyed && store_is_duplicate_key(error)) {
         /* A newer pending task holds the key by now: give it back without. */
         bson_destroy(update);
-        bson_destroy(&reply);
         update = store_unclaim_update(NULL);
-        ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
+        ok = store_update_task(store, client, ref->service, filter, update, applied, error);
     }
-    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
     bson_destroy(update);
-    mongoc_collection_destroy(tasks);
     bson_destroy(filter);
     return ok;
 }

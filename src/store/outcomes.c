@@ -81,12 +81,7 @@ static bool finish_one(cohort_store_t *store, mongoc_client_t *client, const cha
     BSON_APPEND_VALUE(filter, "attempts", attempts);
     bson_t update = BSON_INITIALIZER;
     store_finish_update(&update, node_id, attempt, result);
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, &update, NULL, &reply, error);
-    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = store_update_task(store, client, service, filter, &update, applied, error);
     bson_destroy(&update);
     bson_destroy(filter);
     return ok;
