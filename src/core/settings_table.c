@@ -102,8 +102,9 @@ const cohort_setting_t cohort_settings_table[] = {
      .type = COHORT_SETTING_COUNT, .def = 10, .min = 1, .max = 1000000, .live = true,
      .reloads = true, .field = SERVICE(primary_task_count),
      .live_field = LIVE(primary_task_count),
-     .doc = "tasks the primary may claim per tick (low, so primary duties keep their rhythm); "
-            "a single-node deployment is always primary: raise it there"},
+     .doc = "tasks the primary may claim per tick while other live nodes serve the service "
+            "(low, so primary duties keep their rhythm and the others get the work); a primary "
+            "with no live peer claims without this cap"},
     {.name = "secondary_task_count", .section = COHORT_SECTION_SERVICE,
      .type = COHORT_SETTING_COUNT, .def = 0, .min = 0, .max = 1000000, .live = true,
      .reloads = true, .field = SERVICE(secondary_task_count),

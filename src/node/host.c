@@ -49,6 +49,7 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
     }
     s->config = config;
     s->node_id = node_id;
+    s->peers = -1; /* unknown until the primary counts them: primary_task_count applies */
     s->store = store;
     s->plugin = plugin;
     pthread_mutex_init(&s->lock, NULL);

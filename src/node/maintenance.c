@@ -55,6 +55,19 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
                     "task(s) to pending",
                     (long long)expired_nodes, (long long)s->eff.takeover_ms, (long long)released);
     }
+    /* Whether primary_task_count applies: only while other live nodes serve the service. */
+    int64_t peers = 0;
+    if (cohort_store_count_peers(s->store, client, c->name, s->node_id,
+                                 now - s->eff.takeover_ms, &peers, &error)) {
+        if (peers != s->peers && (peers == 0 || s->peers <= 0))
+            cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
+                        peers == 0 ? "no other live node serves the service: the primary "
+                                     "claims without the primary_task_count cap"
+                                   : "%lld other live node(s) serve the service: the primary "
+                                     "claims at most primary_task_count per tick",
+                        (long long)peers);
+        s->peers = peers;
+    }
     if (!c->external) /* a service of external workers sweeps its leases every tick */
         cohort_maintenance_expire_leases(s, client, epoch);
     if (!cohort_store_reset_stalled(s->store, client, c->name, now - s->eff.stall_timeout_ms,

@@ -115,6 +115,10 @@ typedef struct cohort_service {
     size_t ready_reserved; /* room promised to batch claims in flight */
     int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
     _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
+    /* Main thread, as primary: other live nodes hosting the service, counted with the
+     * maintenance; -1 until counted. primary_task_count caps the primary only while it has
+     * peers: a lone node is primary and must run at full speed. */
+    int64_t peers;
 
     pthread_mutex_t lock;
     pthread_cond_t wake;

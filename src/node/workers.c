@@ -526,7 +526,7 @@ void cohort_workers_refill(cohort_service_t *s)
         s->budget = 0; /* no claims before the cluster clock is known: due times, history
                         * stamps and timeouts are all on it, and the node's own may be off */
     else if (cohort_election_has_lease(&s->election))
-        s->budget = s->eff.primary_task_count;
+        s->budget = s->peers == 0 ? -1 : s->eff.primary_task_count; /* alone: no cap */
     else
         s->budget = s->eff.secondary_task_count > 0 ? s->eff.secondary_task_count : -1;
     s->drained = false;

@@ -218,6 +218,23 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
     return ok;
 }
 
+bool cohort_store_count_peers(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *node_id, int64_t since_ms, int64_t *peers,
+                              bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("services", BCON_UTF8(service), "_id", "{", "$ne",
+                              BCON_UTF8(node_id), "}", "seen_at", "{", "$gte",
+                              BCON_DATE_TIME(since_ms), "}", "kind", "{", "$ne",
+                              BCON_UTF8("external"), "}", "expired", "{", "$ne", BCON_BOOL(true),
+                              "}");
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    int64_t n = mongoc_collection_count_documents(nodes, filter, NULL, NULL, NULL, error);
+    mongoc_collection_destroy(nodes);
+    bson_destroy(filter);
+    *peers = n > 0 ? n : 0;
+    return n >= 0;
+}
+
 bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client, int64_t now_ms,
                                  int64_t *expired, bson_error_t *error)
 {

@@ -201,6 +201,12 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, int64_t cutoff_ms, int64_t *nodes_expired,
                                int64_t *released, bson_error_t *error);
 
+/* How many cohortd nodes other than `node_id` host `service` and pinged since `since_ms`
+ * (server time): the primary's peers, which decide whether primary_task_count applies. */
+bool cohort_store_count_peers(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              const char *node_id, int64_t since_ms, int64_t *peers,
+                              bson_error_t *error);
+
 /* Primary maintenance: external workers (leases.c) whose alive_until passed before `now_ms`
  * are marked expired (their claims end with their leases). */
 bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client, int64_t now_ms,
