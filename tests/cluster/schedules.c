@@ -45,7 +45,8 @@ Test(cluster_schedules, every_slot_once_while_the_primary_is_killed_and_paused)
     cluster_primacy_t p;
     cluster_start_elected(c, 3, SERVICE, 10000, &p);
     ledger_state_t first, st;
-    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", 0, 10000, &first), "the schedule never started");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", 0, 10000, &first),
+                   "the schedule never started");
     cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", first.last_slot + 3000, 10000, &st),
                    "the schedule does not advance");
 
@@ -81,8 +82,8 @@ Test(cluster_schedules, every_slot_once_while_the_primary_is_killed_and_paused)
     int64_t end_wall = test_now_ms();
     cluster_assert(c, primary_node(c, &p), "no primary after the disruptions");
     ledger_state_t last;
-    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", st.last_slot + (end_wall - start) + 2000, 20000,
-                                &last),
+    int64_t settled = st.last_slot + (end_wall - start) + 2000;
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", settled, 20000, &last),
                    "the schedule did not catch up after the disruptions");
 
     ledger_t l;

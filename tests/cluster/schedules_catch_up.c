@@ -51,9 +51,11 @@ Test(cluster_schedules_catch_up, each_catch_up_mode_after_an_outage_of_all_nodes
     ledger_state_t before[4], after[4];
     for (size_t i = 0; i < 4; i++) {
         ledger_state_t first;
-        cluster_assert(c, ledger_wait_slot(c, SERVICE, modes[i].id, 0, 10000, &first), "%s never started",
+        cluster_assert(c, ledger_wait_slot(c, SERVICE, modes[i].id, 0, 10000, &first),
+                       "%s never started",
                        modes[i].id);
-        cluster_assert(c, ledger_wait_slot(c, SERVICE, modes[i].id, first.last_slot + 2000, 10000, &first),
+        int64_t two_more = first.last_slot + 2000;
+        cluster_assert(c, ledger_wait_slot(c, SERVICE, modes[i].id, two_more, 10000, &first),
                        "%s does not advance", modes[i].id);
     }
     for (size_t i = 0; i < c->n_nodes; i++)
@@ -72,7 +74,8 @@ Test(cluster_schedules_catch_up, each_catch_up_mode_after_an_outage_of_all_nodes
     int64_t none_missed = 0;
     for (size_t i = 0; i < 4; i++) {
         const struct mode_case *m = &modes[i];
-        cluster_assert(c, ledger_wait_slot(c, SERVICE, m->id, before[i].last_slot + 14000, 20000, &after[i]),
+        int64_t resumed = before[i].last_slot + 14000;
+        cluster_assert(c, ledger_wait_slot(c, SERVICE, m->id, resumed, 20000, &after[i]),
                        "%s did not resume", m->id);
         ledger_t l;
         ledger_read(c, SERVICE, m->id, before[i].last_slot, after[i].last_slot, &l);

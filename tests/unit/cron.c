@@ -136,8 +136,10 @@ Test(cron, refuses_bad_expressions_with_the_field)
 
 Test(cron, next_is_strictly_after)
 {
-    next_is("*/15 * * * *", "UTC", utc_ms(2026, 11, 24, 10, 7, 0), utc_ms(2026, 11, 24, 10, 15, 0));
-    next_is("*/15 * * * *", "UTC", utc_ms(2026, 11, 24, 10, 15, 0), utc_ms(2026, 11, 24, 10, 30, 0));
+    next_is("*/15 * * * *", "UTC", utc_ms(2026, 11, 24, 10, 7, 0),
+            utc_ms(2026, 11, 24, 10, 15, 0));
+    next_is("*/15 * * * *", "UTC", utc_ms(2026, 11, 24, 10, 15, 0),
+            utc_ms(2026, 11, 24, 10, 30, 0));
     next_is("*/15 * * * *", "UTC", utc_ms(2026, 11, 24, 10, 14, 59) + 999,
             utc_ms(2026, 11, 24, 10, 15, 0));
     next_is("* * * * * *", "UTC", utc_ms(2026, 11, 24, 10, 0, 0) + 1,

@@ -1,0 +1,167 @@
+/*
+ * schedules_ops.c - operating recurring tasks (issue 14) on a real node: what `cohortctl
+ * schedules` shows, pause and resume, a schedule added by SIGHUP, and `cohortd
+ * --check-config --explain-schedules`.
+ *
+ * - `schedules SERVICE --json` names the schedule, its series, last and next slot, and the
+ *   task it created last with that task's status.
+ * - pause: from the primary's next tick the schedule's slots are skipped and counted, none
+ *   created; resume: it starts at the next slot, with no burst of the paused ones (the
+ *   ledger after the pause is the skipped slots, then one task per slot).
+ * - an unknown schedule id is refused with exit status 2.
+ * - a schedule added to the file starts on the tick after SIGHUP.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "schedule_ledger.h"
+#include "support.h"
+
+#define SERVICE "sched"
+
+TestSuite(cluster_schedules_ops, .fini = cluster_cleanup_all, .timeout = 120);
+
+/* The schedule `id` of `schedules SERVICE --json` into *entry (initialised here). */
+static bool listed(cluster_t *c, const char *id, bson_t *entry)
+{
+    const char *args[] = {"schedules", SERVICE, "--json", NULL};
+    bson_t doc;
+    int rc = cluster_run_ctl_json(c, args, &doc);
+    cluster_assert(c, rc == 0, "cohortctl schedules --json exited %d", rc);
+    bson_init(entry);
+    bool found = false;
+    bson_iter_t it, list;
+    if (bson_iter_init_find(&it, &doc, "schedules") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &list)) {
+        while (bson_iter_next(&list)) {
+            uint32_t len;
+            const uint8_t *data;
+            if (!BSON_ITER_HOLDS_DOCUMENT(&list))
+                continue;
+            bson_iter_document(&list, &len, &data);
+            bson_t one;
+            bson_init_static(&one, data, len);
+            bson_iter_t f;
+            if (bson_iter_init_find(&f, &one, "id") && strcmp(bson_iter_utf8(&f, NULL), id) == 0) {
+                bson_destroy(entry);
+                bson_copy_to(&one, entry);
+                found = true;
+            }
+        }
+    }
+    bson_destroy(&doc);
+    return found;
+}
+
+static const char *text_at(const bson_t *doc, const char *dotted)
+{
+    bson_iter_t it, child;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
+        BSON_ITER_HOLDS_UTF8(&child))
+        return bson_iter_utf8(&child, NULL);
+    return NULL;
+}
+
+static bool has_date(const bson_t *doc, const char *key)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it);
+}
+
+Test(cluster_schedules_ops, list_pause_resume_reload_explain)
+{
+    cluster_options_t options = {
+        .tag = "schedules_ops",
+        .services = {{.name = SERVICE, .settings = "schedule.beat = * * * * * * ; kind=beat"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_primacy_t p;
+    cluster_start_elected(c, 1, SERVICE, 10000, &p);
+    ledger_state_t st;
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", 0, 10000, &st), "no state");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", st.last_slot + 2000, 10000, &st),
+                   "the schedule does not advance");
+
+    /* What a user needs to trust it. */
+    bson_t entry;
+    cluster_assert(c, listed(c, "beat", &entry), "beat is not listed");
+    cluster_assert(c, text_at(&entry, "state") && strcmp(text_at(&entry, "state"), "active") == 0,
+                   "state");
+    cluster_assert(c, strcmp(text_at(&entry, "series"), "* * * * * * @ UTC") == 0, "series");
+    cluster_assert(c, has_date(&entry, "last_slot") && has_date(&entry, "next_slot"), "slots");
+    const char *status = text_at(&entry, "last_task.status");
+    cluster_assert(c, text_at(&entry, "last_task.id") && status &&
+                          (strcmp(status, "pending") == 0 || strcmp(status, "claimed") == 0 ||
+                           strcmp(status, "succeeded") == 0),
+                   "last task: %s", status ? status : "(none)");
+    bson_destroy(&entry);
+
+    /* Pause: slots skipped from the next tick on; resume: no burst. */
+    const char *pause[] = {"schedules", "pause", SERVICE, "beat", NULL};
+    cluster_assert(c, cluster_run_ctl(c, pause) == 0, "schedules pause failed");
+    test_sleep_ms(1000); /* the primary's next tick has seen it */
+    ledger_state_t paused;
+    cluster_assert(c, ledger_read_state(c, SERVICE, "beat", &paused), "state");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", paused.last_slot + 3000, 10000, &st),
+                   "a paused schedule's slots are not settled");
+    cluster_assert(c, st.created == paused.created, "%lld slots created while paused",
+                   (long long)(st.created - paused.created));
+    cluster_assert(c, st.skipped >= paused.skipped + 3, "only %lld slots skipped while paused",
+                   (long long)(st.skipped - paused.skipped));
+    cluster_assert(c, listed(c, "beat", &entry), "beat is not listed");
+    cluster_assert(c, strcmp(text_at(&entry, "state"), "paused") == 0, "state not paused");
+    bson_destroy(&entry);
+    const char *resume[] = {"schedules", "resume", SERVICE, "beat", NULL};
+    cluster_assert(c, cluster_run_ctl(c, resume) == 0, "schedules resume failed");
+    ledger_state_t resumed;
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", st.last_slot + 3000, 10000,
+                                       &resumed),
+                   "the schedule did not resume");
+    cluster_assert(c, resumed.created > st.created, "nothing created after resume");
+    ledger_t l;
+    ledger_read(c, SERVICE, "beat", paused.last_slot, resumed.last_slot, &l);
+    char why[256];
+    cluster_assert(c, ledger_explained(&l, resumed.skipped - paused.skipped, why, sizeof why),
+                   "after pause and resume: %s", why);
+    ledger_free(&l);
+
+    const char *unknown[] = {"schedules", "pause", SERVICE, "nope", NULL};
+    cluster_assert(c, cluster_run_ctl(c, unknown) == 2, "pausing an unknown schedule");
+
+    /* A schedule added by SIGHUP starts on the next tick. */
+    cluster_node_t *n = &c->nodes[0];
+    cluster_node_config_set(n, "schedule.beat",
+                            "* * * * * * ; kind=beat\nschedule.two = */2 * * * * * ; kind=two");
+    cluster_node_reload(n);
+    cluster_assert(c, cluster_wait_log(n, "schedule two added", NULL, 5000),
+                   "the reload did not add schedule two");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "two", 0, 5000, &st), "two never started");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "two", st.last_slot + 2000, 10000, &st),
+                   "two does not advance");
+    cluster_assert(c, st.created >= 1, "two created nothing");
+
+    /* --check-config --explain-schedules: the next 3 fire times of each, with its line. */
+    char *cmd = NULL;
+    cr_assert_geq(asprintf(&cmd, "%s --check-config --explain-schedules -c %s 2>&1",
+                           test_build_path("cohortd"), n->config_path),
+                  0);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    char line[512];
+    int next_lines = 0, headers = 0;
+    while (fgets(line, sizeof line, f)) {
+        headers += strstr(line, "schedule.two = */2 * * * * *") != NULL &&
+                   strstr(line, " line ") != NULL;
+        next_lines += strncmp(line, "    20", 6) == 0;
+    }
+    int rc = pclose(f);
+    free(cmd);
+    cluster_assert(c, rc == 0, "--check-config exited %d", rc);
+    cluster_assert(c, headers == 1 && next_lines == 6, "explain: %d headers, %d fire times",
+                   headers, next_lines);
+
+    cluster_node_stop_ok(n, c->shutdown_grace_ms + 5000);
+}
