@@ -101,7 +101,7 @@ Test(cluster_schedules, every_slot_once_while_the_primary_is_killed_and_paused)
             (long long)l.n, (long long)missing, (long long)doubled, (long long)l.before,
             (long long)last.created, (long long)last.existed, (long long)last.skipped);
     char why[256];
-    cluster_assert(c, ledger_explained(&l, 0, why, sizeof why), "%s", why);
+    cluster_assert(c, ledger_explained(&l, 0, 0, why, sizeof why), "%s", why);
     cluster_assert(c, l.before == 0, "%lld tasks for slots before the schedule started",
                    (long long)l.before);
     cluster_assert(c, last.skipped == 0, "%lld slots skipped with catch_up = all",

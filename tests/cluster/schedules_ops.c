@@ -124,7 +124,7 @@ Test(cluster_schedules_ops, list_pause_resume_reload_explain)
     ledger_t l;
     ledger_read(c, SERVICE, "beat", paused.last_slot, resumed.last_slot, &l);
     char why[256];
-    cluster_assert(c, ledger_explained(&l, resumed.skipped - paused.skipped, why, sizeof why),
+    cluster_assert(c, ledger_explained(&l, resumed.skipped - paused.skipped, 0, why, sizeof why),
                    "after pause and resume: %s", why);
     ledger_free(&l);
 

@@ -115,11 +115,12 @@ void ledger_free(ledger_t *l)
     l->tasks = NULL;
 }
 
-bool ledger_explained(const ledger_t *l, int64_t skipped, char *why, size_t len)
+bool ledger_explained(const ledger_t *l, int64_t skipped, int64_t predone, char *why,
+                      size_t len)
 {
     for (int64_t i = 0; i < l->n; i++) {
         int want = i < skipped ? 0 : 1;
-        if (l->tasks[i] != want) {
+        if (l->tasks[i] != want && !(i < predone && l->tasks[i] == 1)) {
             char when[COHORT_TIME_TEXT_MAX];
             cohort_time_format(l->from + (i + 1) * 1000, when, sizeof when);
             snprintf(why, len, "slot %s (%lld of %lld) has %d task(s), expected %d (%lld "

@@ -40,7 +40,10 @@ void ledger_read(cluster_t *c, const char *service, const char *id, int64_t from
 void ledger_free(ledger_t *l);
 
 /* True if the ledger is `skipped` slots without a task, then slots with one task each;
- * otherwise describes the first departure in `why`. */
-bool ledger_explained(const ledger_t *l, int64_t skipped, char *why, size_t len);
+ * otherwise describes the first departure in `why`. The first `predone` slots may have one
+ * task even if skipped: a primary killed between creating a slot's task and recording it
+ * leaves that task, which its successor's catch_up then counts as skipped. */
+bool ledger_explained(const ledger_t *l, int64_t skipped, int64_t predone, char *why,
+                      size_t len);
 
 #endif
