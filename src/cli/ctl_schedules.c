@@ -2,12 +2,12 @@
  * ctl_schedules.c - `cohortctl schedules SERVICE [--json]` and `cohortctl schedules
  * pause|resume SERVICE ID`: a service's recurring tasks as the primary keeps them.
  *
- * The listing reads the service's config document once: per schedule its times (cron
- * expression and zone), the last slot the primary settled, the next slot after it (due now
- * if that is already past the server's clock), the task it created last with that task's
- * status, and how many slots it created, found already created, and skipped. With -c, the
- * file's schedules that no primary has run yet are listed too, and those the file no longer
- * has are marked. Times are the server's.
+ * The listing is node/schedule_status.c's document (the API's GET .../schedules shows the
+ * same): per schedule its times (cron expression and zone), the last slot the primary
+ * settled, the next slot after it (due now if already past the server's clock), the task it
+ * created last with that task's status, and how many slots it created, found already
+ * created, and skipped. With -c, the file's schedules that no primary has run yet are listed
+ * too, and those the file no longer has are marked. Times are the server's.
  *
  * Pausing is a switch in the schedule's state: the primary skips (and counts) the slots of a
  * paused schedule instead of creating them, so resuming starts at the next slot, never with
@@ -18,141 +18,41 @@
 #include <string.h>
 
 #include "cli/ctl.h"
-#include "core/cron.h"
 #include "core/schedule.h"
-#include "core/timefmt.h"
+#include "node/schedule_status.h"
 
-typedef struct listing {
-    ctl_t *ctl;
-    const char *service;
-    const cohort_service_config_t *file; /* with -c and the service in it; else NULL */
-    int64_t now;
-    bool json;
-    bson_t *array;
-    uint32_t n;
-} listing_t;
-
-/* The next slot after `after` of a series "CRON @ ZONE", into *next; false if unreadable. */
-static bool next_of_series(const char *series, int64_t after, int64_t *next)
+static const char *text_of(const bson_t *doc, const char *dotted, const char *fallback)
 {
-    const char *at = strstr(series, " @ ");
-    if (!at)
-        return false;
-    char cron_text[256];
-    snprintf(cron_text, sizeof cron_text, "%.*s", (int)(at - series), series);
-    cohort_cron_t cron;
-    bson_error_t error;
-    cohort_tz_t *tz = cohort_tz_load(at + 3, &error);
-    bool ok = tz && cohort_cron_parse(cron_text, &cron, &error) &&
-              cohort_cron_next(&cron, tz, after, next);
-    cohort_tz_destroy(tz);
-    return ok;
+    bson_iter_t it, child;
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
+        BSON_ITER_HOLDS_UTF8(&child))
+        return bson_iter_utf8(&child, NULL);
+    return fallback;
 }
 
-static void print_time(char *buf, size_t len, int64_t ms)
+static bool bool_of(const bson_t *doc, const char *key)
 {
-    if (ms <= 0)
-        snprintf(buf, len, "-");
-    else
-        cohort_time_format(ms, buf, len);
+    bson_iter_t it;
+    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_BOOL(&it) &&
+           bson_iter_bool(&it);
 }
 
-/* The status of the task `oid`, or "deleted" if it is gone (purged). */
-static void task_status(listing_t *l, const bson_oid_t *oid, char *buf, size_t len)
+/* One schedule of the built document as a table row and its detail line. */
+static void print_row(const bson_t *one)
 {
-    char id[25];
-    bson_oid_to_string(oid, id);
-    bson_t doc;
-    bool found = false;
-    bson_error_t error;
-    const char *status = "?";
-    snprintf(buf, len, "?");
-    if (cohort_store_read_task(l->ctl->store, l->ctl->client, l->service, id, &doc, &found,
-                               &error)) {
-        if (!found)
-            snprintf(buf, len, "deleted");
-        else if (ctl_doc_string(&doc, "status", &status))
-            snprintf(buf, len, "%s", status);
-    }
-    bson_destroy(&doc);
-}
-
-static const cohort_schedule_config_t *in_file(const listing_t *l, const char *id)
-{
-    for (size_t i = 0; l->file && i < l->file->n_schedules; i++)
-        if (strcmp(l->file->schedules[i].id, id) == 0)
-            return &l->file->schedules[i];
-    return NULL;
-}
-
-/* One schedule: a table row (and its detail line) or a JSON element. */
-static void show(listing_t *l, const char *id, const cohort_schedule_state_t *st)
-{
-    const cohort_schedule_config_t *sc = in_file(l, id);
-    char series[320] = "";
-    if (st->found)
-        snprintf(series, sizeof series, "%s", st->series);
-    else if (sc)
-        cohort_schedule_series(sc, series, sizeof series);
-    int64_t next = 0;
-    bool has_next = st->found && next_of_series(series, st->last_slot_ms, &next);
-    if (!st->found && sc && !cohort_cron_next(&sc->cron, sc->tz, l->now, &next))
-        next = 0;
-    char status[32] = "-", task_id[25] = "-";
-    if (st->has_last_task) {
-        task_status(l, &st->last_task, status, sizeof status);
-        bson_oid_to_string(&st->last_task, task_id);
-    }
-    const char *state = !st->found ? "not started" : st->paused ? "paused" : "active";
-    bool due = has_next && next <= l->now && !st->paused;
-    if (l->json) {
-        bson_t one, task;
-        ctl_array_begin_document(l->array, &l->n, &one);
-        BSON_APPEND_UTF8(&one, "id", id);
-        BSON_APPEND_UTF8(&one, "state", state);
-        BSON_APPEND_UTF8(&one, "series", series);
-        ctl_append_utf8_or_null(&one, "spec", sc ? sc->spec : NULL);
-        if (l->file)
-            BSON_APPEND_BOOL(&one, "in_file", sc != NULL);
-        if (sc)
-            BSON_APPEND_UTF8(&one, "catch_up", cohort_catch_up_name(sc->catch_up));
-        if (st->found)
-            BSON_APPEND_DATE_TIME(&one, "last_slot", st->last_slot_ms);
-        else
-            BSON_APPEND_NULL(&one, "last_slot");
-        if (next > 0)
-            BSON_APPEND_DATE_TIME(&one, "next_slot", next);
-        else
-            BSON_APPEND_NULL(&one, "next_slot");
-        BSON_APPEND_BOOL(&one, "due", due);
-        if (st->has_last_task) {
-            BSON_APPEND_DOCUMENT_BEGIN(&one, "last_task", &task);
-            BSON_APPEND_UTF8(&task, "id", task_id);
-            BSON_APPEND_DATE_TIME(&task, "slot", st->last_task_slot_ms);
-            BSON_APPEND_UTF8(&task, "status", status);
-            bson_append_document_end(&one, &task);
-        } else {
-            BSON_APPEND_NULL(&one, "last_task");
-        }
-        BSON_APPEND_INT64(&one, "created", st->created);
-        BSON_APPEND_INT64(&one, "existed", st->existed);
-        BSON_APPEND_INT64(&one, "skipped", st->skipped);
-        BSON_APPEND_INT64(&one, "last_epoch", st->last_epoch);
-        bson_append_document_end(l->array, &one);
-        return;
-    }
-    char last[COHORT_TIME_TEXT_MAX], nxt[COHORT_TIME_TEXT_MAX], slot[COHORT_TIME_TEXT_MAX];
-    print_time(last, sizeof last, st->found ? st->last_slot_ms : 0);
-    print_time(nxt, sizeof nxt, next);
-    print_time(slot, sizeof slot, st->has_last_task ? st->last_task_slot_ms : 0);
-    printf("%-20s %-11s %-24s %-24s%s %-24s %-10s %s\n", id, state, last, nxt, due ? "*" : " ",
-           task_id, status, slot);
-    printf("%-20s %s; created %lld, already created %lld, skipped %lld%s%s\n", "", series,
-           (long long)st->created, (long long)st->existed, (long long)st->skipped,
-           l->file && !sc ? "; not in the config file any more" : "",
-           sc && sc->catch_up != COHORT_CATCH_UP_LATEST
-               ? (sc->catch_up == COHORT_CATCH_UP_NONE ? "; catch_up none" : "; catch_up all")
-               : "");
+    printf("%-20s %-11s %-24s %-24s%s %-24s %-10s %s\n", text_of(one, "id", "?"),
+           text_of(one, "state", "?"), text_of(one, "last_slot", "-"),
+           text_of(one, "next_slot", "-"), bool_of(one, "due") ? "*" : " ",
+           text_of(one, "last_task.id", "-"), text_of(one, "last_task.status", "-"),
+           text_of(one, "last_task.slot", "-"));
+    const char *catch_up = text_of(one, "catch_up", NULL);
+    bson_iter_t it;
+    bool not_in_file = bson_iter_init_find(&it, one, "in_file") && !bson_iter_bool(&it);
+    printf("%-20s %s; created %lld, already created %lld, skipped %lld%s%s%s\n", "",
+           text_of(one, "series", ""), (long long)ctl_doc_int(one, "created", 0),
+           (long long)ctl_doc_int(one, "existed", 0), (long long)ctl_doc_int(one, "skipped", 0),
+           catch_up ? "; catch_up " : "", catch_up ? catch_up : "",
+           not_in_file ? "; not in the config file any more" : "");
 }
 
 static int list(ctl_t *ctl, const char *service, bool json)
@@ -160,48 +60,44 @@ static int list(ctl_t *ctl, const char *service, bool json)
     int64_t now = 0;
     if (!ctl_reach_database(ctl, &now))
         return CTL_FAILED;
-    bson_t doc;
+    const cohort_service_config_t *file =
+        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    bson_t out = BSON_INITIALIZER;
     bool found = false;
     bson_error_t error;
-    if (!cohort_store_read_service(ctl->store, ctl->client, service, &doc, &found, &error)) {
+    if (!cohort_schedule_status(ctl->store, ctl->client, service, file, now, &out, &found,
+                                &error)) {
+        bson_destroy(&out);
         fprintf(stderr, "cohortctl schedules: %s\n", error.message);
-        bson_destroy(&doc);
         return CTL_FAILED;
     }
     if (!found) {
-        bson_destroy(&doc);
+        bson_destroy(&out);
         return ctl_unknown_service(ctl, service, "schedules");
     }
-    bson_t out = BSON_INITIALIZER, array;
-    listing_t l = {.ctl = ctl, .service = service, .now = now, .json = json, .array = &array};
-    l.file = ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
-    BSON_APPEND_UTF8(&out, "service", service);
-    BSON_APPEND_DATE_TIME(&out, "now", now);
-    BSON_APPEND_ARRAY_BEGIN(&out, "schedules", &array);
-    if (!json)
-        printf("%-20s %-11s %-24s %-24s  %-24s %-10s %s\n", "SCHEDULE", "STATE", "LAST SLOT",
-               "NEXT SLOT (*: due)", "LAST TASK", "STATUS", "ITS SLOT");
-    bson_iter_t it, child;
-    if (bson_iter_init_find(&it, &doc, "schedules") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-        bson_iter_recurse(&it, &child)) {
-        while (bson_iter_next(&child)) {
-            cohort_schedule_state_t st;
-            cohort_store_schedule_state(&doc, bson_iter_key(&child), &st);
-            if (st.found)
-                show(&l, bson_iter_key(&child), &st);
+    if (json)
+        return ctl_finish_listing(&out, true, true, NULL, NULL);
+    printf("%-20s %-11s %-24s %-24s  %-24s %-10s %s\n", "SCHEDULE", "STATE", "LAST SLOT",
+           "NEXT SLOT (*: due)", "LAST TASK", "STATUS", "ITS SLOT");
+    bson_iter_t it, list;
+    int rows = 0;
+    if (bson_iter_init_find(&it, &out, "schedules") && bson_iter_recurse(&it, &list)) {
+        while (bson_iter_next(&list)) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t one;
+            if (!BSON_ITER_HOLDS_DOCUMENT(&list))
+                continue;
+            bson_iter_document(&list, &len, &data);
+            if (bson_init_static(&one, data, len)) {
+                print_row(&one);
+                rows++;
+            }
         }
     }
-    for (size_t i = 0; l.file && i < l.file->n_schedules; i++) {
-        cohort_schedule_state_t st;
-        cohort_store_schedule_state(&doc, l.file->schedules[i].id, &st);
-        if (!st.found)
-            show(&l, l.file->schedules[i].id, &st);
-    }
-    bson_append_array_end(&out, &array);
-    if (!json && l.n == 0 && !bson_has_field(&doc, "schedules"))
+    if (rows == 0)
         printf("(no schedules: no primary has run a schedule.ID line of '%s' yet)\n", service);
-    bson_destroy(&doc);
-    return ctl_finish_listing(&out, json, true, NULL, NULL);
+    return ctl_finish_listing(&out, false, true, NULL, NULL);
 }
 
 static int pause_or_resume(ctl_t *ctl, const char *verb, const char *service, const char *id)

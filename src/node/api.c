@@ -74,6 +74,8 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_PAUSE:
     case COHORT_API_RESUME:
         return cohort_api_switch(call);
+    case COHORT_API_SCHEDULES:
+        return cohort_api_list_schedules(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }

@@ -60,6 +60,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_COUNTS,       /* GET  /api/v1/services/{svc}/counts */
     COHORT_API_PAUSE,        /* POST /api/v1/services/{svc}/pause */
     COHORT_API_RESUME,       /* POST /api/v1/services/{svc}/resume */
+    COHORT_API_SCHEDULES,    /* GET  /api/v1/services/{svc}/schedules */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

@@ -65,11 +65,6 @@ static const char *text_at(const bson_t *doc, const char *dotted)
     return NULL;
 }
 
-static bool has_date(const bson_t *doc, const char *key)
-{
-    bson_iter_t it;
-    return bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it);
-}
 
 Test(cluster_schedules_ops, list_pause_resume_reload_explain)
 {
@@ -91,7 +86,7 @@ Test(cluster_schedules_ops, list_pause_resume_reload_explain)
     cluster_assert(c, text_at(&entry, "state") && strcmp(text_at(&entry, "state"), "active") == 0,
                    "state");
     cluster_assert(c, strcmp(text_at(&entry, "series"), "* * * * * * @ UTC") == 0, "series");
-    cluster_assert(c, has_date(&entry, "last_slot") && has_date(&entry, "next_slot"), "slots");
+    cluster_assert(c, text_at(&entry, "last_slot") && text_at(&entry, "next_slot"), "slots");
     const char *status = text_at(&entry, "last_task.status");
     cluster_assert(c, text_at(&entry, "last_task.id") && status &&
                           (strcmp(status, "pending") == 0 || strcmp(status, "claimed") == 0 ||
