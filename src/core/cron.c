@@ -7,6 +7,9 @@
  * gap has no instant and is passed over, a wall time in an overlap maps to its first
  * instant only. Mapping each wall time to its first instant is increasing in the wall time,
  * so the first match whose instant lies after `after` is the next fire time.
+ *
+ * Written here because Debian packages no cron-expression library for C (only Go, PHP,
+ * Ruby and Node ones); tests/unit/cron.c holds it to the cases peers got wrong.
  */
 #include "core/cron.h"
 
