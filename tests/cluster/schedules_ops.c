@@ -10,6 +10,8 @@
  *   ledger after the pause is the skipped slots, then one task per slot).
  * - an unknown schedule id is refused with exit status 2.
  * - a schedule added to the file starts on the tick after SIGHUP.
+ * - a successor finds the slots its dead predecessor created but did not record: counted
+ *   as already created, none created twice.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "core/timefmt.h"
 #include "schedule_ledger.h"
 #include "support.h"
 
@@ -159,4 +162,58 @@ Test(cluster_schedules_ops, list_pause_resume_reload_explain)
                    headers, next_lines);
 
     cluster_node_stop_ok(n, c->shutdown_grace_ms + 5000);
+}
+
+/* A primary that dies after creating slots' tasks and before recording them: its successor
+ * takes those slots as due, finds their tasks (counted as already created) and creates no
+ * second one. The predecessor is played by the test, inserting the tasks with the slots'
+ * unique keys while no node runs. */
+Test(cluster_schedules_ops, a_successor_finds_the_slots_its_predecessor_created)
+{
+    cluster_options_t options = {
+        .tag = "schedules_successor",
+        .services = {{.name = SERVICE, .settings = "schedule.beat = * * * * * * ; catch_up=all"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_primacy_t p;
+    cluster_start_elected(c, 1, SERVICE, 10000, &p);
+    ledger_state_t st, before;
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", 0, 10000, &st), "no state");
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", st.last_slot + 2000, 10000, &st),
+                   "the schedule does not advance");
+    cluster_node_kill(&c->nodes[0]);
+    cluster_assert(c, ledger_read_state(c, SERVICE, "beat", &before), "state");
+    ledger_t l;
+    ledger_read(c, SERVICE, "beat", before.last_slot, before.last_slot, &l);
+    int64_t predone = l.after; /* the killed node's own unrecorded ones, if any */
+    ledger_free(&l);
+    for (int64_t k = predone + 1; k <= predone + 3; k++) {
+        char key[128], opts[192], when[COHORT_TIME_TEXT_MAX];
+        cohort_time_format(before.last_slot / 1000 * 1000 + k * 1000, when, sizeof when);
+        snprintf(key, sizeof key, "schedule:beat:%s", when);
+        snprintf(opts, sizeof opts, "{\"unique_key\": \"%s\", \"kind\": \"predecessor\"}", key);
+        cluster_enqueue(c, SERVICE, NULL, opts, NULL);
+    }
+    test_sleep_ms(5000);
+    cluster_node_start(&c->nodes[0]);
+    ledger_state_t after;
+    cluster_assert(c, ledger_wait_slot(c, SERVICE, "beat", before.last_slot + 9000, 20000,
+                                       &after),
+                   "the schedule did not resume");
+    ledger_read(c, SERVICE, "beat", before.last_slot, after.last_slot, &l);
+    char why[256];
+    cluster_assert(c, ledger_explained(&l, 0, 0, why, sizeof why), "%s", why);
+    fprintf(stderr, "schedules: successor: %lld slots, %lld found already created, %lld "
+            "created, %lld skipped\n", (long long)l.n,
+            (long long)(after.existed - before.existed),
+            (long long)(after.created - before.created),
+            (long long)(after.skipped - before.skipped));
+    cluster_assert(c, after.existed - before.existed == predone + 3,
+                   "%lld slots found already created, expected %lld",
+                   (long long)(after.existed - before.existed), (long long)(predone + 3));
+    cluster_assert(c, after.skipped == before.skipped, "slots skipped with catch_up = all");
+    cluster_assert(c, cluster_try_count(c, SERVICE, "{\"kind\": \"predecessor\"}") == 3,
+                   "the predecessor's tasks were replaced");
+    ledger_free(&l);
+    cluster_node_stop_ok(&c->nodes[0], c->shutdown_grace_ms + 5000);
 }
