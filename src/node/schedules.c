@@ -116,16 +116,20 @@ static void run_schedule(round_t *r, const bson_t *doc, int64_t now)
     cohort_store_schedule_state(doc, sc->id, &st);
     cohort_schedule_series(sc, r->series, sizeof r->series);
     cohort_schedule_record_t rec = {.id = sc->id, .series = r->series,
-                                    .from_found = st.found, .from_slot_ms = st.last_slot_ms};
+                                    .from_found = st.found && !st.damaged,
+                                    .from_slot_ms = st.last_slot_ms};
     char when[COHORT_TIME_TEXT_MAX];
     int64_t next;
-    if (!st.found || strcmp(st.series, r->series) != 0) {
-        /* A new schedule, or new times: its slots start after now. */
+    if (!st.found || st.damaged || strcmp(st.series, r->series) != 0) {
+        /* A new schedule, new times, or a state edited out of shape: slots start after now. */
         rec.to_slot_ms = now;
         record(r, &rec);
         bool any = cohort_cron_next(&sc->cron, sc->tz, now, &next);
         cohort_time_format(any ? next : -1, when, sizeof when);
-        say(r, COHORT_LOG_INFO, "%s '%s': first slot %s", st.found ? "times changed to" : "new,",
+        say(r, st.damaged && st.found ? COHORT_LOG_WARN : COHORT_LOG_INFO, "%s '%s': first slot %s",
+            !st.found     ? "new,"
+            : st.damaged ? "its state has no date as last_slot (edited by hand?): restarted as"
+                         : "times changed to",
             r->series, when);
         return;
     }

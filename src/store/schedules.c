@@ -54,6 +54,7 @@ void cohort_store_schedule_state(const bson_t *doc, const char *id,
         else if (strcmp(key, "skipped") == 0 && BSON_ITER_HOLDS_NUMBER(&f))
             state->skipped = bson_iter_as_int64(&f);
     }
+    state->damaged = state->last_slot_ms == 0;
 }
 
 bool cohort_store_record_schedule(cohort_store_t *store, mongoc_client_t *client,
@@ -67,11 +68,14 @@ bool cohort_store_record_schedule(cohort_store_t *store, mongoc_client_t *client
         path(at, sizeof at, r->id, "last_slot");
         BSON_APPEND_DATE_TIME(&cas, at, r->from_slot_ms);
     } else {
-        path(at, sizeof at, r->id, NULL);
-        bson_t exists;
-        BSON_APPEND_DOCUMENT_BEGIN(&cas, at, &exists);
-        BSON_APPEND_BOOL(&exists, "$exists", false);
-        bson_append_document_end(&cas, &exists);
+        /* No state, or one whose last_slot is not a date: the first date written wins. */
+        path(at, sizeof at, r->id, "last_slot");
+        bson_t not, type;
+        BSON_APPEND_DOCUMENT_BEGIN(&cas, at, &not);
+        BSON_APPEND_DOCUMENT_BEGIN(&not, "$not", &type);
+        BSON_APPEND_UTF8(&type, "$type", "date");
+        bson_append_document_end(&not, &type);
+        bson_append_document_end(&cas, &not);
     }
     bson_t update = BSON_INITIALIZER, set, inc;
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);

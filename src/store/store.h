@@ -473,6 +473,7 @@ bool cohort_store_cas_data(cohort_store_t *store, mongoc_client_t *client, const
 /* One schedule's state as the config document keeps it. */
 typedef struct cohort_schedule_state {
     bool found;            /* the document has schedules.<ID> */
+    bool damaged;          /* ... but its last_slot is not a date (edited by hand) */
     char series[320];      /* the cron expression and zone its last slot belongs to */
     int64_t last_slot_ms;  /* every slot up to this one is settled (created or skipped) */
     int64_t last_epoch;    /* the epoch that recorded it */
@@ -492,7 +493,7 @@ void cohort_store_schedule_state(const bson_t *service_doc, const char *id,
 typedef struct cohort_schedule_record {
     const char *id;
     const char *series;
-    bool from_found;       /* the state existed when read ... */
+    bool from_found;       /* the state existed, with a date as last_slot, when read ... */
     int64_t from_slot_ms;  /* ... with this last slot */
     int64_t to_slot_ms;
     const bson_oid_t *last_task; /* NULL: unchanged */

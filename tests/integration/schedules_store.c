@@ -141,3 +141,27 @@ Test(schedules_store, pause_needs_a_known_schedule)
     cr_assert_not(state().paused);
     cr_assert_eq(state().last_slot_ms, 1000, "pausing touched the slot");
 }
+
+/* A state edited by hand so that last_slot is no date: read as damaged, and the primary's
+ * restart record (written as for a schedule never seen) replaces it. */
+Test(schedules_store, a_damaged_state_is_replaced_by_the_next_record)
+{
+    primacy("n1", 2);
+    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(SERVICE));
+    bson_t *update = BCON_NEW("$set", "{", "schedules.nightly.last_slot", BCON_UTF8("soon"),
+                              "schedules.nightly.series", BCON_UTF8("0 3 * * * @ UTC"), "}");
+    bson_error_t error;
+    cr_assert(mongoc_collection_update_one(services, filter, update, NULL, NULL, &error), "%s",
+              error.message);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    cohort_schedule_state_t st = state();
+    cr_assert(st.found && st.damaged);
+    cr_assert(record("n1", 2, false, 0, 5000), "the restart record did not replace it");
+    st = state();
+    cr_assert(st.found && !st.damaged);
+    cr_assert_eq(st.last_slot_ms, 5000);
+    cr_assert_not(record("n1", 2, false, 0, 6000), "a second restart record landed");
+}
