@@ -89,8 +89,8 @@ typedef struct cohort_service {
     _Atomic int64_t queue_epoch; /* the epoch they were counted under; 0: never */
     /* Recurring tasks (node/schedules.c; main thread): the schedules in force (the config's
      * `schedule.ID` lines; a SIGHUP moves them to the reloaded file's), and the epoch of this
-     * node's primacy the last schedule round ran under, with when that primacy began on the
-     * cluster clock: slots before it were missed while no primary ran (catch_up). */
+     * node's primacy the last schedule round ran under, with when that primacy began
+     * (elected_at, server time): slots before it were missed while no primary ran. */
     const cohort_schedule_config_t *schedules;
     size_t n_schedules;
     int64_t schedules_epoch;

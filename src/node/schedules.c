@@ -5,8 +5,8 @@
  * schedule of the service), find the slots in (last slot, now], decide which run (catch_up,
  * pause), create their tasks in slot order through cohort_task_create() with the slot's
  * unique key, then record the last settled slot in one fenced compare-and-set. A slot is
- * "missed" if it came due before this node's primacy began (no primary ran then); slots
- * that came due while this node was primary always run.
+ * "missed" if it came due before this node's primacy began (elected_at: no primary ran
+ * then); slots that came due while this node was primary always run.
  */
 #include "node/schedules.h"
 
@@ -227,10 +227,6 @@ void cohort_schedules_tick(cohort_service_t *s, mongoc_client_t *client, int64_t
 {
     if (s->n_schedules == 0)
         return;
-    if (epoch != s->schedules_epoch) {
-        s->schedules_epoch = epoch;
-        s->schedules_since_ms = cohort_clock_cluster_ms();
-    }
     bson_t doc;
     bool found = false;
     bson_error_t error;
@@ -239,6 +235,23 @@ void cohort_schedules_tick(cohort_service_t *s, mongoc_client_t *client, int64_t
                     "schedules: cannot read their state (retried next tick): %s", error.message);
         bson_destroy(&doc);
         return;
+    }
+    /* The document names the epoch and when it began (elected_at, server time): slots due
+     * before then were missed by every primary. Another epoch there: primacy moved on. */
+    bson_iter_t it;
+    int64_t doc_epoch = bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it)
+                            ? bson_iter_as_int64(&it)
+                            : 0;
+    if (found && doc_epoch != epoch) {
+        bson_destroy(&doc);
+        return;
+    }
+    if (epoch != s->schedules_epoch) {
+        s->schedules_epoch = epoch;
+        s->schedules_since_ms =
+            bson_iter_init_find(&it, &doc, "elected_at") && BSON_ITER_HOLDS_DATE_TIME(&it)
+                ? bson_iter_date_time(&it)
+                : cohort_clock_cluster_ms();
     }
     int64_t now = cohort_clock_cluster_ms();
     for (size_t i = 0; found && i < s->n_schedules; i++) {
