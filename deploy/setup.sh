@@ -17,7 +17,8 @@ BUILD="${1:-$ROOT/build}"
 shift || true
 
 PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-dev
-          libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven)
+          libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven
+          tzdata)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
     PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus)
 fi

@@ -17,11 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/help.h"
 #include "core/config.h"
 #include "core/settings.h"
+#include "core/timefmt.h"
 #include "node/check.h"
 #include "node/isolate_child.h"
 #include "core/log.h"
@@ -36,6 +38,10 @@ static const cli_option_t options[] = {
     {"check-config", NULL, 'k', CLI_LONG_ONLY,
      "validate FILE and load its handlers, list every problem with its line number; exit 0 if "
      "none, 1 otherwise",
+     NULL},
+    {"explain-schedules", NULL, 'X', CLI_LONG_ONLY,
+     "with --check-config: print each schedule.ID line's next 3 fire times (UTC and the "
+     "schedule's zone) after this machine's clock",
      NULL},
     {"print-settings", "FORMAT", 'P', CLI_LONG_ONLY,
      "print the configuration reference (every key, its default, range and meaning) as "
@@ -106,6 +112,39 @@ static void usage(FILE *out)
     cli_print_usage(out, &program);
 }
 
+/* --explain-schedules: each schedule's next fire times, so a person can see that the
+ * expression and the zone mean what they meant. */
+static void explain_schedules(const cohort_config_t *config)
+{
+    int64_t now = (int64_t)time(NULL) * 1000;
+    for (size_t i = 0; i < config->n_services; i++) {
+        const cohort_service_config_t *s = &config->services[i];
+        for (size_t j = 0; j < s->n_schedules; j++) {
+            const cohort_schedule_config_t *sc = &s->schedules[j];
+            printf("%s line %d: [service:%s] schedule.%s = %s\n  zone %s, catch_up %s "
+                   "(catch_up_max %lld); next:\n",
+                   config->path ? config->path : "", sc->line, s->name, sc->id, sc->cron_text,
+                   cohort_tz_name(sc->tz), cohort_catch_up_name(sc->catch_up),
+                   (long long)sc->catch_up_max);
+            int64_t t = now;
+            for (int k = 0; k < 3; k++) {
+                if (!cohort_cron_next(&sc->cron, sc->tz, t, &t)) {
+                    printf("    (no more fire times within 30 years)\n");
+                    break;
+                }
+                char utc[COHORT_TIME_TEXT_MAX], local[COHORT_TIME_TEXT_MAX];
+                int32_t off = cohort_tz_offset(sc->tz, t / 1000);
+                cohort_time_format(t + off * 1000LL, local, sizeof local);
+                cohort_time_format(t, utc, sizeof utc);
+                local[19] = '\0'; /* 2026-11-25T03:00:00 */
+                int32_t a = off < 0 ? -off : off;
+                printf("    %s   %s %c%02d:%02d %s\n", utc, local, off < 0 ? '-' : '+',
+                       a / 3600, a / 60 % 60, cohort_tz_name(sc->tz));
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct option longopts[CLI_MAX_OPTIONS + 1];
@@ -113,7 +152,7 @@ int main(int argc, char **argv)
     cli_longopts(options, longopts);
     cli_shortopts(options, "", shortopts, sizeof shortopts);
     const char *path = NULL;
-    bool check = false;
+    bool check = false, explain = false;
     bool worker = false;
     const char *worker_service = NULL, *worker_node = NULL;
     int opt;
@@ -124,6 +163,9 @@ int main(int argc, char **argv)
             break;
         case 'k':
             check = true;
+            break;
+        case 'X':
+            explain = true;
             break;
         case 'W':
             worker = true;
@@ -164,6 +206,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (explain && !check) {
+        fprintf(stderr, "cohortd: --explain-schedules goes with --check-config\n");
+        usage(stderr);
+        return 2;
+    }
     if (!path) {
         fprintf(stderr, "cohortd: no configuration file (use -c FILE)\n");
         usage(stderr);
@@ -196,6 +243,8 @@ int main(int argc, char **argv)
                                     : cohort_config_load(path, &errors);
     if (config && check)
         cohort_check_handlers(config, &errors);
+    if (config && explain)
+        explain_schedules(config);
     int rc;
     if (errors.count > 0 || errors.unrecorded > 0 || !config) {
         for (size_t i = 0; i < errors.count; i++)

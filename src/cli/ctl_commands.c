@@ -178,6 +178,13 @@ const cli_command_t ctl_commands[] = {
      NULL},
     {"nodes", cmd_nodes, "[--json]", "nodes seen in the last day: live or expired, last ping",
      NULL, json_options},
+    {"schedules", cmd_schedules, "SERVICE [--json] | pause|resume SERVICE ID",
+     "recurring tasks (schedule.ID lines): per schedule its times, last slot, next slot, the "
+     "task it created last with its status, and its counts; pause or resume one",
+     "A paused schedule's slots are skipped (and counted), so resume starts at the next slot. "
+     "With -c, the file's schedules no primary has run yet are listed too. A slot is created "
+     "once however primacy moves (README, Recurring tasks).",
+     json_options},
     {"tokens", cmd_tokens, "create NAME --scopes S,... | list [--json] | revoke NAME",
      "tokens for the HTTP API: printed once at creation (only their SHA-256 is stored)",
      "Scopes: read (GET), enqueue (create tasks), operate (pause, resume, settings), work "

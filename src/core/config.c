@@ -155,6 +155,7 @@ static void section_header(parser_t *p, const char *name)
 }
 
 static int on_key(void *user, const char *section, const char *key, const char *value);
+static void schedule_line(parser_t *p, const char *text);
 
 /* A line longer than inih's fixed line buffer (a long mongodb_uri, say): parsed here with
  * inih's rules (key, '=' or ':', value, inline comment after " ;") and handed to on_key. */
@@ -166,6 +167,11 @@ static void long_line(parser_t *p, const char *text, size_t len)
         return;
     }
     char *s = line + strspn(line, " \t");
+    if (strncmp(s, "schedule.", 9) == 0) {
+        schedule_line(p, s);
+        free(line);
+        return;
+    }
     char *sep = strpbrk(s, "=:");
     if (*s == '[' || *s == ';' || *s == '#' || !sep) {
         problem(p, p->line, "line is longer than inih's limit and is not 'key = value'");
@@ -188,6 +194,33 @@ static void long_line(parser_t *p, const char *text, size_t len)
     while (end > value && (end[-1] == ' ' || end[-1] == '\t'))
         *--end = '\0';
     on_key(p, p->section, s, value);
+    free(line);
+}
+
+/* A `schedule.ID = ...` line, read here: key, '=', the value up to the line's end. */
+static void schedule_line(parser_t *p, const char *text)
+{
+    char *line = strdup(text);
+    if (!line) {
+        problem(p, p->line, "out of memory reading a schedule line");
+        return;
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    char *eq = strchr(line, '=');
+    if (!eq) {
+        problem(p, p->line, "'%s' must be schedule.ID = CRON ; key=value ...", line);
+        free(line);
+        return;
+    }
+    char *end = eq;
+    while (end > line && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *end = '\0';
+    char *value = eq + 1 + strspn(eq + 1, " \t");
+    end = value + strlen(value);
+    while (end > value && (end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+    on_key(p, p->section, line, value);
     free(line);
 }
 
@@ -238,6 +271,11 @@ static char *read_line(char *str, int num, void *stream)
     }
     if (!strpbrk(s, "=:")) {
         problem(p, p->line, "syntax error (expected 'key = value', '[section]' or a comment)");
+        snprintf(str, (size_t)num, "\n");
+    } else if (strncmp(s, "schedule.", 9) == 0) {
+        /* `;` separates a schedule's options, where inih would cut an inline comment: the
+         * line goes to on_key from here whole, and inih gets an empty one. */
+        schedule_line(p, s);
         snprintf(str, (size_t)num, "\n");
     }
     return str;
@@ -435,6 +473,28 @@ static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const ch
     }
 }
 
+/* schedule.ID = CRON ; key=value ...: a recurring task (core/schedule.h). */
+static void schedule_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
+                         const char *value)
+{
+    cohort_schedule_config_t parsed;
+    bson_error_t error;
+    if (!cohort_schedule_parse(key + 9, value, line, &parsed, &error)) {
+        problem(p, line, "[service:%s] %s: %s", s->name, key, error.message);
+        cohort_schedule_clear(&parsed);
+        return;
+    }
+    cohort_schedule_config_t *grown =
+        realloc(s->schedules, (s->n_schedules + 1) * sizeof *grown);
+    if (!grown) {
+        problem(p, line, "'%s': out of memory", key);
+        cohort_schedule_clear(&parsed);
+        return;
+    }
+    s->schedules = grown;
+    s->schedules[s->n_schedules++] = parsed;
+}
+
 /* Any key the table does not know goes to the handler, with its line. */
 static void option_key(parser_t *p, cohort_service_config_t *s, int line, const char *key,
                        const char *value)
@@ -477,6 +537,8 @@ static int on_key(void *user, const char *section, const char *key, const char *
             set_key(p, row, s, line, value);
         else if (strncmp(key, "kind.", 5) == 0)
             kind_key(p, s, line, key, value);
+        else if (strncmp(key, "schedule.", 9) == 0)
+            schedule_key(p, s, line, key, value);
         else
             option_key(p, s, line, key, value);
     }
@@ -639,6 +701,9 @@ void cohort_config_destroy(cohort_config_t *c)
             free((char *)s->options[j].value);
         }
         free(s->options);
+        for (size_t j = 0; j < s->n_schedules; j++)
+            cohort_schedule_clear(&s->schedules[j]);
+        free(s->schedules);
         for (size_t j = 0; j < s->n_kinds; j++)
             free(s->kinds[j].name);
         free(s->kinds);

@@ -16,6 +16,7 @@
 
 #include "cohort/handler.h"
 #include "core/log.h"
+#include "core/schedule.h"
 #include "core/settings.h"
 
 /* The limits (COHORT_SERVICE_NAME_MAX, COHORT_TAKEOVER_MS_MAX, ...) are in settings.h. */
@@ -67,6 +68,8 @@ typedef struct cohort_service_config {
     size_t n_kinds;
     cohort_option_t *options; /* keys handed to the handler; owned */
     size_t n_options;
+    cohort_schedule_config_t *schedules; /* `schedule.ID` lines, in file order; owned */
+    size_t n_schedules;
     int line;       /* line of the section header */
     int stall_line; /* line of stall_timeout_ms, 0 if defaulted */
 } cohort_service_config_t;

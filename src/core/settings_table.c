@@ -170,6 +170,16 @@ const cohort_setting_t cohort_settings_table[] = {
      .type = COHORT_SETTING_DURATION_MS, .def_text = "the service's", .min = 0,
      .max = 7 * DAY_MS, .pattern = true, .field = KIND(task_timeout_ms),
      .live_field = NO_FIELD, .doc = "`task_timeout_ms` for tasks of kind KIND"},
+    {.name = "schedule.ID", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_STRING,
+     .def_text = "none", .pattern = true, .reloads = true, .field = NO_FIELD,
+     .live_field = NO_FIELD,
+     .doc = "a recurring task: `CRON ; key=value ; ...`. CRON has 5 fields (or 6, seconds "
+            "first) or an alias (`@hourly`, `@daily`, ...); options: `kind`, `priority`, "
+            "`data` (a JSON object), `timeout`, `deadline`, `group`, `tracked` (as "
+            "`cohortctl enqueue`), `tz` (a zone of the tz database; `UTC`), `catch_up` "
+            "(`none`, `latest` or `all`: slots missed while no primary ran are skipped, the "
+            "latest runs, or each runs; `latest`), `catch_up_max` (1-1000; 10). ID: 1-64 of "
+            "`A-Z a-z 0-9 _ -`. Each slot runs once (README, Recurring tasks)"},
     {.name = "claim_batch", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
      /* 1: a batch claim prefetches, which docs/BENCHMARKS.md shows pays off for short tasks
       * only (a batch holds its tasks while the first ones run). */

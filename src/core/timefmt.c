@@ -70,8 +70,7 @@ static bool read_char(const char **p, char c)
     return true;
 }
 
-/* Days from 1970-01-01 to the proleptic Gregorian date y-m-d. */
-static int64_t days_from_civil(int64_t y, int m, int d)
+int64_t cohort_days_from_civil(int64_t y, int m, int d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -81,7 +80,20 @@ static int64_t days_from_civil(int64_t y, int m, int d)
     return era * 146097 + doe - 719468;
 }
 
-static int days_in_month(int y, int m)
+void cohort_civil_from_days(int64_t days, int64_t *year, int *month, int *day)
+{
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = yoe + era * 400 + (*month <= 2);
+}
+
+int cohort_days_in_month(int64_t y, int m)
 {
     static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -119,8 +131,8 @@ bool cohort_time_parse(const char *text, int64_t *ms)
         !read_char(&p, ':') || !read_digits(&p, 2, &s) || !read_fraction(&p, &frac))
         return false;
     if (strcmp(p, "Z") != 0 || y < 1970 || mo < 1 || mo > 12 || d < 1 ||
-        d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59)
+        d > cohort_days_in_month(y, mo) || h > 23 || mi > 59 || s > 59)
         return false;
-    *ms = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000LL + s * 1000LL + frac;
+    *ms = ((cohort_days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000LL + s * 1000LL + frac;
     return true;
 }

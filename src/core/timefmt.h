@@ -29,4 +29,11 @@ bool cohort_time_parse(const char *text, int64_t *ms);
  * if `text` is none of these or too large. */
 bool cohort_duration_parse(const char *text, int64_t *ms);
 
+/* Proleptic Gregorian calendar arithmetic, exact for any year (core/tz.c and core/cron.c
+ * count in it): days from 1970-01-01 to y-m-d, the date of a day number, and the days of a
+ * month (1-12). */
+int64_t cohort_days_from_civil(int64_t y, int m, int d);
+void cohort_civil_from_days(int64_t days, int64_t *year, int *month, int *day);
+int cohort_days_in_month(int64_t y, int m);
+
 #endif

@@ -83,6 +83,8 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_LEASE_FAIL:
     case COHORT_API_LEASE_RELEASE:
         return cohort_api_lease_outcome(call);
+    case COHORT_API_SCHEDULES:
+        return cohort_api_list_schedules(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }

@@ -92,6 +92,8 @@ static bool route_service(const char *method, const char *rest, cohort_api_route
                     err);
     if (strcmp(word, "counts") == 0 && !*p)
         return pick(method, "GET", COHORT_API_COUNTS, COHORT_SCOPE_READ, "GET", route, err);
+    if (strcmp(word, "schedules") == 0 && !*p)
+        return pick(method, "GET", COHORT_API_SCHEDULES, COHORT_SCOPE_READ, "GET", route, err);
     if (strcmp(word, "pause") == 0 && !*p)
         return pick(method, "POST", COHORT_API_PAUSE, COHORT_SCOPE_OPERATE, "POST", route, err);
     if (strcmp(word, "resume") == 0 && !*p)

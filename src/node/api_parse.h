@@ -72,6 +72,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_LEASE_SUCCEED,   /* POST /api/v1/leases/{token}/succeed */
     COHORT_API_LEASE_FAIL,      /* POST /api/v1/leases/{token}/fail */
     COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
+    COHORT_API_SCHEDULES,    /* GET  /api/v1/services/{svc}/schedules */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

@@ -48,6 +48,8 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
         return NULL;
     }
     s->config = config;
+    s->schedules = config->schedules;
+    s->n_schedules = config->n_schedules;
     s->node_id = node_id;
     s->peers = -1; /* unknown until the primary counts them: primary_task_count applies */
     s->store = store;

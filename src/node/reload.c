@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "node/schedules.h"
 
 /* What SIGHUP cannot change in a running node (the settings table's rows that do not
  * reload, the set of services and their kinds); `error` names the first difference. */
@@ -111,6 +112,7 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
             else
                 cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0, "reload: %s", err.message);
         }
+        cohort_schedules_reload(s, now);
         if (!same_options(was, now)) {
             bson_error_t err;
             if (cohort_host_reload(s, client, now, &err))

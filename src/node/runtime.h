@@ -95,6 +95,14 @@ typedef struct cohort_service {
     bool count_queue;
     _Atomic int64_t queue_counts[COHORT_STATUS_COUNT]; /* by cohort_task_status_t */
     _Atomic int64_t queue_epoch; /* the epoch they were counted under; 0: never */
+    /* Recurring tasks (node/schedules.c; main thread): the schedules in force (the config's
+     * `schedule.ID` lines; a SIGHUP moves them to the reloaded file's), and the epoch of this
+     * node's primacy the last schedule round ran under, with when that primacy began
+     * (elected_at, server time): slots before it were missed while no primary ran. */
+    const cohort_schedule_config_t *schedules;
+    size_t n_schedules;
+    int64_t schedules_epoch;
+    int64_t schedules_since_ms;
 
     /* What claims skip (guarded by the lock; the main thread refreshes it every tick, workers
      * copy it when `filter_version` moved): the pause and block switches of the config

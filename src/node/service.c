@@ -1,8 +1,8 @@
 /*
  * service.c - a hosted service's life on the node (see service.h): create it, start its
  * workers, tick it, destroy it. Each step of a tick is its own module (check-ins, election,
- * live settings, claim filter, primary work, maintenance, batches, claim budget); this file
- * only says in which order they run.
+ * live settings, claim filter, primary work, schedules, maintenance, batches, claim budget);
+ * this file only says in which order they run.
  */
 #include "node/service.h"
 
@@ -17,6 +17,7 @@
 #include "node/filter.h"
 #include "node/isolate.h"
 #include "node/maintenance.h"
+#include "node/schedules.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,
@@ -87,6 +88,7 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
         primary_work(s, client, epoch);
     }
     if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
+        cohort_schedules_tick(s, client, epoch);
         cohort_maintenance_promote_overdue(s, client, epoch);
         if (s->config->external)
             cohort_maintenance_expire_leases(s, client, epoch);

@@ -1328,6 +1328,7 @@ void cluster_enqueue(cluster_t *c, const char *service, const char *data_json,
     cohort_new_task_t task = {.data = data, .tracked = false, .created_by = "cluster-test"};
     task.now_ms = cluster_server_ms(c);
     cohort_task_options_apply(&parsed, NULL, &task);
+    task.unique_key = parsed.unique_key; /* set by the creator, as cohort_task_create() does */
     cohort_store_t *store = cluster_store(c);
     mongoc_client_t *client = cohort_store_pop(store);
     bson_oid_t oid;
