@@ -566,3 +566,10 @@ bool cohort_api_switch(cohort_api_call_t *call)
     bson_destroy(&body);
     return ok;
 }
+
+/* ---- shared with the other endpoints (api_ops.c) ---------------------------------------- */
+
+bool cohort_api_service_exists(cohort_api_call_t *call)
+{
+    return service_exists(call);
+}

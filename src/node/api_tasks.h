@@ -30,6 +30,9 @@ typedef struct cohort_api_call {
 /* The status and code for a database failure: 503 if the database did not answer, else 500. */
 bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, const char *what);
 
+/* True if the route's service has its config document; else 404 (or 503/500) in call->err. */
+bool cohort_api_service_exists(cohort_api_call_t *call);
+
 bool cohort_api_list_services(cohort_api_call_t *call);
 bool cohort_api_create_task(cohort_api_call_t *call);
 bool cohort_api_create_tasks(cohort_api_call_t *call); /* tasks:batch */
