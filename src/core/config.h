@@ -78,6 +78,7 @@ typedef struct cohort_config {
     bool log_json;     /* log_format = json: one JSON object per line */
     char *http_listen; /* HOST:PORT of the HTTP listener (health, metrics); NULL: off */
     int64_t api_max_body; /* bytes: the HTTP API's largest request body */
+    int64_t http_max_connections; /* HTTP connections open at once; the oldest goes past it */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;

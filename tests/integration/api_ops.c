@@ -5,17 +5,18 @@
  * body), tasks:bulk (dry_run counts what the real run then changes, 0 matches, the limit
  * and `more`, each bad field named, 409 for a status the action does not take), and the live
  * settings (GET, PATCH/POST with the rules of `cohortctl settings`). Every endpoint's 401,
- * 403 and 405. The listener's limits (413, connections) are in integration/api_http.c.
+ * 403 and 405. The listener's limits (413, connections, slow clients) are in
+ * integration/api_http.c.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_server.h"
 #include "support.h"
 #include "core/token.h"
 #include "node/api.h"
 #include "store/store.h"
-#include "store/tokens.h"
 
 #define SERVICE "web"
 #define QUEUE "queue_" SERVICE
@@ -29,29 +30,9 @@ static cohort_api_t *api;
 static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_ops[COHORT_TOKEN_TEXT_MAX];
 static char tok_enqueue[COHORT_TOKEN_TEXT_MAX];
 
-/* Makes token `name` with `scopes` through the store, as cohortctl tokens create does. */
 static void make_token(const char *name, const char *scopes, char *token)
 {
-    uint32_t bits = 0;
-    bson_error_t error;
-    cr_assert(cohort_scopes_parse(scopes, &bits, &error), "%s", error.message);
-    char hash[COHORT_TOKEN_HASH_HEX];
-    cr_assert(cohort_token_generate(token, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
-    cr_assert(cohort_token_hash(token, hash, sizeof hash));
-    bson_t array = BSON_INITIALIZER;
-    uint32_t n = 0;
-    for (int i = 0; i < COHORT_SCOPE_COUNT; i++) {
-        if (bits & (1u << i)) {
-            char key[8];
-            snprintf(key, sizeof key, "%u", n++);
-            BSON_APPEND_UTF8(&array, key, cohort_scope_names[i]);
-        }
-    }
-    bool exists = false;
-    cr_assert(cohort_store_create_token(store, client, name, hash, &array, "test", &exists,
-                                        &error),
-              "%s", error.message);
-    bson_destroy(&array);
+    test_api_token(store, client, name, scopes, token);
 }
 
 static void setup(void)
