@@ -25,6 +25,12 @@ void http_response_free(http_response_t *r)
 bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
                   http_response_t *out)
 {
+    return http_request_with(port, method, path, NULL, NULL, timeout_ms, out);
+}
+
+bool http_request_with(int port, const char *method, const char *path, const char *headers,
+                       const char *body, int64_t timeout_ms, http_response_t *out)
+{
     memset(out, 0, sizeof *out);
     int64_t deadline = test_now_ms() + timeout_ms;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -35,12 +41,16 @@ bool http_request(int port, const char *method, const char *path, int64_t timeou
         close(fd);
         return false;
     }
-    char request[512];
-    int len = snprintf(request, sizeof request,
+    size_t body_len = body ? strlen(body) : 0;
+    char *request = NULL;
+    int len = asprintf(&request,
                        "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"
-                       "Content-Length: 0\r\n\r\n",
-                       method, path, port);
-    if (send(fd, request, (size_t)len, MSG_NOSIGNAL) != len) {
+                       "%sContent-Length: %zu\r\n\r\n%s",
+                       method, path, port, headers ? headers : "", body_len, body ? body : "");
+    cr_assert_geq(len, 0, "out of memory");
+    bool sent = send(fd, request, (size_t)len, MSG_NOSIGNAL) == len;
+    free(request);
+    if (!sent) {
         close(fd);
         return false;
     }

@@ -22,6 +22,11 @@ typedef struct http_response {
 bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
                   http_response_t *out);
 
+/* The same with extra header lines (`headers`: "Name: value\r\n..." or NULL) and a body
+ * (NULL: none). */
+bool http_request_with(int port, const char *method, const char *path, const char *headers,
+                       const char *body, int64_t timeout_ms, http_response_t *out);
+
 void http_response_free(http_response_t *r);
 
 #endif
