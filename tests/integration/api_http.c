@@ -192,7 +192,7 @@ Test(api_http, a_client_dribbling_its_headers_is_cut_at_the_deadline)
     test_api_server_t s;
     test_api_server_start(&s, store, &quick);
     int fd = test_connect(s.port);
-    const char *head = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char *head = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     int64_t start = test_now_ms();
     bool closed = false;
     /* one byte every 100 ms: evhttp's idle timeout (10 s) never fires */
