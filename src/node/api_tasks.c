@@ -343,6 +343,12 @@ static void append_history(const bson_t *doc, bson_t *out)
             copy_time(&run, "ended_at", &one);
             copy_utf8_or_null(&run, "outcome", &one);
             copy_utf8_or_null(&run, "error", &one);
+            bson_iter_t event;
+            if (bson_iter_init_find(&event, &run, "event")) { /* an operator's: who and when */
+                copy_utf8_or_null(&run, "event", &one);
+                copy_utf8_or_null(&run, "by", &one);
+                copy_time(&run, "at", &one);
+            }
             bson_append_document_end(&array, &one);
         }
     }

@@ -193,6 +193,16 @@ Test(api_ops, retry_a_failed_task_records_the_token)
     cr_assert_str_eq(test_doc_str(&doc, "history.0.by"), "api token ops");
     cr_assert_str_eq(test_doc_str(&doc, "history.0.from"), "failed");
     bson_destroy(&doc);
+    /* GET shows who did it */
+    task_path(path, sizeof path, id, NULL);
+    a = call(tok_read, "GET", path, NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "history.0.event"), "retried");
+    cr_assert_str_eq(test_doc_str(a.body, "history.0.by"), "api token ops");
+    const char *at = test_doc_str(a.body, "history.0.at");
+    cr_assert(at && strchr(at, 'T'), "not an ISO-8601 time: %s", a.json);
+    answer_free(&a);
+    task_path(path, sizeof path, id, "retry");
 
     /* Now pending: a retry does not apply, and the refusal names the status. */
     expect(call(tok_ops, "POST", path, NULL), 409, "conflict", "is pending", "retry pending");
