@@ -80,14 +80,17 @@ struct cohort_http {
 
 /* ---- connections --------------------------------------------------------------------------- */
 
-static void conn_shut(cohort_http_t *h, http_conn_t *c)
+/* Shuts `c` down (evhttp then reads the end of the stream and frees the connection); false if
+ * it was already, or has no socket. */
+static bool conn_shut(cohort_http_t *h, http_conn_t *c)
 {
     evutil_socket_t fd = bufferevent_getfd(c->bev);
     if (c->shut || fd < 0)
-        return;
-    shutdown(fd, SHUT_RDWR); /* evhttp reads the end of the stream and frees the connection */
+        return false;
+    shutdown(fd, SHUT_RDWR);
     c->shut = true;
     h->shut++;
+    return true;
 }
 
 /* Unlinks and releases `c` (evhttp has let it go, or the listener is closing). */
@@ -122,8 +125,7 @@ static void sweep(cohort_http_t *h, int64_t now, const http_conn_t *newest)
             continue;
         if (conn_let_go(c)) {
             conn_release(h, c);
-        } else if (!c->shut && now >= c->deadline_ms) {
-            conn_shut(h, c);
+        } else if (now >= c->deadline_ms && conn_shut(h, c)) {
             h->late_unlogged++;
         }
     }
@@ -170,10 +172,13 @@ static void replace_tail(http_conn_t *c, struct evbuffer *out, size_t added, con
  * rest); false if it does not hold them. */
 static bool copy_at(struct evbuffer *buf, size_t offset, char *out, size_t len)
 {
-    struct evbuffer_iovec vec[64];
-    int n = evbuffer_peek(buf, -1, NULL, vec, 64);
-    if (n < 0 || n > 64)
-        return false; /* a buffer in more than 64 pieces is no 413 page being written */
+    struct evbuffer_iovec few[16], *vec = few;
+    int n = evbuffer_peek(buf, -1, NULL, few, 16);
+    if (n > 16) { /* more pieces (replies waiting to go out): look at them all */
+        if (!(vec = calloc((size_t)n, sizeof *vec)))
+            return false;
+        n = evbuffer_peek(buf, -1, NULL, vec, n);
+    }
     for (int i = 0; i < n && len > 0; i++) {
         if (offset >= vec[i].iov_len) {
             offset -= vec[i].iov_len;
@@ -185,6 +190,8 @@ static bool copy_at(struct evbuffer *buf, size_t offset, char *out, size_t len)
         len -= take;
         offset = 0;
     }
+    if (vec != few)
+        free(vec);
     return len == 0;
 }
 
@@ -228,11 +235,8 @@ static void make_room(cohort_http_t *h, http_conn_t *newest)
     sweep(h, cohort_clock_monotonic_ms(), newest); /* first those evhttp let go already */
     size_t closed = 0;
     for (http_conn_t *c = h->first; c && c != newest && h->open - h->shut > h->max_connections;
-         c = c->next) {
-        size_t before = h->shut;
-        conn_shut(h, c);
-        closed += h->shut - before;
-    }
+         c = c->next)
+        closed += conn_shut(h, c);
     h->refused_unlogged += closed;
     int64_t now = cohort_clock_monotonic_ms();
     if (h->refused_unlogged && now - h->refused_logged_ms >= 1000) {
