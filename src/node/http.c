@@ -8,9 +8,10 @@
  * - Connections. libevent 2.1 has no cap on them, so the listener keeps its own list: every
  *   connection is made here (evhttp_set_bevcb) and holds a reference of ours, which a sweep
  *   every HTTP_SWEEP_MS drops once evhttp has let the connection go (its callbacks cleared).
- *   Past `max_connections`, a new connection shuts the oldest one down (shutdown(2): evhttp
- *   sees the end of the stream and frees it), so a flood of idle clients cannot lock out a
- *   health check; a log line (at most one a second) says how many went.
+ *   Past `max_connections`, a new connection shuts the oldest idle one down (shutdown(2):
+ *   evhttp sees the end of the stream and frees it), so a flood of idle clients cannot lock
+ *   out a health check; connections with a request being answered stay, and if all are, the
+ *   new one goes instead. A log line (at most one a second) says how many went.
  * - Slow clients. Each connection must send a whole request within `request_deadline_ms` of
  *   being accepted or of its previous answer, however it dribbles: the sweep shuts down those
  *   past it. evhttp's own timeout (HTTP_TIMEOUT_S) still cuts a connection idle that long.
@@ -227,22 +228,30 @@ static void watch_output(struct evbuffer *out, const struct evbuffer_cb_info *in
     replace_tail(c, out, info->n_added, text, (size_t)len);
 }
 
-/* Past the cap: the oldest connections not yet shut down go, leaving room for `newest`. */
+/* Past the cap: the oldest connections not yet shut down go, leaving room for `newest`;
+ * those with a request being answered stay (a reply on its way, a long wait for work). If
+ * every other one is being answered, `newest` itself goes, at the next sweep (it has no
+ * socket yet). */
 static void make_room(cohort_http_t *h, http_conn_t *newest)
 {
     if (h->open - h->shut <= h->max_connections)
         return;
-    sweep(h, cohort_clock_monotonic_ms(), newest); /* first those evhttp let go already */
+    int64_t now = cohort_clock_monotonic_ms();
+    sweep(h, now, newest); /* first those evhttp let go already */
     size_t closed = 0;
     for (http_conn_t *c = h->first; c && c != newest && h->open - h->shut > h->max_connections;
          c = c->next)
-        closed += conn_shut(h, c);
+        if (c->deadline_ms != INT64_MAX)
+            closed += conn_shut(h, c);
+    if (h->open - h->shut > h->max_connections) {
+        newest->deadline_ms = now;
+        closed++;
+    }
     h->refused_unlogged += closed;
-    int64_t now = cohort_clock_monotonic_ms();
     if (h->refused_unlogged && now - h->refused_logged_ms >= 1000) {
         cohort_log_node(COHORT_LOG_WARN,
                         "http: %zu connections open, over http_max_connections = %zu: closed "
-                        "the oldest %zu",
+                        "%zu (the oldest idle ones; the new one if all are busy)",
                         h->open, h->max_connections, h->refused_unlogged);
         h->refused_logged_ms = now;
         h->refused_unlogged = 0;
@@ -483,9 +492,17 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     evhttp_set_gencb(h->http, on_request, h);
     struct timeval every = {0, HTTP_SWEEP_MS * 1000};
     event_add(h->sweep, &every);
+    /* Our own listener, for its backlog: evhttp_bind_socket() listens with 128, and a burst
+     * of connections past that (SYNs dropped, retried a second later) would keep a health
+     * check waiting even while the loop is free. SOMAXCONN (-1) lets the kernel queue them. */
     errno = 0;
-    if (!evhttp_bind_socket_with_handle(h->http, address.host, address.port)) {
+    struct evconnlistener *listener = evconnlistener_new_bind(
+        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE, -1,
+        (struct sockaddr *)&address.sa, address.sa_len);
+    if (!listener || !evhttp_bind_listener(h->http, listener)) {
         int saved = errno;
+        if (listener)
+            evconnlistener_free(listener);
         cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
                          "http_listen = '%s': cannot listen on it: %s", listen,
                          saved ? strerror(saved) : "address not available");

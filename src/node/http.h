@@ -10,8 +10,9 @@
  *   other paths 404; methods other than GET and HEAD 405 (the API answers its own)
  *
  * Limits (http.c): headers 8 KiB; a body over api_max_body gets the API's JSON 413; at most
- * `max_connections` open (a new one past it shuts the oldest down); each request must arrive
- * whole within `request_deadline_ms` of the connection's start or its previous answer.
+ * `max_connections` open (a new one past it shuts the oldest idle one down); each request
+ * must arrive whole within `request_deadline_ms` of the connection's start or its previous
+ * answer.
  *
  * The listener knows nothing of services or the database: the node lends it two callbacks.
  * They run on the loop's thread, between ticks, so they see the node's state as it stands
@@ -39,7 +40,7 @@ typedef struct cohort_http_callbacks {
     void *arg;
     size_t api_max_body; /* bytes; 0: the listener's small default */
     size_t max_connections; /* open at once (http_max_connections); 0: 256. Past it, a new
-                               connection shuts down the oldest */
+                               connection shuts down the oldest idle one */
     int64_t request_deadline_ms; /* a connection must send each whole request within this of
                                     being accepted or answered; 0: 10 s */
 } cohort_http_callbacks_t;

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,14 @@ static bool server_ready(void *arg, char *why, size_t len)
 
 static char *server_metrics(void *arg, size_t *len)
 {
-    (void)arg;
-    *len = 0;
-    return strdup("");
+    test_api_server_t *s = arg;
+    char *text = malloc(s->metrics_bytes + 1);
+    if (!text)
+        return NULL;
+    memset(text, 'x', s->metrics_bytes);
+    text[s->metrics_bytes] = '\0';
+    *len = s->metrics_bytes;
+    return text;
 }
 
 static void *server_loop(void *arg)
@@ -79,10 +85,12 @@ static void *server_loop(void *arg)
 }
 
 void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
-                           const cohort_http_callbacks_t *limits)
+                           const cohort_http_callbacks_t *limits, size_t metrics_bytes)
 {
     memset(s, 0, sizeof *s);
+    signal(SIGPIPE, SIG_IGN); /* as cohortd does: a write to a closed socket is an error */
     s->store = store;
+    s->metrics_bytes = metrics_bytes;
     s->base = event_base_new();
     s->client = cohort_store_pop(store);
     cohort_api_options_t options = {.store = store, .client = s->client, .token_ttl_ms = 300};

@@ -27,12 +27,14 @@ typedef struct test_api_server {
     struct event *watch; /* stops the loop from its own thread */
     _Atomic bool stop;
     _Atomic size_t connections; /* cohort_http_connections(), sampled by the loop */
+    size_t metrics_bytes;       /* the size of the /metrics reply (set before start) */
 } test_api_server_t;
 
 /* Starts a listener with `limits` (its callbacks are the server's own; only the sizes,
- * counts and deadlines are read) on a client popped from `store`. Fails the test on error. */
+ * counts and deadlines are read) on a client popped from `store`; /metrics answers
+ * `metrics_bytes` of 'x'. Fails the test on error. */
 void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
-                           const cohort_http_callbacks_t *limits);
+                           const cohort_http_callbacks_t *limits, size_t metrics_bytes);
 void test_api_server_stop(test_api_server_t *s);
 
 /* Makes API token `name` with `scopes` ("read,operate") through the store, as cohortctl
