@@ -237,6 +237,23 @@ Test(api_http, past_the_cap_a_new_connection_closes_the_oldest)
     test_api_server_stop(&s);
 }
 
+/* Reads `fd` to its end; the bytes read (fails the test if it stalls for 30 s). */
+static size_t read_all(int fd)
+{
+    size_t got = 0;
+    char buf[65536];
+    int64_t deadline = test_now_ms() + 30000;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        cr_assert(poll(&p, 1, (int)(deadline - test_now_ms())) > 0, "stalled at %zu bytes",
+                  got);
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            return got;
+        got += (size_t)n;
+    }
+}
+
 Test(api_http, a_connection_being_answered_is_not_closed_for_the_cap)
 {
     enum { BIG = 32 << 20 }; /* far more than the sockets buffer: the reply waits on the client */
@@ -253,22 +270,35 @@ Test(api_http, a_connection_being_answered_is_not_closed_for_the_cap)
     for (int i = 0; i < 8; i++)
         cr_assert(test_closed_within(idle[i], 2000), "idle connection %d is still open", i);
     /* The busy one still gets its whole reply. */
-    size_t got = 0;
-    char buf[65536];
-    int64_t deadline = test_now_ms() + 30000;
-    for (;;) {
-        struct pollfd p = {.fd = busy, .events = POLLIN};
-        cr_assert(poll(&p, 1, (int)(deadline - test_now_ms())) > 0, "the reply stalled at %zu",
-                  got);
-        ssize_t n = recv(busy, buf, sizeof buf, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    size_t got = read_all(busy);
     cr_assert_gt(got, (size_t)BIG, "the busy connection was cut after %zu of %d bytes", got, BIG);
     close(busy);
     for (int i = 0; i < 12; i++)
         close(idle[i]);
+    test_api_server_stop(&s);
+}
+
+Test(api_http, when_every_connection_is_busy_the_new_one_goes)
+{
+    enum { BIG = 16 << 20 };
+    const cohort_http_callbacks_t capped = {.api_max_body = MAX_BODY, .max_connections = 2};
+    test_api_server_t s;
+    test_api_server_start(&s, store, &capped, BIG);
+    const char *req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int busy[2];
+    for (int i = 0; i < 2; i++) {
+        busy[i] = test_connect(s.port);
+        send_all(busy[i], req, strlen(req));
+    }
+    test_sleep_ms(300);
+    int late = test_connect(s.port);
+    cr_assert(test_closed_within(late, 2000), "a connection past the cap stayed open");
+    close(late);
+    for (int i = 0; i < 2; i++) {
+        size_t got = read_all(busy[i]);
+        cr_assert_gt(got, (size_t)BIG, "busy connection %d was cut after %zu bytes", i, got);
+        close(busy[i]);
+    }
     test_api_server_stop(&s);
 }
 
