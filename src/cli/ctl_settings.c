@@ -5,53 +5,15 @@
  * A value set here lives in the service's config document and wins over every node's
  * config file until it is unset; nodes apply it by their next tick. A change is checked
  * against the other settings as they will be (the file's, or the defaults, overridden by
- * the database's), so that takeover_ms > tick_ms and the like hold after it too.
+ * the database's), so that takeover_ms > tick_ms and the like hold after it too
+ * (node/service_settings.c, shared with the HTTP API's .../settings).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/ctl.h"
-
-/* The service's live settings as the nodes will see them: the config file's (with -c; the
- * built-in defaults otherwise) overridden by the config document's. */
-static bool effective_settings(ctl_t *ctl, const char *service, cohort_settings_t *eff,
-                               bson_t *doc_settings, bool *found)
-{
-    /* The file's values where it has the service (or the cluster), else the table's
-     * defaults. */
-    const cohort_service_config_t *sc =
-        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
-    cohort_settings_from_config(ctl->config, sc, eff);
-    bson_t doc;
-    bson_error_t error;
-    bson_init(doc_settings);
-    if (!cohort_store_read_service(ctl->store, ctl->client, service, &doc, found, &error)) {
-        fprintf(stderr, "cohortctl settings: %s\n", error.message);
-        bson_destroy(&doc);
-        return false;
-    }
-    bson_iter_t it, child;
-    /* Without the file, the values the primary declared are the best defaults. */
-    if (*found && !sc) {
-        if (bson_iter_init_find(&it, &doc, "tick_ms") && BSON_ITER_HOLDS_NUMBER(&it))
-            eff->tick_ms = bson_iter_as_int64(&it);
-        if (bson_iter_init_find(&it, &doc, "lease_ms") && BSON_ITER_HOLDS_NUMBER(&it))
-            eff->takeover_ms = bson_iter_as_int64(&it);
-    }
-    if (*found && bson_iter_init_find(&it, &doc, "settings") &&
-        BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &child)) {
-        while (bson_iter_next(&child)) {
-            int64_t *field = cohort_settings_field(eff, bson_iter_key(&child));
-            if (field && BSON_ITER_HOLDS_NUMBER(&child)) {
-                *field = bson_iter_as_int64(&child);
-                BSON_APPEND_INT64(doc_settings, bson_iter_key(&child), *field);
-            }
-        }
-    }
-    bson_destroy(&doc);
-    return true;
-}
+#include "node/service_settings.h"
 
 /* settings set KEY VALUE (`set`) or unset KEY (value -1): checks the settings as they will
  * be, then writes. The message says what happened; returns the exit status. */
@@ -59,16 +21,7 @@ static int change_setting(ctl_t *ctl, const char *service, const char *verb, con
                           bool set, int64_t value, const cohort_settings_t *eff)
 {
     cohort_settings_t next = *eff;
-    const cohort_service_config_t *sc =
-        ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
-    if (set) {
-        *cohort_settings_field(&next, key) = value;
-    } else if (sc) {
-        /* Unset: the file's value comes back. */
-        cohort_settings_t file;
-        cohort_settings_from_config(ctl->config, sc, &file);
-        *cohort_settings_field(&next, key) = *cohort_settings_field(&file, key);
-    }
+    cohort_service_settings_change(ctl->config, service, &next, key, set, value);
     bson_error_t error;
     bool found = false;
     if (!cohort_settings_validate(&next, &error)) {
@@ -143,7 +96,10 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
     cohort_settings_t eff;
     bson_t in_db;
     bool found = false;
-    if (!effective_settings(ctl, service, &eff, &in_db, &found)) {
+    bson_error_t error;
+    if (!cohort_service_settings_read(ctl->store, ctl->client, ctl->config, service, &eff,
+                                      &in_db, &found, &error)) {
+        fprintf(stderr, "cohortctl settings: %s\n", error.message);
         bson_destroy(&in_db);
         return CTL_FAILED;
     }

@@ -89,6 +89,7 @@ typedef struct cohort_config {
     int64_t api_max_body; /* bytes: the HTTP API's largest request body */
     int64_t api_threads;     /* threads answering the HTTP API */
     int64_t api_max_wait_ms; /* the longest an external worker's claim is held */
+    int64_t http_max_connections; /* HTTP connections open at once; the oldest goes past it */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;

@@ -91,6 +91,12 @@ const cohort_setting_t cohort_settings_table[] = {
      .field = CLUSTER(api_max_wait_ms), .live_field = NO_FIELD,
      .doc = "the longest an external worker's claim waits for a task (its `wait_ms` is capped "
             "to this); 0: claims never wait"},
+    {.name = "http_max_connections", .section = COHORT_SECTION_CLUSTER,
+     .type = COHORT_SETTING_COUNT, .def = 256, .min = 1, .max = 65536,
+     .field = CLUSTER(http_max_connections), .live_field = NO_FIELD,
+     .doc = "the most HTTP connections open at once; a new one past it closes the oldest idle "
+            "one (logged), so idle clients cannot lock out health checks. Keep it well under "
+            "the process's file descriptor limit"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,

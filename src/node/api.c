@@ -1,6 +1,7 @@
 /*
  * api.c - the HTTP API v1 (see api.h): authenticate, route, check the scope, run the
- * endpoint (api_tasks.c), and shape every refusal as {"error": {"code", "message"}}.
+ * endpoint (api_tasks.c; the operators' in api_ops.c), and shape every refusal as
+ * {"error": {"code", "message"}}.
  *
  * The token is checked before the path is even looked at, so a caller without a token
  * learns nothing but 401.
@@ -12,6 +13,7 @@
 
 #include "core/token.h"
 #include "node/api_auth.h"
+#include "node/api_ops.h"
 #include "node/api_parse.h"
 #include "node/api_tasks.h"
 #include "node/api_workers.h"
@@ -85,6 +87,16 @@ static bool dispatch(cohort_api_call_t *call)
         return cohort_api_lease_outcome(call);
     case COHORT_API_SCHEDULES:
         return cohort_api_list_schedules(call);
+    case COHORT_API_TASK_RETRY:
+    case COHORT_API_TASK_CANCEL:
+    case COHORT_API_TASK_DELETE:
+        return cohort_api_change_task(call);
+    case COHORT_API_TASKS_BULK:
+        return cohort_api_change_tasks(call);
+    case COHORT_API_SETTINGS:
+        return cohort_api_read_settings(call);
+    case COHORT_API_SETTINGS_WRITE:
+        return cohort_api_write_settings(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }

@@ -77,6 +77,37 @@ static bool route_tasks(const char *method, cohort_api_route_t *route, cohort_ap
                 route, err);
 }
 
+/* .../tasks/{id} (GET, DELETE) and .../tasks/{id}/retry|cancel (POST); `rest` follows the id */
+static bool route_task(const char *method, const char *rest, cohort_api_route_t *route,
+                       cohort_api_error_t *err)
+{
+    if (!*rest) {
+        if (strcmp(method, "DELETE") == 0)
+            return pick(method, "DELETE", COHORT_API_TASK_DELETE, COHORT_SCOPE_OPERATE,
+                        "GET, DELETE", route, err);
+        return pick(method, "GET", COHORT_API_TASK, COHORT_SCOPE_READ, "GET, DELETE", route,
+                    err);
+    }
+    if (strcmp(rest, "retry") == 0)
+        return pick(method, "POST", COHORT_API_TASK_RETRY, COHORT_SCOPE_OPERATE, "POST", route,
+                    err);
+    if (strcmp(rest, "cancel") == 0)
+        return pick(method, "POST", COHORT_API_TASK_CANCEL, COHORT_SCOPE_OPERATE, "POST", route,
+                    err);
+    return cohort_api_fail(err, 404, "not_found", "no such path");
+}
+
+/* .../settings: GET reads (read); PATCH or POST changes (operate). */
+static bool route_settings(const char *method, cohort_api_route_t *route,
+                           cohort_api_error_t *err)
+{
+    static const char allow[] = "GET, PATCH, POST";
+    if (strcmp(method, "PATCH") == 0 || strcmp(method, "POST") == 0)
+        return pick(method, method, COHORT_API_SETTINGS_WRITE, COHORT_SCOPE_OPERATE, allow,
+                    route, err);
+    return pick(method, "GET", COHORT_API_SETTINGS, COHORT_SCOPE_READ, allow, route, err);
+}
+
 /* What follows /api/v1/services/{svc}/ */
 static bool route_service(const char *method, const char *rest, cohort_api_route_t *route,
                           cohort_api_error_t *err)
@@ -100,11 +131,16 @@ static bool route_service(const char *method, const char *rest, cohort_api_route
         return pick(method, "POST", COHORT_API_RESUME, COHORT_SCOPE_OPERATE, "POST", route, err);
     if (strcmp(word, "claims") == 0 && !*p)
         return pick(method, "POST", COHORT_API_CLAIMS, COHORT_SCOPE_WORK, "POST", route, err);
+    if (strcmp(word, "tasks:bulk") == 0 && !*p)
+        return pick(method, "POST", COHORT_API_TASKS_BULK, COHORT_SCOPE_OPERATE, "POST", route,
+                    err);
+    if (strcmp(word, "settings") == 0 && !*p)
+        return route_settings(method, route, err);
     if (strcmp(word, "tasks") == 0) {
-        if (!next_segment(&p, id, sizeof id) || *p || !bson_oid_is_valid(id, strlen(id)))
+        if (!next_segment(&p, id, sizeof id) || !bson_oid_is_valid(id, strlen(id)))
             return bad_request(err, "the task id in the path must be 24 hex digits");
         memcpy(route->task_id, id, sizeof route->task_id); /* 24 digits and the NUL */
-        return pick(method, "GET", COHORT_API_TASK, COHORT_SCOPE_READ, "GET", route, err);
+        return route_task(method, p, route, err);
     }
     return cohort_api_fail(err, 404, "not_found", "no such path");
 }

@@ -73,14 +73,21 @@ typedef enum cohort_api_endpoint {
     COHORT_API_LEASE_FAIL,      /* POST /api/v1/leases/{token}/fail */
     COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
     COHORT_API_SCHEDULES,    /* GET  /api/v1/services/{svc}/schedules */
+    /* operators' changes (api_ops.c) */
+    COHORT_API_TASK_RETRY,     /* POST   /api/v1/services/{svc}/tasks/{id}/retry */
+    COHORT_API_TASK_CANCEL,    /* POST   /api/v1/services/{svc}/tasks/{id}/cancel */
+    COHORT_API_TASK_DELETE,    /* DELETE /api/v1/services/{svc}/tasks/{id} */
+    COHORT_API_TASKS_BULK,     /* POST   /api/v1/services/{svc}/tasks:bulk */
+    COHORT_API_SETTINGS,       /* GET    /api/v1/services/{svc}/settings */
+    COHORT_API_SETTINGS_WRITE, /* PATCH (or POST) /api/v1/services/{svc}/settings */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {
     cohort_api_endpoint_t endpoint;
     uint32_t scope;      /* the scope it needs (core/token.h) */
     char service[65];    /* "" for /services */
-    char task_id[25];    /* COHORT_API_TASK only */
     cohort_lease_ref_t lease; /* COHORT_API_LEASE_* only (its service is `service` too) */
+    char task_id[25];    /* COHORT_API_TASK and COHORT_API_TASK_{RETRY,CANCEL,DELETE} */
     const char *allow;   /* for a 405: the methods the path takes */
 } cohort_api_route_t;
 

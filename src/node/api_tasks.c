@@ -351,6 +351,12 @@ static void append_history(const bson_t *doc, bson_t *out)
             copy_time(&run, "ended_at", &one);
             copy_utf8_or_null(&run, "outcome", &one);
             copy_utf8_or_null(&run, "error", &one);
+            bson_iter_t event;
+            if (bson_iter_init_find(&event, &run, "event")) { /* an operator's: who and when */
+                copy_utf8_or_null(&run, "event", &one);
+                copy_utf8_or_null(&run, "by", &one);
+                copy_time(&run, "at", &one);
+            }
             bson_append_document_end(&array, &one);
         }
     }
@@ -573,4 +579,11 @@ bool cohort_api_switch(cohort_api_call_t *call)
     }
     bson_destroy(&body);
     return ok;
+}
+
+/* ---- shared with the other endpoints (api_ops.c) ---------------------------------------- */
+
+bool cohort_api_service_exists(cohort_api_call_t *call)
+{
+    return service_exists(call);
 }

@@ -36,6 +36,8 @@ bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, c
 
 /* The call added due tasks to its service: claims held for it run again (api_pool.h). */
 void cohort_api_wake(cohort_api_call_t *call);
+/* True if the route's service has its config document; else 404 (or 503/500) in call->err. */
+bool cohort_api_service_exists(cohort_api_call_t *call);
 
 bool cohort_api_list_services(cohort_api_call_t *call);
 bool cohort_api_create_task(cohort_api_call_t *call);

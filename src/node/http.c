@@ -3,35 +3,315 @@
  *
  * Requests are small and answered at once from memory (the metrics text is a few KiB per
  * service), so one loop serves them between ticks. Header and body sizes and idle
- * connections are bounded, so a misbehaving client costs little.
+ * connections are bounded, so a misbehaving client costs little:
+ *
+ * - Connections. libevent 2.1 has no cap on them, so the listener keeps its own list: every
+ *   connection is made here (evhttp_set_bevcb) and holds a reference of ours, which a sweep
+ *   every HTTP_SWEEP_MS drops once evhttp has let the connection go (its callbacks cleared).
+ *   Past `max_connections`, a new connection shuts the oldest idle one down (shutdown(2):
+ *   evhttp sees the end of the stream and frees it), so a flood of idle clients cannot lock
+ *   out a health check; connections with a request being answered stay, and if all are, the
+ *   new one goes instead. A log line (at most one a second) says how many went.
+ * - Slow clients. Each connection must send a whole request within `request_deadline_ms` of
+ *   being accepted or of its previous answer, however it dribbles: the sweep shuts down those
+ *   past it. evhttp's own timeout (HTTP_TIMEOUT_S) still cuts a connection idle that long.
+ * - Large bodies. evhttp refuses a body over `api_max_body` itself, with its HTML 413 page and
+ *   before the request reaches us (Content-Length, chunked and Expect: 100-continue alike).
+ *   A callback on each connection's output buffer replaces that page, as evhttp writes it,
+ *   with the API's JSON error {"error": {"code": "too_large", ...}}. Cohort never answers
+ *   413 itself, so a 413 status line on the wire is always evhttp's refusal.
  */
 #include "node/http.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "core/address.h"
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "node/metrics.h"
 
 #define HTTP_TIMEOUT_S 10
 #define HTTP_MAX_HEADERS 8192
 #define HTTP_MAX_BODY 4096
+#define HTTP_MAX_CONNECTIONS 256
+#define HTTP_REQUEST_DEADLINE_MS 10000
+#define HTTP_SWEEP_MS 100
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 #define JSON "application/json"
+
+/* One accepted connection, in accept order. */
+typedef struct http_conn {
+    struct bufferevent *bev; /* with a reference of ours */
+    struct evbuffer_cb_entry *watch; /* on the output buffer: replaces evhttp's 413 page */
+    int64_t deadline_ms;     /* a whole request by then (INT64_MAX while one is served) */
+    bool shut;               /* shut down by us; evhttp frees it */
+    bool replacing;          /* the 413 page is being replaced: drop what evhttp writes */
+    struct http_conn *prev, *next;
+    struct cohort_http *owner;
+} http_conn_t;
 
 struct cohort_http {
     struct evhttp *http;
     cohort_http_callbacks_t callbacks;
+    struct event *sweep;
+    http_conn_t *first, *last;
+    size_t open;  /* connections in the list */
+    size_t shut;  /* of those, shut down by us and not yet let go by evhttp */
+    size_t max_connections;
+    int64_t request_deadline_ms;
+    size_t body_max;
+    int64_t refused_logged_ms; /* when the last "closed the oldest" line was written */
+    size_t refused_unlogged;   /* connections closed since */
+    int64_t late_logged_ms;    /* the same for connections past their deadline */
+    size_t late_unlogged;
 };
+
+/* ---- connections --------------------------------------------------------------------------- */
+
+/* Shuts `c` down (evhttp then reads the end of the stream and frees the connection); false if
+ * it was already, or has no socket. */
+static bool conn_shut(cohort_http_t *h, http_conn_t *c)
+{
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (c->shut || fd < 0)
+        return false;
+    shutdown(fd, SHUT_RDWR);
+    c->shut = true;
+    h->shut++;
+    return true;
+}
+
+/* Unlinks and releases `c` (evhttp has let it go, or the listener is closing). */
+static void conn_release(cohort_http_t *h, http_conn_t *c)
+{
+    *(c->prev ? &c->prev->next : &h->first) = c->next;
+    *(c->next ? &c->next->prev : &h->last) = c->prev;
+    h->open--;
+    if (c->shut)
+        h->shut--;
+    evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->watch);
+    bufferevent_decref(c->bev); /* closes the socket once evhttp has freed it too */
+    free(c);
+}
+
+/* True once evhttp has freed the connection: bufferevent_free() clears every callback. */
+static bool conn_let_go(const http_conn_t *c)
+{
+    bufferevent_data_cb r = NULL, w = NULL;
+    bufferevent_event_cb e = NULL;
+    bufferevent_getcb(c->bev, &r, &w, &e, NULL);
+    return !r && !w && !e;
+}
+
+/* Releases the connections evhttp let go; shuts down those past their deadline. `newest`
+ * (being made: evhttp has not set its callbacks yet) is left alone. */
+static void sweep(cohort_http_t *h, int64_t now, const http_conn_t *newest)
+{
+    for (http_conn_t *c = h->first, *next; c; c = next) {
+        next = c->next;
+        if (c == newest)
+            continue;
+        if (conn_let_go(c)) {
+            conn_release(h, c);
+        } else if (now >= c->deadline_ms && conn_shut(h, c)) {
+            h->late_unlogged++;
+        }
+    }
+    if (h->late_unlogged && now - h->late_logged_ms >= 1000) {
+        cohort_log_node(COHORT_LOG_INFO,
+                        "http: closed %zu connection(s) that sent no whole request within %lld ms",
+                        h->late_unlogged, (long long)h->request_deadline_ms);
+        h->late_logged_ms = now;
+        h->late_unlogged = 0;
+    }
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    sweep(arg, cohort_clock_monotonic_ms(), NULL);
+}
+
+/* Replaces the last `added` bytes of `out` (evhttp's) with `text` (or nothing). */
+static void replace_tail(http_conn_t *c, struct evbuffer *out, size_t added, const char *text,
+                         size_t len)
+{
+    evbuffer_cb_clear_flags(out, c->watch, EVBUFFER_CB_ENABLED);
+    /* A socket bufferevent freezes the front of its output but while it writes: thaw it for
+     * this rewrite, then put it back as it was (a drain of 0 bytes fails only if frozen). */
+    bool frozen = evbuffer_drain(out, 0) != 0;
+    if (frozen)
+        evbuffer_unfreeze(out, 1);
+    struct evbuffer *head = evbuffer_new();
+    if (head) {
+        evbuffer_remove_buffer(out, head, evbuffer_get_length(out) - added);
+        evbuffer_drain(out, evbuffer_get_length(out));
+        evbuffer_add_buffer(out, head);
+        evbuffer_free(head);
+        if (text)
+            evbuffer_add(out, text, len);
+    }
+    if (frozen)
+        evbuffer_freeze(out, 1);
+    evbuffer_cb_set_flags(out, c->watch, EVBUFFER_CB_ENABLED);
+}
+
+/* Copies `len` bytes of `buf` from `offset` into `out` (walking its chains: no copy of the
+ * rest); false if it does not hold them. */
+static bool copy_at(struct evbuffer *buf, size_t offset, char *out, size_t len)
+{
+    struct evbuffer_iovec few[16], *vec = few;
+    int n = evbuffer_peek(buf, -1, NULL, few, 16);
+    if (n > 16) { /* more pieces (replies waiting to go out): look at them all */
+        if (!(vec = calloc((size_t)n, sizeof *vec)))
+            return false;
+        n = evbuffer_peek(buf, -1, NULL, vec, n);
+    }
+    for (int i = 0; i < n && len > 0; i++) {
+        if (offset >= vec[i].iov_len) {
+            offset -= vec[i].iov_len;
+            continue;
+        }
+        size_t take = vec[i].iov_len - offset < len ? vec[i].iov_len - offset : len;
+        memcpy(out, (const char *)vec[i].iov_base + offset, take);
+        out += take;
+        len -= take;
+        offset = 0;
+    }
+    if (vec != few)
+        free(vec);
+    return len == 0;
+}
+
+/* The output buffer's callback: evhttp's 413 page becomes the API's JSON error. evhttp writes
+ * a reply's status line with one call, so a reply starting "HTTP/1.x 413 " is seen whole
+ * here; all it writes after it on this connection (headers, the HTML) is dropped: the page
+ * says Connection: close, so nothing else follows. */
+static void watch_output(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+    http_conn_t *c = arg;
+    if (!info->n_added)
+        return;
+    if (c->replacing) {
+        replace_tail(c, out, info->n_added, NULL, 0);
+        return;
+    }
+    char start[13];
+    if (info->n_added < sizeof start ||
+        !copy_at(out, evbuffer_get_length(out) - info->n_added, start, sizeof start) ||
+        memcmp(start, "HTTP/1.", 7) != 0 || memcmp(start + 8, " 413 ", 5) != 0)
+        return;
+    char body[200], text[400];
+    int body_len = snprintf(body, sizeof body,
+                            "{ \"error\" : { \"code\" : \"too_large\", \"message\" : \"the "
+                            "body is over api_max_body (%zu bytes)\" } }",
+                            c->owner->body_max);
+    int len = snprintf(text, sizeof text,
+                       "HTTP/1.1 413 Payload Too Large\r\nContent-Type: " JSON "\r\n"
+                       "Cache-Control: no-store\r\nConnection: close\r\n"
+                       "Content-Length: %d\r\n\r\n%s",
+                       body_len, body);
+    c->replacing = true;
+    replace_tail(c, out, info->n_added, text, (size_t)len);
+}
+
+/* Past the cap: the oldest connections not yet shut down go, leaving room for `newest`;
+ * those with a request being answered stay (a reply on its way, a long wait for work). If
+ * every other one is being answered, `newest` itself goes, at the next sweep (it has no
+ * socket yet). */
+static void make_room(cohort_http_t *h, http_conn_t *newest)
+{
+    if (h->open - h->shut <= h->max_connections)
+        return;
+    int64_t now = cohort_clock_monotonic_ms();
+    sweep(h, now, newest); /* first those evhttp let go already */
+    size_t closed = 0;
+    for (http_conn_t *c = h->first; c && c != newest && h->open - h->shut > h->max_connections;
+         c = c->next)
+        if (c->deadline_ms != INT64_MAX)
+            closed += conn_shut(h, c);
+    if (h->open - h->shut > h->max_connections) {
+        newest->deadline_ms = now;
+        closed++;
+    }
+    h->refused_unlogged += closed;
+    if (h->refused_unlogged && now - h->refused_logged_ms >= 1000) {
+        cohort_log_node(COHORT_LOG_WARN,
+                        "http: %zu connections open, over http_max_connections = %zu: closed "
+                        "%zu (the oldest idle ones; the new one if all are busy)",
+                        h->open, h->max_connections, h->refused_unlogged);
+        h->refused_logged_ms = now;
+        h->refused_unlogged = 0;
+    }
+}
+
+/* evhttp's bufferevent for each new connection: made here, so the listener counts it. */
+static struct bufferevent *on_connection(struct event_base *base, void *arg)
+{
+    cohort_http_t *h = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    http_conn_t *c = bev ? calloc(1, sizeof *c) : NULL;
+    if (c)
+        c->watch = evbuffer_add_cb(bufferevent_get_output(bev), watch_output, c);
+    if (!c || !c->watch) {
+        free(c); /* evhttp still serves it, uncounted: memory is short */
+        return bev;
+    }
+    bufferevent_incref(bev);
+    c->bev = bev;
+    c->owner = h;
+    c->deadline_ms = cohort_clock_monotonic_ms() + h->request_deadline_ms;
+    c->prev = h->last;
+    *(h->last ? &h->last->next : &h->first) = c;
+    h->last = c;
+    h->open++;
+    make_room(h, c);
+    return bev;
+}
+
+static http_conn_t *conn_of(cohort_http_t *h, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    for (http_conn_t *c = h->last; bev && c; c = c->prev)
+        if (c->bev == bev)
+            return c;
+    return NULL;
+}
+
+/* A request answered: the connection has a new deadline for its next one. */
+static void on_complete(struct evhttp_request *req, void *arg)
+{
+    cohort_http_t *h = arg;
+    http_conn_t *c = conn_of(h, req);
+    if (c)
+        c->deadline_ms = cohort_clock_monotonic_ms() + h->request_deadline_ms;
+}
+
+/* A whole request arrived: no deadline while it is served. */
+static void request_begins(cohort_http_t *h, struct evhttp_request *req)
+{
+    http_conn_t *c = conn_of(h, req);
+    if (!c)
+        return;
+    c->deadline_ms = INT64_MAX;
+    evhttp_request_set_on_complete_cb(req, on_complete, h);
+}
+
+/* ---- answers ------------------------------------------------------------------------------- */
 
 static void reply(struct evhttp_request *req, int code, const char *reason,
                   const char *content_type, const char *body, size_t len)
@@ -140,6 +420,7 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
 static void on_request(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
+    request_begins(h, req);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
@@ -188,13 +469,21 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
         return NULL;
     }
     cohort_http_t *h = calloc(1, sizeof *h);
-    if (!h || !(h->http = evhttp_new(base))) {
+    if (!h || !(h->http = evhttp_new(base)) ||
+        !(h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h))) {
+        if (h && h->http)
+            evhttp_free(h->http);
         free(h);
         cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
                          "http_listen = '%s': out of memory", listen);
         return NULL;
     }
     h->callbacks = *callbacks;
+    h->max_connections = callbacks->max_connections ? callbacks->max_connections
+                                                    : HTTP_MAX_CONNECTIONS;
+    h->request_deadline_ms = callbacks->request_deadline_ms > 0 ? callbacks->request_deadline_ms
+                                                                : HTTP_REQUEST_DEADLINE_MS;
+    h->body_max = callbacks->api_max_body ? callbacks->api_max_body : HTTP_MAX_BODY;
     /* Every method reaches on_request, which answers 405 itself (evhttp would say 501). */
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
@@ -202,12 +491,22 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
                                             EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_timeout(h->http, HTTP_TIMEOUT_S);
     evhttp_set_max_headers_size(h->http, HTTP_MAX_HEADERS);
-    evhttp_set_max_body_size(h->http, callbacks->api_max_body ? callbacks->api_max_body
-                                                              : HTTP_MAX_BODY);
+    evhttp_set_max_body_size(h->http, h->body_max);
+    evhttp_set_bevcb(h->http, on_connection, h);
     evhttp_set_gencb(h->http, on_request, h);
+    struct timeval every = {0, HTTP_SWEEP_MS * 1000};
+    event_add(h->sweep, &every);
+    /* Our own listener, for its backlog: evhttp_bind_socket() listens with 128, and a burst
+     * of connections past that (SYNs dropped, retried a second later) would keep a health
+     * check waiting even while the loop is free. SOMAXCONN (-1) lets the kernel queue them. */
     errno = 0;
-    if (!evhttp_bind_socket_with_handle(h->http, address.host, address.port)) {
+    struct evconnlistener *listener = evconnlistener_new_bind(
+        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE, -1,
+        (struct sockaddr *)&address.sa, address.sa_len);
+    if (!listener || !evhttp_bind_listener(h->http, listener)) {
         int saved = errno;
+        if (listener)
+            evconnlistener_free(listener);
         cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
                          "http_listen = '%s': cannot listen on it: %s", listen,
                          saved ? strerror(saved) : "address not available");
@@ -217,10 +516,18 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     return h;
 }
 
+size_t cohort_http_connections(const cohort_http_t *h)
+{
+    return h->open - h->shut;
+}
+
 void cohort_http_destroy(cohort_http_t *h)
 {
     if (!h)
         return;
-    evhttp_free(h->http);
+    event_free(h->sweep);
+    evhttp_free(h->http); /* frees every connection: only our references are left */
+    while (h->first)
+        conn_release(h, h->first);
     free(h);
 }

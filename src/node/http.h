@@ -10,6 +10,11 @@
  *                 `api_max_body` bytes (larger: 413)
  *   other paths 404; methods other than GET and HEAD 405 (the API answers its own)
  *
+ * Limits (http.c): headers 8 KiB; a body over api_max_body gets the API's JSON 413; at most
+ * `max_connections` open (a new one past it shuts the oldest idle one down); each request
+ * must arrive whole within `request_deadline_ms` of the connection's start or its previous
+ * answer.
+ *
  * The listener knows nothing of services or the database: the node lends it two callbacks.
  * They run on the loop's thread, between ticks, so they see the node's state as it stands
  * after a tick and never during one.
@@ -37,6 +42,10 @@ typedef struct cohort_http_callbacks {
     void (*api)(void *arg, const cohort_api_request_t *request, void *origin);
     void *arg;
     size_t api_max_body; /* bytes; 0: the listener's small default */
+    size_t max_connections; /* open at once (http_max_connections); 0: 256. Past it, a new
+                               connection shuts down the oldest idle one */
+    int64_t request_deadline_ms; /* a connection must send each whole request within this of
+                                    being accepted or answered; 0: 10 s */
 } cohort_http_callbacks_t;
 
 typedef struct cohort_http cohort_http_t;
@@ -53,6 +62,8 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
  * thread only; once per request. Safe after the client went away (evhttp then frees the
  * request instead of writing). */
 void cohort_http_api_reply(void *origin, const cohort_api_reply_t *reply);
+/* The connections open now (those shut down and not yet freed by evhttp aside). */
+size_t cohort_http_connections(const cohort_http_t *http);
 
 /* Closes the listener and its connections (NULL is allowed). */
 void cohort_http_destroy(cohort_http_t *http);

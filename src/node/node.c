@@ -509,7 +509,9 @@ static bool start_http(node_t *n)
                                          .metrics = http_metrics,
                                          .api = http_api,
                                          .arg = n,
-                                         .api_max_body = (size_t)n->config->api_max_body};
+                                         .api_max_body = (size_t)n->config->api_max_body,
+                                         .max_connections =
+                                             (size_t)n->config->http_max_connections};
     n->http = cohort_http_start(n->base, n->config->http_listen, &callbacks, &err);
     if (!n->http) {
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);

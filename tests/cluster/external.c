@@ -432,7 +432,7 @@ Test(cluster_external, long_poll_wakes_on_enqueue_and_holds_no_thread)
     test_sleep_ms(300);
     http_response_t r;
     int64_t asked = test_now_ms();
-    cluster_assert(c, http_request_full(port, "GET", "/api/v1/services", auth, NULL, 5000, &r),
+    cluster_assert(c, http_request_with(port, "GET", "/api/v1/services", auth, NULL, 5000, &r),
                    "no answer to a listing while 10 claims are held");
     int64_t listing_ms = test_now_ms() - asked;
     cluster_assert(c, r.status == 200 && listing_ms < 1000,
@@ -448,7 +448,7 @@ Test(cluster_external, long_poll_wakes_on_enqueue_and_holds_no_thread)
         cluster_assert(c, fd >= 0, "the node did not take the claim");
         test_sleep_ms(300); /* held by now: it found nothing */
         int64_t t0 = test_now_ms();
-        cluster_assert(c, http_request_full(port, "POST", tasks, auth,
+        cluster_assert(c, http_request_with(port, "POST", tasks, auth,
                                             "{\"data\": {}, \"kind\": \"lat\"}", 5000, &r) &&
                               r.status == 201,
                        "enqueue failed: %d %s", r.status, r.body ? r.body : "");

@@ -4,22 +4,30 @@
  * every JSON body (a task, a batch's tasks, pause/resume), with no database.
  *
  * Input: the first byte chooses what the rest is.
- *   byte % 5 == 0  a path; the byte's high bits choose the method (GET, POST, DELETE, PUT)
- *   byte % 5 == 1  the query string of GET .../tasks, then of GET .../counts (as by=)
- *   byte % 5 == 2  a task body (POST .../tasks)
- *   byte % 5 == 3  a batch body: each element of its "tasks" array parsed as a task
- *   byte % 5 == 4  a pause body, then the same as a resume body, a claim body and each
+ *   byte % 8 == 0  a path; bits 3-5 of the byte choose the method (GET, POST, DELETE, PUT,
+ *                  PATCH, HEAD, OPTIONS, TRACE)
+ *   byte % 8 == 1  the query string of GET .../tasks, then of GET .../counts (as by=)
+ *   byte % 8 == 2  a task body (POST .../tasks)
+ *   byte % 8 == 3  a batch body: each element of its "tasks" array parsed as a task
+ *   byte % 8 == 4  a pause body, then the same as a resume body, a claim body and each
  *                  lease call's body (heartbeat, succeed, fail, release)
+ *   byte % 8 == 5  a tasks:bulk body (api_ops.h)
+ *   byte % 8 == 6  a settings body (PATCH .../settings)
+ *   byte % 8 == 7  both: the same body as bulk and as settings
  *
  * Checks beyond the sanitizers': every refusal has a 4xx status (5xx only for memory), a
  * code and a message; a route accepted has a scope; a lease token accepted by a route is
- * written back as the same text; a claim accepted has its fields in range.
+ * written back as the same text; a claim accepted has its fields in range; a bulk body accepted has a limit in
+ * range and a status its action applies to; a settings body accepted names 1 to
+ * COHORT_API_SETTINGS_MAX live settings, each value in its range.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "node/api_lease.h"
+#include "core/settings.h"
+#include "node/api_ops.h"
 #include "node/api_parse.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -51,10 +59,11 @@ static char *text_of(const uint8_t *data, size_t size)
 
 static void fuzz_route(uint8_t selector, const char *path)
 {
-    static const char *const methods[] = {"GET", "POST", "DELETE", "PUT"};
+    static const char *const methods[] = {"GET",   "POST", "DELETE",  "PUT",
+                                          "PATCH", "HEAD", "OPTIONS", "TRACE"};
     cohort_api_route_t route;
     cohort_api_error_t err = {0};
-    if (cohort_api_route(methods[(selector >> 3) & 3], path, &route, &err)) {
+    if (cohort_api_route(methods[(selector >> 3) & 7], path, &route, &err)) {
         if (!route.scope)
             abort();
         if (route.lease.attempt > 0) { /* /api/v1/leases/{token}/...: the token round-trips */
@@ -149,18 +158,50 @@ static void fuzz_worker(const bson_t *body)
     }
 }
 
+static void fuzz_bulk(const bson_t *body)
+{
+    cohort_api_bulk_t bulk;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_bulk(body, &bulk, &err))
+        check_refusal(&err);
+    else if (bulk.limit < 1 || bulk.limit > COHORT_API_BULK_MAX || !bulk.action_name ||
+             !cohort_task_action_applies(bulk.action, bulk.status) || bulk.older_than_ms < 0)
+        abort();
+}
+
+static void fuzz_settings(const bson_t *body)
+{
+    cohort_api_settings_patch_t patch;
+    cohort_api_error_t err = {0};
+    if (!cohort_api_parse_settings(body, &patch, &err)) {
+        check_refusal(&err);
+        return;
+    }
+    if (patch.n < 1 || patch.n > COHORT_API_SETTINGS_MAX)
+        abort();
+    for (size_t i = 0; i < patch.n; i++) {
+        bson_error_t why;
+        cohort_settings_t probe = {0};
+        if (!cohort_settings_field(&probe, patch.items[i].name) ||
+            (patch.items[i].set &&
+             !cohort_settings_validate_value(patch.items[i].name, patch.items[i].value, &why)))
+            abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 1 << 20)
         return 0;
     uint8_t selector = data[0];
+    uint8_t what = selector % 8;
     const char *payload = (const char *)data + 1;
     size_t len = size - 1;
-    if (selector % 5 <= 1) {
+    if (what <= 1) {
         char *text = text_of(data + 1, len);
         if (!text)
             return 0;
-        if (selector % 5 == 0)
+        if (what == 0)
             fuzz_route(selector, text);
         else
             fuzz_queries(text);
@@ -169,15 +210,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     bson_t body;
     cohort_api_error_t err = {0};
-    if (!cohort_api_parse_object(payload, len, selector % 5 == 4, &body, &err)) {
+    if (!cohort_api_parse_object(payload, len, what == 4, &body, &err)) {
         check_refusal(&err);
-    } else if (selector % 5 == 2) {
+    } else if (what == 2) {
         fuzz_task(&body, "");
-    } else if (selector % 5 == 3) {
+    } else if (what == 3) {
         fuzz_batch(&body);
-    } else {
+    } else if (what == 4) {
         fuzz_switch(&body);
         fuzz_worker(&body);
+    } else {
+        if (what != 6)
+            fuzz_bulk(&body);
+        if (what != 5)
+            fuzz_settings(&body);
     }
     bson_destroy(&body);
     return 0;

@@ -91,7 +91,7 @@ bool http_read_response(int fd, int64_t timeout_ms, http_response_t *out)
     return true;
 }
 
-bool http_request_full(int port, const char *method, const char *path, const char *headers,
+bool http_request_with(int port, const char *method, const char *path, const char *headers,
                        const char *body, int64_t timeout_ms, http_response_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -102,5 +102,5 @@ bool http_request_full(int port, const char *method, const char *path, const cha
 bool http_request(int port, const char *method, const char *path, int64_t timeout_ms,
                   http_response_t *out)
 {
-    return http_request_full(port, method, path, NULL, NULL, timeout_ms, out);
+    return http_request_with(port, method, path, NULL, NULL, timeout_ms, out);
 }

@@ -24,7 +24,7 @@ bool http_request(int port, const char *method, const char *path, int64_t timeou
 
 /* The same with extra header lines (each ending in \r\n; may be NULL) and a body (may be
  * NULL). */
-bool http_request_full(int port, const char *method, const char *path, const char *headers,
+bool http_request_with(int port, const char *method, const char *path, const char *headers,
                        const char *body, int64_t timeout_ms, http_response_t *out);
 
 /* The two halves, for requests held open (long-poll): sends the request and returns the
