@@ -142,8 +142,9 @@ const cli_command_t ctl_commands[] = {
      "SERVICE ID | SERVICE [--status pending] [--kind K] [--group G] [--limit N] [--dry-run]",
      "pending tasks end cancelled, a final status: never claimed, purged like failed ones, done "
      "for their batch",
-     "Prints how many tasks it changed. A claimed (running) task is refused, naming its status. "
-     "A selection needs --status pending (all of them), --kind or --group.",
+     "Prints how many tasks it changed. A claimed (running) task given by id is asked to stop "
+     "(its cancel_requested flag, which an external worker reads in its next heartbeat). A "
+     "selection needs --status pending (all of them), --kind or --group.",
      (const cli_option_t[]){
          {"status", "S", 's', CLI_LONG_ONLY, "pending, the only status a cancel applies to",
           "pending"},

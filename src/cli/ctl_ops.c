@@ -165,6 +165,21 @@ static int run(const ops_command_t *cmd, ctl_t *ctl, ops_args_t *a)
                                                a->id, &error)
                     : cohort_store_change_tasks(ctl->store, ctl->client, a->service, &change,
                                                 &a->selection, &changed, &error);
+    bool requested = false;
+    char claimer[129] = "";
+    bson_error_t why;
+    if (!ok && a->id && !a->dry_run && cmd->action == COHORT_ACTION_CANCEL &&
+        error.domain == COHORT_DOMAIN_USAGE && error.code == COHORT_CODE_CONFLICT &&
+        cohort_store_request_cancel(ctl->store, ctl->client, a->service, a->id, by, server_ms,
+                                    &requested, claimer, sizeof claimer, &why) &&
+        requested) {
+        /* A running task: its claimer is asked to stop; nothing else changes now. */
+        printf("0\n");
+        return say(cmd, CTL_DONE,
+                   "task %s is running (claimed by %s): cancel requested. An external worker "
+                   "learns it from its next heartbeat; a node's handler runs on to its outcome",
+                   a->id, claimer);
+    }
     if (!ok && error.domain == COHORT_DOMAIN_USAGE)
         return say(cmd, CTL_REFUSED, "refused: %s", error.message);
     if (!ok)
@@ -188,7 +203,8 @@ int cmd_retry(ctl_t *ctl, int argc, char **argv)
 }
 
 /* cancel SERVICE ID | cancel SERVICE [--status pending] [--kind K] [--group G] [--limit N]:
- * pending tasks end cancelled (final); a claimed one is running and is refused. */
+ * pending tasks end cancelled (final); a claimed one (by id) is asked to stop: its
+ * cancel_requested flag is set for its claimer's next heartbeat. */
 int cmd_cancel(ctl_t *ctl, int argc, char **argv)
 {
     return ops_main(&cancel_command, ctl, argc, argv);

@@ -67,8 +67,27 @@ bool cohort_api_change_task(cohort_api_call_t *call)
     cohort_task_change_t change = {.action = action, .by = by, .now_ms = now};
     bson_error_t error;
     if (!cohort_store_change_task(call->store, call->client, call->route->service, &change,
-                                  call->route->task_id, &error))
-        return fail_change(call, &error);
+                                  call->route->task_id, &error)) {
+        /* A cancel of a running task: its claimer is asked to stop (202). */
+        bool requested = false;
+        char claimer[129];
+        bson_error_t why;
+        if (action != COHORT_ACTION_CANCEL || error.code != COHORT_CODE_CONFLICT)
+            return fail_change(call, &error);
+        if (!cohort_store_request_cancel(call->store, call->client, call->route->service,
+                                         call->route->task_id, by, now, &requested, claimer,
+                                         sizeof claimer, &why))
+            return fail_change(call, &why);
+        if (!requested) /* not running: the refusal stands */
+            return fail_change(call, &error);
+        BSON_APPEND_UTF8(&call->reply->body, "id", call->route->task_id);
+        BSON_APPEND_UTF8(&call->reply->body, "action", name);
+        BSON_APPEND_UTF8(&call->reply->body, "status", "claimed");
+        BSON_APPEND_UTF8(&call->reply->body, "claimed_by", claimer);
+        BSON_APPEND_BOOL(&call->reply->body, "cancel_requested", true);
+        call->reply->status = 202;
+        return true;
+    }
     BSON_APPEND_UTF8(&call->reply->body, "id", call->route->task_id);
     BSON_APPEND_UTF8(&call->reply->body, "action", name);
     BSON_APPEND_INT64(&call->reply->body, "changed", 1);

@@ -239,6 +239,50 @@ bool cohort_store_change_task(cohort_store_t *store, mongoc_client_t *client, co
     return ok;
 }
 
+bool cohort_store_request_cancel(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const char *id, const char *by,
+                                  int64_t now_ms, bool *requested, char *claimed_by,
+                                  size_t claimed_by_len, bson_error_t *error)
+{
+    *requested = false;
+    if (claimed_by_len)
+        claimed_by[0] = '\0';
+    if (!bson_oid_is_valid(id, strlen(id))) {
+        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                         "'%s' is not a task id (24 hex digits)", id);
+        return false;
+    }
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("claimed"));
+    bson_t update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
+    bson_t *set = BCON_NEW("$set", "{", "cancel_requested", BCON_BOOL(true), "}");
+    bson_concat(&update, set);
+    bson_destroy(set);
+    BSON_APPEND_UTF8(&entry, "event", "cancel_requested");
+    BSON_APPEND_UTF8(&entry, "by", by);
+    BSON_APPEND_DATE_TIME(&entry, "at", now_ms);
+    store_append_history_push(&update, &entry);
+    bson_t *fields = BCON_NEW("claimed_by", BCON_INT32(1));
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t doc;
+    bool ok = store_find_and_modify(tasks, filter, NULL, &update, fields, true, false, &doc,
+                                    requested, error);
+    if (ok && *requested) {
+        bson_iter_t it;
+        if (claimed_by_len && bson_iter_init_find(&it, &doc, "claimed_by") &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            bson_strncpy(claimed_by, bson_iter_utf8(&it, NULL), claimed_by_len);
+        bson_destroy(&doc);
+    }
+    mongoc_collection_destroy(tasks);
+    bson_destroy(fields);
+    bson_destroy(&entry);
+    bson_destroy(&update);
+    bson_destroy(filter);
+    return ok;
+}
+
 /* ---- many tasks -------------------------------------------------------------------------- */
 
 /* The filter of a selection: its status, kind, group, finish time; for a delete, outside the

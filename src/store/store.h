@@ -640,6 +640,16 @@ bool cohort_store_change_task(cohort_store_t *store, mongoc_client_t *client, co
                               const cohort_task_change_t *change, const char *id,
                               bson_error_t *error);
 
+/* A cancel asked for a task that is running (claimed): sets its cancel_requested flag, with a
+ * "cancel_requested" history entry by `by`, in one findAndModify on {_id, status: claimed}.
+ * The claimer learns it from its next heartbeat (an external worker's) and decides; the claim
+ * and its outcome are untouched. *requested is false if the task is not claimed (any more);
+ * `claimed_by` (may be NULL with len 0) receives its claimer. */
+bool cohort_store_request_cancel(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const char *id, const char *by,
+                                  int64_t now_ms, bool *requested, char *claimed_by,
+                                  size_t claimed_by_len, bson_error_t *error);
+
 /* Applies `change` to every task `selection` matches, COHORT_OPERATOR_PAGE at a time (find
  * the ids, then one update or delete of those still in the status). *changed counts the
  * tasks changed (with dry_run: those that match now). Tracked tasks of a batch whose

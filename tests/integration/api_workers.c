@@ -483,3 +483,35 @@ Test(api_workers, bad_input)
     cr_assert_eq(reply.status, 405);
     bson_destroy(&reply.body);
 }
+
+Test(api_workers, an_operators_cancel_reaches_the_worker)
+{
+    char operator[COHORT_TOKEN_TEXT_MAX];
+    make_token("operator", "operate", operator);
+    enqueue("{\"data\": {\"n\": 9}}");
+    claimed_t t;
+    cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 1);
+    answer_t hb = lease_call(&t, "heartbeat", NULL);
+    cr_assert_eq(test_doc_int(hb.body, "cancel_requested"), INT64_MIN, "a bool");
+    cr_assert_not(strstr(hb.json, "true"), "no cancel asked yet: %s", hb.json);
+    answer_free(&hb);
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/tasks/%s/cancel", t.id);
+    answer_t c = call_as(operator, path, NULL);
+    cr_assert_eq(c.status, 202, "%s", c.json);
+    cr_assert_str_eq(test_doc_str(c.body, "claimed_by"), "py-1");
+    answer_free(&c);
+    hb = lease_call(&t, "heartbeat", NULL);
+    cr_assert_eq(hb.status, 200, "%s", hb.json);
+    cr_assert(strstr(hb.json, "\"cancel_requested\" : true"), "%s", hb.json);
+    answer_free(&hb);
+    /* The worker stops: it fails the task for good; the claim was untouched until then. */
+    answer_t f = lease_call(&t, "fail", "{\"error\": \"cancelled\", \"retry\": false}");
+    cr_assert_eq(f.status, 200, "%s", f.json);
+    answer_free(&f);
+    expect_status(t.id, "failed");
+    /* A task that is not running any more: the usual refusal. */
+    answer_t again = call_as(operator, path, NULL);
+    cr_assert_eq(again.status, 409, "%s", again.json);
+    answer_free(&again);
+}

@@ -275,7 +275,7 @@ Test(ctl_ops, retry_refusals_change_nothing)
 
 /* ---- cancel ----------------------------------------------------------------------------- */
 
-Test(ctl_ops, cancel_ends_a_pending_task_and_refuses_a_claimed_one)
+Test(ctl_ops, cancel_ends_a_pending_task_and_asks_a_claimed_one_to_stop)
 {
     char pending[25], claimed[25], done[25];
     enqueue(pending, NULL);
@@ -284,7 +284,16 @@ Test(ctl_ops, cancel_ends_a_pending_task_and_refuses_a_claimed_one)
     set_task(claimed, "{\"status\": \"claimed\", \"claimed_by\": \"n1\", \"attempts\": 1}");
     set_task(done, "{\"status\": \"succeeded\"}");
 
-    ctl_refused("is claimed", "cancel", "mail", claimed);
+    /* A running task is asked to stop instead (its claimer reads cancel_requested). */
+    test_run_result_t asked = ctl("cancel", "mail", claimed);
+    cr_assert_eq(asked.exit_code, 0, "stderr: %s", asked.err);
+    cr_assert(strstr(asked.err, "claimed by n1): cancel requested"), "%s", asked.err);
+    test_run_result_free(&asked);
+    bson_t asked_doc;
+    read_task(claimed, &asked_doc);
+    cr_assert_str_eq(test_doc_str(&asked_doc, "status"), "claimed");
+    cr_assert(test_doc_has(&asked_doc, "cancel_requested"));
+    bson_destroy(&asked_doc);
     ctl_refused("is succeeded", "cancel", "mail", done);
     ctl_refused("no task", "cancel", "mail", "0123456789abcdef01234567");
     ctl_refused("which tasks?", "cancel", "mail");
