@@ -17,7 +17,9 @@ node that does not answer is skipped for the next one.
 
 The handler is a function taking the task (a dict: id, data, attempt, kind, group) and
 returning a dict (the task's result) to succeed; raising Retry (or any exception) fails the
-attempt to be retried after the service's backoff, raising Fail fails it for good. Without
+attempt to be retried after the service's backoff, raising Fail fails it for good. While it
+runs, task["cancel_requested"] becomes True once an operator cancelled the running task
+(cohortctl cancel SERVICE ID): a long handler may look and stop (raise Fail). Without
 --handler the demo handler runs: it sleeps data["sleep_ms"] milliseconds, then fails if
 data["fail"] is true, and returns {"slept_ms": ...}.
 
@@ -154,8 +156,10 @@ class Worker:
                 due = [(t, e[0]) for t, e in self.held.items() if e[1] <= now]
             for token, task in due:
                 try:
-                    self.client.call(f"/leases/{token}/heartbeat",
-                                     {"lease_ms": self.args.lease_ms})
+                    _, reply = self.client.call(f"/leases/{token}/heartbeat",
+                                                {"lease_ms": self.args.lease_ms})
+                    if reply.get("cancel_requested"):
+                        task["cancel_requested"] = True
                     with self.held_lock:
                         if token in self.held:
                             self.held[token][1] = self.renew_at()

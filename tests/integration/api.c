@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api_server.h"
 #include "support.h"
 #include "core/token.h"
 #include "node/api.h"
@@ -34,39 +35,14 @@ static mongoc_client_t *client;
 static cohort_api_t *api;
 static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_all[COHORT_TOKEN_TEXT_MAX];
 
-/* Makes token `name` with `scopes` through the store, as cohortctl does. */
-static void make_token(const char *name, const char *scopes, char *token)
-{
-    uint32_t bits = 0;
-    bson_error_t error;
-    cr_assert(cohort_scopes_parse(scopes, &bits, &error), "%s", error.message);
-    char hash[COHORT_TOKEN_HASH_HEX];
-    cr_assert(cohort_token_generate(token, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
-    cr_assert(cohort_token_hash(token, hash, sizeof hash));
-    bson_t array = BSON_INITIALIZER;
-    uint32_t n = 0;
-    for (int i = 0; i < COHORT_SCOPE_COUNT; i++) {
-        if (bits & (1u << i)) {
-            char key[8];
-            snprintf(key, sizeof key, "%u", n++);
-            BSON_APPEND_UTF8(&array, key, cohort_scope_names[i]);
-        }
-    }
-    bool exists = false;
-    cr_assert(cohort_store_create_token(store, client, name, hash, &array, "test", &exists,
-                                        &error),
-              "%s", error.message);
-    bson_destroy(&array);
-}
-
 static void setup(void)
 {
     test_service_db_open("api", SERVICE, &db, &store, &client);
     cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
     api = cohort_api_new(&options);
     cr_assert_not_null(api);
-    make_token("reader", "read", tok_read);
-    make_token("root", "admin", tok_all);
+    test_api_token(store, client, "reader", "read", tok_read);
+    test_api_token(store, client, "root", "admin", tok_all);
 }
 
 static void teardown(void)
@@ -363,132 +339,13 @@ Test(api, pause_and_resume)
 
 /* ---- over HTTP: the listener's own limits ----------------------------------------------- */
 
-typedef struct server {
-    struct event_base *base;
-    cohort_http_t *http;
-    cohort_api_t *api;
-    mongoc_client_t *client;
-    pthread_t thread;
-    int port;
-    struct event *watch; /* stops the loop from its own thread (libevent has no locks here) */
-    cohort_api_pool_t *pool;
-    _Atomic bool stop;
-} server_t;
-
-static void server_watch(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    server_t *s = arg;
-    if (s->stop)
-        event_base_loopbreak(s->base);
-}
-
-/* As cohortd does: the API's threads answer, the loop sends. */
-static void server_api(void *arg, const cohort_api_request_t *request, void *origin)
-{
-    cohort_api_pool_submit(((server_t *)arg)->pool, request, origin);
-}
-static void server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
-{
-    (void)arg;
-    cohort_http_api_reply(origin, reply);
-}
-static bool server_ready(void *arg, char *why, size_t len)
-{
-    (void)arg, (void)why, (void)len;
-    return true;
-}
-static char *server_metrics(void *arg, size_t *len)
-{
-    (void)arg;
-    *len = 0;
-    return strdup("");
-}
-
-static void *server_loop(void *arg)
-{
-    event_base_dispatch(((server_t *)arg)->base);
-    return NULL;
-}
-
-/* A listener on a free loopback port with api_max_body = 2048, served by its own thread. */
-static void server_start(server_t *s)
-{
-    s->base = event_base_new();
-    s->client = cohort_store_pop(store);
-    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
-    s->api = cohort_api_new(&options);
-    bson_error_t perr;
-    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, s, &perr);
-    cr_assert_not_null(s->pool, "%s", perr.message);
-    cohort_http_callbacks_t callbacks = {.ready = server_ready,
-                                         .metrics = server_metrics,
-                                         .api = server_api,
-                                         .arg = s,
-                                         .api_max_body = 2048};
-    for (int attempt = 0; attempt < 50 && !s->http; attempt++) {
-        s->port = 20000 + (int)((unsigned)rand() % 30000);
-        char listen[32];
-        snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
-        bson_error_t error;
-        s->http = cohort_http_start(s->base, listen, &callbacks, &error);
-    }
-    cr_assert_not_null(s->http, "no free port");
-    s->watch = event_new(s->base, -1, EV_PERSIST, server_watch, s);
-    struct timeval every = {0, 50000};
-    event_add(s->watch, &every);
-    pthread_create(&s->thread, NULL, server_loop, s);
-}
-
-static void server_stop(server_t *s)
-{
-    s->stop = true;
-    pthread_join(s->thread, NULL);
-    event_free(s->watch);
-    cohort_api_pool_destroy(s->pool);
-    cohort_http_destroy(s->http);
-    cohort_api_destroy(s->api);
-    event_base_free(s->base);
-    cohort_store_push(store, s->client);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0, "%s", strerror(errno));
-    return fd;
-}
-
-/* Everything the server sends until it closes (at most `timeout_ms`); NULL if it did not
- * close in time. */
-static char *read_until_closed(int fd, int64_t timeout_ms)
-{
-    static char buf[65536];
-    size_t used = 0;
-    int64_t deadline = test_now_ms() + timeout_ms;
-    for (;;) {
-        int64_t left = deadline - test_now_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return NULL;
-        ssize_t n = recv(fd, buf + used, sizeof buf - used - 1, 0);
-        if (n <= 0)
-            break;
-        used += (size_t)n;
-    }
-    buf[used] = '\0';
-    return buf;
-}
-
 Test(api, http_413_and_slow_client_cut)
 {
-    server_t s = {0};
-    srand((unsigned)getpid());
-    server_start(&s);
+    test_api_server_t s;
+    cohort_http_callbacks_t limits = {.api_max_body = 2048};
+    test_api_server_start(&s, store, &limits, 0);
     char head[512];
-    int fd = connect_to(s.port);
+    int fd = test_connect(s.port);
     int len = snprintf(head, sizeof head,
                        "POST " TASKS " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                        "Content-Length: 5000\r\nConnection: close\r\n\r\n",
@@ -497,30 +354,30 @@ Test(api, http_413_and_slow_client_cut)
     char body[5000];
     memset(body, ' ', sizeof body);
     send(fd, body, sizeof body, MSG_NOSIGNAL); /* the server may close before it is all read */
-    char *got = read_until_closed(fd, 30000);
+    char *got = test_read_until_closed(fd, 30000);
     cr_assert_not_null(got, "no answer to an oversized body");
     cr_assert(strncmp(got, "HTTP/1.1 413", 12) == 0, "want 413, got: %.200s", got);
     close(fd);
 
     /* A request that fits, over the same listener: JSON with its status. */
-    fd = connect_to(s.port);
+    fd = test_connect(s.port);
     len = snprintf(head, sizeof head,
                    "GET /api/v1/services HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                    "Connection: close\r\n\r\n",
                    tok_all);
     cr_assert_eq(send(fd, head, (size_t)len, MSG_NOSIGNAL), len);
-    got = read_until_closed(fd, 30000);
+    got = test_read_until_closed(fd, 30000);
     cr_assert(got && strncmp(got, "HTTP/1.1 200", 12) == 0, "%.300s", got);
     cr_assert(strstr(got, "application/json") && strstr(got, "\"services\""), "%.500s", got);
     close(fd);
 
     /* A slowloris: half a request line, then nothing. The listener's timeout cuts it. */
-    fd = connect_to(s.port);
+    fd = test_connect(s.port);
     cr_assert_eq(send(fd, "GET /api/v1/serv", 16, MSG_NOSIGNAL), 16);
     int64_t start = test_now_ms();
-    got = read_until_closed(fd, 60000);
+    got = test_read_until_closed(fd, 60000);
     cr_assert_not_null(got, "a silent client held its connection for 60 s");
     cr_assert_geq(test_now_ms() - start, 1000, "cut at once, not by the timeout");
     close(fd);
-    server_stop(&s);
+    test_api_server_stop(&s);
 }

@@ -30,20 +30,15 @@ static cohort_api_t *api;
 static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_ops[COHORT_TOKEN_TEXT_MAX];
 static char tok_enqueue[COHORT_TOKEN_TEXT_MAX];
 
-static void make_token(const char *name, const char *scopes, char *token)
-{
-    test_api_token(store, client, name, scopes, token);
-}
-
 static void setup(void)
 {
     test_service_db_open("apiops", SERVICE, &db, &store, &client);
     cohort_api_options_t options = {.store = store, .token_ttl_ms = 300};
     api = cohort_api_new(&options);
     cr_assert_not_null(api);
-    make_token("reader", "read", tok_read);
-    make_token("ops", "operate,enqueue", tok_ops);
-    make_token("producer", "enqueue", tok_enqueue);
+    test_api_token(store, client, "reader", "read", tok_read);
+    test_api_token(store, client, "ops", "operate,enqueue", tok_ops);
+    test_api_token(store, client, "producer", "enqueue", tok_enqueue);
 }
 
 static void teardown(void)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_server.h"
 #include "support.h"
 #include "core/clock.h"
 #include "core/token.h"
@@ -32,30 +33,6 @@ static cohort_service_config_t config;
 static cohort_service_t *service;
 static char tok_work[COHORT_TOKEN_TEXT_MAX], tok_read[COHORT_TOKEN_TEXT_MAX];
 
-static void make_token(const char *name, const char *scopes, char *token)
-{
-    uint32_t bits = 0;
-    bson_error_t error;
-    cr_assert(cohort_scopes_parse(scopes, &bits, &error), "%s", error.message);
-    char hash[COHORT_TOKEN_HASH_HEX];
-    cr_assert(cohort_token_generate(token, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
-    cr_assert(cohort_token_hash(token, hash, sizeof hash));
-    bson_t array = BSON_INITIALIZER;
-    uint32_t n = 0;
-    for (int i = 0; i < COHORT_SCOPE_COUNT; i++) {
-        if (bits & (1u << i)) {
-            char key[8];
-            snprintf(key, sizeof key, "%u", n++);
-            BSON_APPEND_UTF8(&array, key, cohort_scope_names[i]);
-        }
-    }
-    bool exists = false;
-    cr_assert(cohort_store_create_token(store, client, name, hash, &array, "test", &exists,
-                                        &error),
-              "%s", error.message);
-    bson_destroy(&array);
-}
-
 static void setup(void)
 {
     test_service_db_open("apiwork", SERVICE, &db, &store, &client);
@@ -71,8 +48,8 @@ static void setup(void)
                                     .max_wait_ms = 5000};
     api = cohort_api_new(&options);
     cr_assert_not_null(api);
-    make_token("worker", "work,enqueue", tok_work);
-    make_token("reader", "read", tok_read);
+    test_api_token(store, client, "worker", "work,enqueue", tok_work);
+    test_api_token(store, client, "reader", "read", tok_read);
 }
 
 static void teardown(void)
@@ -487,7 +464,7 @@ Test(api_workers, bad_input)
 Test(api_workers, an_operators_cancel_reaches_the_worker)
 {
     char operator[COHORT_TOKEN_TEXT_MAX];
-    make_token("operator", "operate", operator);
+    test_api_token(store, client, "operator", "operate", operator);
     enqueue("{\"data\": {\"n\": 9}}");
     claimed_t t;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 1);
