@@ -15,9 +15,10 @@
  * must arrive whole within `request_deadline_ms` of the connection's start or its previous
  * answer.
  *
- * The listener knows nothing of services or the database: the node lends it two callbacks.
- * They run on the loop's thread, between ticks, so they see the node's state as it stands
- * after a tick and never during one.
+ * The listener knows nothing of services or the database: the node lends it callbacks. They
+ * run on the loop's thread, between ticks, so they see the node's state as it stands after a
+ * tick and never during one; the `api` callback only hands the request on (to the API's
+ * threads, api_pool.h), and its answer comes back through cohort_http_api_reply().
  */
 #ifndef COHORT_HTTP_H
 #define COHORT_HTTP_H
