@@ -21,6 +21,7 @@
 #include "core/address.h"
 #include "core/error.h"
 #include "node/metrics.h"
+#include "node/ui.h"
 
 #define HTTP_TIMEOUT_S 10
 #define HTTP_MAX_HEADERS 8192
@@ -144,6 +145,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
         serve_api(h, req, uri);
+        return;
+    }
+    if (cohort_ui_path(path)) { /* the dashboard's static files (node/ui.h) */
+        cohort_ui_serve(req, path);
         return;
     }
     enum { HEALTHZ, READYZ, METRICS, NONE } route = NONE;

@@ -1,0 +1,234 @@
+/*
+ * ui.c - the dashboard over a real listener (node/ui.h, docs/UI.md): the embedded files with
+ * their types, ETags (304 on If-None-Match), Content-Security-Policy and other headers, HEAD,
+ * 301 for /ui, 404 and 405; then sessions (store/sessions.h, node/api_session.h): a one-time
+ * code traded for an HttpOnly SameSite=Strict cookie once and only before it expires, a token
+ * traded likewise, the API answering that cookie, and a cross-site state change refused.
+ */
+#include <criterion/criterion.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_client.h"
+#include "support.h"
+#include "node/api.h"
+#include "node/api_pool.h"
+#include "node/http.h"
+#include "node/ui.h"
+#include "store/store.h"
+
+#define SERVICE "web"
+#define TTL_MS 300
+
+static char *db;
+static cohort_store_t *store;
+static mongoc_client_t *client;
+
+typedef struct server {
+    struct event_base *base;
+    cohort_http_t *http;
+    cohort_api_t *api;
+    pthread_t thread;
+    int port;
+    struct event *watch; /* stops the loop from its own thread */
+    cohort_api_pool_t *pool;
+    _Atomic bool stop;
+} server_t;
+
+static server_t srv;
+
+static void server_watch(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    server_t *s = arg;
+    if (s->stop)
+        event_base_loopbreak(s->base);
+}
+
+static void server_api(void *arg, const cohort_api_request_t *request, void *origin)
+{
+    cohort_api_pool_submit(((server_t *)arg)->pool, request, origin);
+}
+static void server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+{
+    (void)arg;
+    cohort_http_api_reply(origin, reply);
+}
+static bool server_ready(void *arg, char *why, size_t len)
+{
+    (void)arg, (void)why, (void)len;
+    return true;
+}
+static char *server_metrics(void *arg, size_t *len)
+{
+    (void)arg;
+    *len = 0;
+    return strdup("");
+}
+static void *server_loop(void *arg)
+{
+    event_base_dispatch(((server_t *)arg)->base);
+    return NULL;
+}
+
+/* As cohortd does: a listener on a free loopback port, the API's threads answering. */
+static void server_start(server_t *s)
+{
+    s->base = event_base_new();
+    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
+    s->api = cohort_api_new(&options);
+    bson_error_t perr;
+    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, s, &perr);
+    cr_assert_not_null(s->pool, "%s", perr.message);
+    cohort_http_callbacks_t callbacks = {
+        .ready = server_ready, .metrics = server_metrics, .api = server_api, .arg = s};
+    for (int attempt = 0; attempt < 50 && !s->http; attempt++) {
+        s->port = 20000 + (int)((unsigned)rand() % 30000);
+        char listen[32];
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
+        bson_error_t error;
+        s->http = cohort_http_start(s->base, listen, &callbacks, &error);
+    }
+    cr_assert_not_null(s->http, "no free port");
+    s->watch = event_new(s->base, -1, EV_PERSIST, server_watch, s);
+    struct timeval every = {0, 50000};
+    event_add(s->watch, &every);
+    pthread_create(&s->thread, NULL, server_loop, s);
+}
+
+static void server_stop(server_t *s)
+{
+    s->stop = true;
+    pthread_join(s->thread, NULL);
+    event_free(s->watch);
+    cohort_api_pool_destroy(s->pool);
+    cohort_http_destroy(s->http);
+    cohort_api_destroy(s->api);
+    event_base_free(s->base);
+}
+
+static void setup(void)
+{
+    test_service_db_open("ui", SERVICE, &db, &store, &client);
+    memset(&srv, 0, sizeof srv);
+    server_start(&srv);
+}
+
+static void teardown(void)
+{
+    server_stop(&srv);
+    test_service_db_close(&db, &store, &client);
+}
+
+TestSuite(ui, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The value of header `name` in a response (a static copy), or NULL. */
+static const char *header(const http_response_t *r, const char *name)
+{
+    static char value[1024];
+    size_t n = strlen(name);
+    for (const char *line = r->headers; line && *line;) {
+        const char *end = strstr(line, "\r\n");
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len > n && strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(v - line)), v);
+            return value;
+        }
+        line = end ? end + 2 : line + len;
+    }
+    return NULL;
+}
+
+static http_response_t get(const char *method, const char *path, const char *headers)
+{
+    http_response_t r;
+    cr_assert(http_request_full(srv.port, method, path, headers, NULL, 5000, &r),
+              "%s %s: no answer", method, path);
+    return r;
+}
+
+Test(ui, serves_files_with_types_etags_and_policy)
+{
+    http_response_t r = get("GET", "/ui/", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(header(&r, "Content-Type"), "text/html; charset=utf-8");
+    const cohort_ui_asset_t *index = cohort_ui_find("/ui/");
+    cr_assert_eq(r.body_len, index->len);
+    cr_assert(memcmp(r.body, index->bytes, index->len) == 0);
+    cr_assert_str_eq(header(&r, "ETag"), index->etag);
+    cr_assert_str_eq(header(&r, "Content-Security-Policy"), COHORT_UI_CSP);
+    cr_assert_not_null(strstr(COHORT_UI_CSP, "script-src 'self'"));
+    cr_assert_null(strstr(COHORT_UI_CSP, "unsafe-inline"));
+    cr_assert_not_null(strstr(COHORT_UI_CSP, "frame-ancestors 'none'"));
+    cr_assert_str_eq(header(&r, "X-Content-Type-Options"), "nosniff");
+    cr_assert_str_eq(header(&r, "Cache-Control"), "no-cache");
+    cr_assert_str_eq(header(&r, "Referrer-Policy"), "no-referrer");
+    http_response_free(&r);
+
+    r = get("GET", "/ui/js/app.js", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(header(&r, "Content-Type"), "text/javascript; charset=utf-8");
+    http_response_free(&r);
+    r = get("GET", "/ui/css/app.css", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(header(&r, "Content-Type"), "text/css; charset=utf-8");
+    http_response_free(&r);
+    r = get("GET", "/ui/login?code=abc", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_not_null(strstr(r.body, "js/login.js"));
+    http_response_free(&r);
+}
+
+Test(ui, if_none_match_answers_304_and_head_no_body)
+{
+    char headers[128];
+    snprintf(headers, sizeof headers, "If-None-Match: %s\r\n", cohort_ui_find("/ui/")->etag);
+    http_response_t r = get("GET", "/ui/", headers);
+    cr_assert_eq(r.status, 304);
+    cr_assert_eq(r.body_len, 0);
+    cr_assert_str_eq(header(&r, "ETag"), cohort_ui_find("/ui/")->etag);
+    http_response_free(&r);
+    r = get("GET", "/ui/", "If-None-Match: \"0000000000000000\"\r\n");
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+
+    r = get("HEAD", "/ui/js/app.js", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(r.body_len, 0);
+    cr_assert_str_eq(header(&r, "Content-Type"), "text/javascript; charset=utf-8");
+    http_response_free(&r);
+}
+
+Test(ui, redirects_refuses_and_hides_nothing)
+{
+    http_response_t r = get("GET", "/ui", NULL);
+    cr_assert_eq(r.status, 301);
+    cr_assert_str_eq(header(&r, "Location"), "/ui/");
+    http_response_free(&r);
+    r = get("GET", "/ui/nope.js", NULL);
+    cr_assert_eq(r.status, 404);
+    cr_assert_not_null(header(&r, "Content-Security-Policy"));
+    http_response_free(&r);
+    r = get("GET", "/ui/../CMakeLists.txt", NULL);
+    cr_assert_neq(r.status, 200);
+    http_response_free(&r);
+    r = get("GET", "/ui/%2e%2e/CMakeLists.txt", NULL);
+    cr_assert_eq(r.status, 404);
+    http_response_free(&r);
+    r = get("POST", "/ui/", NULL);
+    cr_assert_eq(r.status, 405);
+    cr_assert_str_eq(header(&r, "Allow"), "GET, HEAD");
+    http_response_free(&r);
+    /* The old routes are untouched. */
+    r = get("GET", "/healthz", NULL);
+    cr_assert_eq(r.status, 200);
+    http_response_free(&r);
+}
