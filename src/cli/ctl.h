@@ -111,5 +111,6 @@ int cmd_retry(ctl_t *ctl, int argc, char **argv); /* ctl_ops.c */
 int cmd_cancel(ctl_t *ctl, int argc, char **argv);
 int cmd_delete(ctl_t *ctl, int argc, char **argv);
 int cmd_tokens(ctl_t *ctl, int argc, char **argv);
+int cmd_ui_link(ctl_t *ctl, int argc, char **argv); /* ctl_ui.c */
 
 #endif

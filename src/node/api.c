@@ -13,7 +13,9 @@
 #include "core/token.h"
 #include "node/api_auth.h"
 #include "node/api_parse.h"
+#include "node/api_session.h"
 #include "node/api_tasks.h"
+#include "node/api_ui.h"
 #include "node/api_workers.h"
 
 struct cohort_api {
@@ -83,6 +85,8 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_LEASE_FAIL:
     case COHORT_API_LEASE_RELEASE:
         return cohort_api_lease_outcome(call);
+    case COHORT_API_WHOAMI:
+        return cohort_api_ui_dispatch(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
@@ -108,8 +112,18 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     cohort_api_error_t err = {.status = 500, .code = "internal"};
     cohort_api_caller_t caller;
     cohort_api_route_t route;
-    bool ok = cohort_api_authenticate(api->auth, client, request->authorization, &caller, &err) &&
-              cohort_api_route(request->method, request->path, &route, &err);
+    memset(&route, 0, sizeof route);
+    if (cohort_api_session_path(request->path)) { /* sign-in: before any authentication */
+        if (!cohort_api_session_handle(api->options.store, api->auth, client, request, reply,
+                                       &err))
+            reply_error(reply, &err);
+        return;
+    }
+    bool ok = cohort_api_authenticate_request(api->auth, api->options.store, client, request,
+                                              &caller, &err) &&
+              (cohort_api_ui_owns(request->path)
+                   ? cohort_api_ui_route(request->method, request->path, &route, &err)
+                   : cohort_api_route(request->method, request->path, &route, &err));
     if (ok && !cohort_scopes_allow(caller.scopes, route.scope))
         ok = cohort_api_fail(&err, 403, "forbidden", "token '%s' lacks the scope '%s'",
                              caller.name, scope_name(route.scope));

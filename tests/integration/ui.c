@@ -20,7 +20,10 @@
 #include "node/api_pool.h"
 #include "node/http.h"
 #include "node/ui.h"
+#include "core/token.h"
+#include "store/sessions.h"
 #include "store/store.h"
+#include "store/tokens.h"
 
 #define SERVICE "web"
 #define TTL_MS 300
@@ -231,4 +234,214 @@ Test(ui, redirects_refuses_and_hides_nothing)
     r = get("GET", "/healthz", NULL);
     cr_assert_eq(r.status, 200);
     http_response_free(&r);
+}
+
+/* ---- sessions --------------------------------------------------------------------------- */
+
+#define SAME_ORIGIN "Sec-Fetch-Site: same-origin\r\n"
+
+/* A one-time code stored as cohortctl ui-link stores it: `scopes` "read" or "read,operate",
+ * expiring `ttl_ms` from now on the server's clock (negative: already expired). */
+static void make_code(const char *scopes, int64_t ttl_ms, char *code)
+{
+    bson_error_t error;
+    char hash[COHORT_TOKEN_HASH_HEX];
+    cr_assert(cohort_token_generate(code, COHORT_TOKEN_TEXT_MAX, &error), "%s", error.message);
+    cr_assert(cohort_token_hash(code, hash, sizeof hash));
+    bson_t array = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&array, "0", "read");
+    if (strstr(scopes, "operate"))
+        BSON_APPEND_UTF8(&array, "1", "operate");
+    int64_t now;
+    cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
+    cr_assert(cohort_store_create_ui_code(store, client, hash, "ui tester", &array, now,
+                                          now + ttl_ms, 3600000, &error),
+              "%s", error.message);
+    bson_destroy(&array);
+}
+
+static http_response_t post(const char *path, const char *headers, const char *body)
+{
+    http_response_t r;
+    cr_assert(http_request_full(srv.port, "POST", path, headers, body, 5000, &r), "POST %s",
+              path);
+    return r;
+}
+
+/* Signs in with `json` ({"code": ...} or {"token": ...}); expects `status`; on 200 returns
+ * the Cookie header line to send ("Cookie: cohort_session=...\r\n"). */
+static void sign_in(const char *json, int status, char *cookie, size_t len)
+{
+    http_response_t r = post("/api/v1/session", SAME_ORIGIN, json);
+    cr_assert_eq(r.status, status, "sign-in answered %d: %s", r.status, r.body);
+    if (status == 200) {
+        const char *set = header(&r, "Set-Cookie");
+        cr_assert_not_null(set);
+        cr_assert_not_null(strstr(set, "HttpOnly"), "%s", set);
+        cr_assert_not_null(strstr(set, "SameSite=Strict"), "%s", set);
+        cr_assert_not_null(strstr(set, "Path=/"), "%s", set);
+        cr_assert(strncmp(set, "cohort_session=cht_", 19) == 0, "%s", set);
+        snprintf(cookie, len, "Cookie: %.*s\r\n", (int)strcspn(set, ";"), set);
+    } else {
+        cr_assert_null(header(&r, "Set-Cookie"));
+    }
+    http_response_free(&r);
+}
+
+static void code_json(const char *code, char *json, size_t len)
+{
+    snprintf(json, len, "{\"code\": \"%s\"}", code);
+}
+
+Test(ui, a_code_signs_in_once_and_the_cookie_authenticates)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    /* The database keeps hashes only. */
+    cr_assert_eq(test_count(client, db, "ui_sessions", "{}"), 1);
+    http_response_t r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"via\" : \"session\""), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"name\" : \"ui tester\""), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"can_operate\" : false"), "%s", r.body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/services", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    /* The code worked once. */
+    sign_in(json, 401, NULL, 0);
+    /* A read session may not pause, even from the same origin. */
+    char headers[256];
+    snprintf(headers, sizeof headers, "%s%s", cookie, SAME_ORIGIN);
+    r = post("/api/v1/services/" SERVICE "/pause", headers, "{}");
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "forbidden"), "%s", r.body);
+    http_response_free(&r);
+    /* Nor can the secret be used as a bearer token. */
+    char bearer[128];
+    snprintf(bearer, sizeof bearer, "Authorization: Bearer %.*s\r\n",
+             (int)(strlen(cookie) - strlen("Cookie: cohort_session=") - 2),
+             cookie + strlen("Cookie: cohort_session="));
+    r = get("GET", "/api/v1/services", bearer);
+    cr_assert_eq(r.status, 401, "%s", r.body);
+    http_response_free(&r);
+}
+
+Test(ui, an_expired_or_unknown_code_is_refused)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128];
+    make_code("read", -1000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 401, NULL, 0);
+    make_code("read", 300, code);
+    code_json(code, json, sizeof json);
+    test_sleep_ms(600);
+    sign_in(json, 401, NULL, 0);
+    sign_in("{\"code\": \"cht_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}", 401, NULL, 0);
+    sign_in("{\"code\": \"nope\"}", 401, NULL, 0);
+    sign_in("{\"code\": 3}", 400, NULL, 0);
+    sign_in("{}", 400, NULL, 0);
+    sign_in("{\"code\": \"a\", \"token\": \"b\"}", 400, NULL, 0);
+    sign_in("{\"user\": \"root\"}", 400, NULL, 0);
+}
+
+Test(ui, a_cross_site_change_with_the_cookie_is_refused)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160], headers[512];
+    make_code("read,operate", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    const char *const bad[] = {
+        "Sec-Fetch-Site: cross-site\r\n",
+        "Sec-Fetch-Site: same-site\r\n",
+        "Origin: http://evil.example\r\n",
+        "Sec-Fetch-Site: cross-site\r\nOrigin: http://127.0.0.1\r\n",
+        "", /* neither header */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(headers, sizeof headers, "%s%s", cookie, bad[i]);
+        http_response_t r = post("/api/v1/services/" SERVICE "/pause", headers, "{}");
+        cr_assert_eq(r.status, 403, "case %zu: %d %s", i, r.status, r.body);
+        cr_assert_not_null(strstr(r.body, "cross_site"), "%s", r.body);
+        http_response_free(&r);
+    }
+    bson_t doc;
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "paused"), "a refused pause paused the service");
+    bson_destroy(&doc);
+    /* The same from the dashboard's own page goes through, and so does an Origin equal to
+     * the Host from a browser without Sec-Fetch-Site. */
+    snprintf(headers, sizeof headers, "%s%s", cookie, SAME_ORIGIN);
+    http_response_t r = post("/api/v1/services/" SERVICE "/pause", headers, "{}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    snprintf(headers, sizeof headers, "%sOrigin: http://127.0.0.1:%d\r\n", cookie, srv.port);
+    r = post("/api/v1/services/" SERVICE "/resume", headers, "{}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    /* Sign-in itself refuses another site's page (login CSRF). */
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    r = post("/api/v1/session", "Sec-Fetch-Site: cross-site\r\n", json);
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    http_response_free(&r);
+}
+
+Test(ui, a_token_signs_in_and_sign_out_ends_the_session)
+{
+    char token[COHORT_TOKEN_TEXT_MAX], hash[COHORT_TOKEN_HASH_HEX], json[128], cookie[160];
+    bson_error_t error;
+    cr_assert(cohort_token_generate(token, sizeof token, &error));
+    cr_assert(cohort_token_hash(token, hash, sizeof hash));
+    bson_t array = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&array, "0", "admin");
+    bool exists;
+    cr_assert(cohort_store_create_token(store, client, "sre", hash, &array, "test", &exists,
+                                        &error),
+              "%s", error.message);
+    bson_destroy(&array);
+    snprintf(json, sizeof json, "{\"token\": \"%s\"}", token);
+    sign_in(json, 200, cookie, sizeof cookie);
+    http_response_t r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"name\" : \"token sre\""), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"can_operate\" : true"), "%s", r.body);
+    http_response_free(&r);
+    sign_in("{\"token\": \"cht_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}", 401, NULL, 0);
+
+    char headers[256];
+    snprintf(headers, sizeof headers, "%s%s", cookie, SAME_ORIGIN);
+    cr_assert(http_request_full(srv.port, "DELETE", "/api/v1/session", headers, NULL, 5000, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_not_null(strstr(header(&r, "Set-Cookie"), "Max-Age=0"));
+    http_response_free(&r);
+    r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_eq(r.status, 401, "%s", r.body);
+    http_response_free(&r);
+}
+
+Test(ui, cohortctl_ui_link_prints_a_link_that_works_once)
+{
+    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "ui-link",
+                          "--scopes", "operate", "--url", "http://127.0.0.1:9/", NULL};
+    test_run_result_t run = test_run(argv, NULL, 20000);
+    cr_assert_eq(run.exit_code, 0, "%s", run.err);
+    cr_assert(strncmp(run.out, "http://127.0.0.1:9/ui/login?code=cht_", 37) == 0, "%s",
+              run.out);
+    char json[128], cookie[160];
+    snprintf(json, sizeof json, "{\"code\": \"%.*s\"}", (int)strcspn(run.out + 33, "\n"),
+             run.out + 33);
+    sign_in(json, 200, cookie, sizeof cookie);
+    sign_in(json, 401, NULL, 0);
+    http_response_t r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_not_null(strstr(r.body, "\"can_operate\" : true"), "%s", r.body);
+    http_response_free(&r);
+    test_run_result_free(&run);
+    const char *bad[] = {test_build_path("cohortctl"), "--database", db, "ui-link", "--scopes",
+                         "admin", "--url", "http://x", NULL};
+    run = test_run(bad, NULL, 20000);
+    cr_assert_eq(run.exit_code, 2, "%s", run.err);
+    test_run_result_free(&run);
 }

@@ -1,0 +1,25 @@
+/*
+ * api_ui.h - the API endpoints the dashboard needed that the first slice lacked; ordinary
+ * API endpoints (tokens, scopes, errors as everywhere in docs/API.md), no private routes:
+ *
+ *   GET /api/v1/whoami  (any scope) the caller's name, scopes and how it signed in
+ */
+#ifndef COHORT_API_UI_H
+#define COHORT_API_UI_H
+
+#include <stdbool.h>
+
+#include "node/api_parse.h"
+#include "node/api_tasks.h"
+
+/* Whether `path` is one of these endpoints' (routed by cohort_api_ui_route()). */
+bool cohort_api_ui_owns(const char *path);
+
+/* The route of `method` `path` (a cohort_api_ui_owns() path); a 405 for another method. */
+bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_t *route,
+                         cohort_api_error_t *err);
+
+/* Runs one of these endpoints. */
+bool cohort_api_ui_dispatch(cohort_api_call_t *call);
+
+#endif
