@@ -80,6 +80,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
     /* The dashboard's (node/api_ui.h routes them) */
     COHORT_API_WHOAMI, /* GET /api/v1/whoami */
+    COHORT_API_NODES,  /* GET /api/v1/nodes */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

@@ -3,6 +3,8 @@
  * API endpoints (tokens, scopes, errors as everywhere in docs/API.md), no private routes:
  *
  *   GET /api/v1/whoami  (any scope) the caller's name, scopes and how it signed in
+ *   GET /api/v1/nodes   (read)      the nodes seen in the last day, each the object of
+ *                                   `cohortctl nodes --json` (node/node_status.h)
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H

@@ -445,3 +445,55 @@ Test(ui, cohortctl_ui_link_prints_a_link_that_works_once)
     cr_assert_eq(run.exit_code, 2, "%s", run.err);
     test_run_result_free(&run);
 }
+
+/* ---- GET /api/v1/nodes ------------------------------------------------------------------ */
+
+Test(ui, nodes_answers_what_cohortctl_nodes_says)
+{
+    int64_t now;
+    bson_error_t error;
+    cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
+    mongoc_collection_t *nodes = mongoc_client_get_collection(client, db, "nodes");
+    bson_t *doc = BCON_NEW("_id", "n1", "host", "h1", "pid", BCON_INT64(42), "version", "9.9",
+                           "seen_at", BCON_DATE_TIME(now), "services", "[", "web", "]");
+    cr_assert(mongoc_collection_insert_one(nodes, doc, NULL, NULL, &error), "%s",
+              error.message);
+    bson_destroy(doc);
+    doc = BCON_NEW("_id", "n2", "host", "h2", "pid", BCON_INT64(43), "version", "9.9",
+                   "seen_at", BCON_DATE_TIME(now - 3600000), "services", "[", "web", "]");
+    cr_assert(mongoc_collection_insert_one(nodes, doc, NULL, NULL, &error), "%s",
+              error.message);
+    bson_destroy(doc);
+    mongoc_collection_destroy(nodes);
+
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    http_response_t r = get("GET", "/api/v1/nodes", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    bson_t body;
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.node_id"), "n1");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.state"), "live");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.services.0"), "web");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.1.node_id"), "n2");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.1.state"), "expired");
+    cr_assert_geq(test_doc_int(&body, "nodes.1.last_ping_ms_ago"), 3600000);
+    bson_destroy(&body);
+    http_response_free(&r);
+    r = get("POST", "/api/v1/nodes", cookie);
+    cr_assert_eq(r.status, 403, "a POST with the cookie and no origin: %s", r.body);
+    http_response_free(&r);
+
+    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "nodes", "--json",
+                          NULL};
+    test_run_result_t run = test_run(argv, NULL, 20000);
+    cr_assert_eq(run.exit_code, 0, "%s", run.err);
+    cr_assert(bson_init_from_json(&body, run.out, -1, &error), "%s", error.message);
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.state"), "live");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.1.state"), "expired");
+    cr_assert_eq(test_doc_int(&body, "nodes.0.pid"), 42);
+    bson_destroy(&body);
+    test_run_result_free(&run);
+}
