@@ -45,6 +45,9 @@ const char *cohort_ui_content_type(const char *name)
         {".txt", "text/plain; charset=utf-8"},
         {".md", "text/plain; charset=utf-8"},
     };
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    if (strcmp(base, "LICENSE") == 0) /* a vendored library's licence */
+        return "text/plain; charset=utf-8";
     const char *dot = strrchr(name, '.');
     if (dot && !strchr(dot, '/'))
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)

@@ -369,7 +369,7 @@ Test(ui, a_cross_site_change_with_the_cookie_is_refused)
     }
     bson_t doc;
     test_read_service(store, client, SERVICE, &doc);
-    cr_assert_not(test_doc_has(&doc, "paused"), "a refused pause paused the service");
+    cr_assert_not(test_doc_has(&doc, "pause"), "a refused pause paused the service");
     bson_destroy(&doc);
     /* The same from the dashboard's own page goes through, and so does an Origin equal to
      * the Host from a browser without Sec-Fetch-Site. */
@@ -377,6 +377,9 @@ Test(ui, a_cross_site_change_with_the_cookie_is_refused)
     http_response_t r = post("/api/v1/services/" SERVICE "/pause", headers, "{}");
     cr_assert_eq(r.status, 200, "%s", r.body);
     http_response_free(&r);
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert(test_doc_has(&doc, "pause"), "the same-origin pause did not pause the service");
+    bson_destroy(&doc);
     snprintf(headers, sizeof headers, "%sOrigin: http://127.0.0.1:%d\r\n", cookie, srv.port);
     r = post("/api/v1/services/" SERVICE "/resume", headers, "{}");
     cr_assert_eq(r.status, 200, "%s", r.body);

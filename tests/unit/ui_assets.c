@@ -123,7 +123,8 @@ Test(ui_assets, content_types)
     cr_assert_str_eq(cohort_ui_content_type("a.html"), "text/html; charset=utf-8");
     cr_assert_str_eq(cohort_ui_content_type("js/a.js"), "text/javascript; charset=utf-8");
     cr_assert_str_eq(cohort_ui_content_type("a.css"), "text/css; charset=utf-8");
-    cr_assert_str_eq(cohort_ui_content_type("LICENSE"), "application/octet-stream");
+    cr_assert_str_eq(cohort_ui_content_type("vendor/x/LICENSE"), "text/plain; charset=utf-8");
+    cr_assert_str_eq(cohort_ui_content_type("COPYING"), "application/octet-stream");
     cr_assert_str_eq(cohort_ui_content_type("a.b/c"), "application/octet-stream");
 }
 
