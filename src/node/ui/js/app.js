@@ -58,6 +58,7 @@ async function route() {
     const shown = await page(root, {parts, query}, ctx);
     if (my !== generation) return;
     fill(main, root);
+    main.dataset.route = location.hash; // which page is shown (the browser tests wait on it)
     current = shown || null;
     document.title = "Cohort - " + (root.dataset.title || "dashboard");
   } catch (e) {
