@@ -87,6 +87,7 @@ static bool dispatch(cohort_api_call_t *call)
         return cohort_api_lease_outcome(call);
     case COHORT_API_WHOAMI:
     case COHORT_API_NODES:
+    case COHORT_API_HISTORY:
         return cohort_api_ui_dispatch(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");

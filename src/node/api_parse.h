@@ -81,6 +81,7 @@ typedef enum cohort_api_endpoint {
     /* The dashboard's (node/api_ui.h routes them) */
     COHORT_API_WHOAMI, /* GET /api/v1/whoami */
     COHORT_API_NODES,  /* GET /api/v1/nodes */
+    COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

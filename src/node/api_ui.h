@@ -5,6 +5,8 @@
  *   GET /api/v1/whoami  (any scope) the caller's name, scopes and how it signed in
  *   GET /api/v1/nodes   (read)      the nodes seen in the last day, each the object of
  *                                   `cohortctl nodes --json` (node/node_status.h)
+ *   GET /api/v1/services/{svc}/history?minutes=60  (read) the per-minute history of the
+ *                                   last `minutes` (1-1440) and the minute under way
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H

@@ -21,6 +21,7 @@
 #include "node/http.h"
 #include "node/ui.h"
 #include "core/token.h"
+#include "store/history.h"
 #include "store/sessions.h"
 #include "store/store.h"
 #include "store/tokens.h"
@@ -499,4 +500,92 @@ Test(ui, nodes_answers_what_cohortctl_nodes_says)
     cr_assert_eq(test_doc_int(&body, "nodes.0.pid"), 42);
     bson_destroy(&body);
     test_run_result_free(&run);
+}
+
+/* ---- the per-minute history ------------------------------------------------------------- */
+
+Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
+{
+    int64_t now;
+    bson_error_t error;
+    cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
+    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) { /* keep clear of a minute's end */
+        test_sleep_ms(COHORT_MINUTE_MS - now % COHORT_MINUTE_MS + 100);
+        cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
+    }
+    int64_t minute = now - now % COHORT_MINUTE_MS;
+    int64_t last = minute - COHORT_MINUTE_MS; /* the minute that ended */
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
+    /* In the last minute: 2 succeeded, 1 failed, 1 timed out; before it: 1 succeeded. */
+    const struct {
+        const char *status;
+        int64_t finished;
+    } tasks[] = {{"succeeded", last + 1000},   {"succeeded", last + 59000},
+                 {"failed", last + 30000},     {"timed_out", last + 2000},
+                 {"succeeded", last - 1000},   {"pending", 0}};
+    for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++) {
+        bson_t *doc = tasks[i].finished
+                          ? BCON_NEW("status", BCON_UTF8(tasks[i].status), "finished_at",
+                                     BCON_DATE_TIME(tasks[i].finished))
+                          : BCON_NEW("status", BCON_UTF8(tasks[i].status));
+        cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error), "%s",
+                  error.message);
+        bson_destroy(doc);
+    }
+    mongoc_collection_destroy(queue);
+
+    cohort_minute_t m;
+    cr_assert(cohort_store_measure_minute(store, client, SERVICE, last, &m, &error), "%s",
+              error.message);
+    cr_assert_eq(m.succeeded, 2);
+    cr_assert_eq(m.failed, 1);
+    cr_assert_eq(m.timed_out, 1);
+    cr_assert_eq(m.counts.succeeded, 3);
+    cr_assert_eq(m.counts.pending, 1);
+    /* The ids were made just now: enqueued in the minute under way, not in the last one. */
+    cr_assert_eq(m.enqueued, 0);
+    cohort_minute_t cur;
+    cr_assert(cohort_store_measure_minute(store, client, SERVICE, minute, &cur, &error));
+    cr_assert_eq(cur.enqueued, 6);
+
+    /* Two primaries around a failover write the same minute: one document. An old minute
+     * goes when a newer one is recorded past the retention. */
+    cohort_minute_t old = m;
+    old.at_ms = last - 3 * 3600000;
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &old, 1, 86400000, &error));
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 1, 86400000, &error));
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 2, 86400000, &error));
+    cr_assert_eq(test_count(client, db, "history", "{}"), 2);
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 2, 3600000, &error));
+    cr_assert_eq(test_count(client, db, "history", "{}"), 1, "the old minute outlived retention");
+
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    http_response_t r = get("GET", "/api/v1/services/" SERVICE "/history?minutes=60", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    bson_t body;
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_eq(test_doc_int(&body, "minutes.0.succeeded"), 2, "%s", r.body);
+    cr_assert_eq(test_doc_int(&body, "minutes.0.failed"), 1);
+    cr_assert_eq(test_doc_int(&body, "minutes.0.counts.pending"), 1);
+    cr_assert_not(test_doc_has(&body, "minutes.1"));
+    cr_assert_eq(test_doc_int(&body, "current.enqueued"), 6);
+    bson_destroy(&body);
+    http_response_free(&r);
+    const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/history%s", bad[i]);
+        r = get("GET", path, cookie);
+        cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
+        http_response_free(&r);
+    }
+    r = get("GET", "/api/v1/services/a.b/history", cookie);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/services/" SERVICE "/history", NULL);
+    cr_assert_eq(r.status, 401, "%s", r.body);
+    http_response_free(&r);
 }
