@@ -191,6 +191,23 @@ workers = 1
         check("failed 1" in svc_text and "succeeded 3" in svc_text and "pending 60" in svc_text,
               f"overview: counts by status ({svc_text!r})")
         check("primary of " + SERVICE in b.text("#nodes"), "overview: the node's role")
+        b.wait("document.querySelector('#charts canvas')", what="the chart")
+        check("succeeded/min" in b.text("#charts") and "queue depth" in b.text("#charts"),
+              "overview: the chart of the last hour, its series named")
+        # Live: a task enqueued now shows up without a reload (polling every 2 s).
+        http(port, "POST", f"/api/v1/services/{SERVICE}/tasks", token,
+             {"data": {"live": 1}, "delay_ms": 86400000})
+        b.wait("document.querySelector('#services').textContent.includes('pending 61')",
+               timeout=8, what="the live count")
+        check(True, "overview: counts refresh by themselves")
+        b.eval("document.getElementById('live').click()")  # the toggle stops it
+        http(port, "POST", f"/api/v1/services/{SERVICE}/tasks", token,
+             {"data": {"live": 2}, "delay_ms": 86400000})
+        time.sleep(4.5)
+        check("pending 61" in b.text("#services"), "overview: the live toggle pauses refresh")
+        b.eval("document.getElementById('live').click()")
+        b.wait("document.querySelector('#services').textContent.includes('pending 62')",
+               timeout=8, what="refresh resumed")
         if shots:
             b.screenshot(os.path.join(shots, "overview.png"))
             b.screenshot(os.path.join(shots, "overview-phone.png"), 390, 844)
@@ -239,10 +256,10 @@ workers = 1
                  {"data": {"late": i}, "delay_ms": 86400000})
         b.click("#next-page")
         b.wait("location.hash.includes('after=') && document.querySelector('#tasks') &&"
-               " document.querySelectorAll('#tasks tbody tr').length === 15", what="page 2")
+               " document.querySelectorAll('#tasks tbody tr').length === 17", what="page 2")
         second = b.eval("[...document.querySelectorAll('#tasks tbody tr td:first-child')]"
                         ".map(td => td.textContent)")
-        check(second[:10] == [str(i) for i in pending[50:]] and len(second) == 15,
+        check(second[:10] == [str(i) for i in pending[50:]] and len(second) == 17,
               "tasks: page 2 continues where page 1 ended, new tasks at the end")
         b.go(f"#/services/{SERVICE}/tasks?status=pending&first=1")
         b.wait("!location.hash.includes('after=') && document.querySelector('#tasks') &&"

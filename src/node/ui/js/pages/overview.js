@@ -3,6 +3,7 @@
 // order (by name) so nothing jumps under the reader.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table} from "../dom.js";
+import {serviceChart} from "./chart.js";
 import {countCells, services, stateBadge} from "./common.js";
 
 function servicesTable(list) {
@@ -55,11 +56,23 @@ export async function overviewPage(root) {
   const nodeBody = h("div");
   svcCard.append(svcBody);
   nodeCard.append(nodeBody);
-  root.append(h("h1", null, "Overview"), svcCard, nodeCard);
+  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"));
+  const chartGrid = h("div", {class: "grid", id: "charts"});
+  chartCard.append(chartGrid);
+  root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard);
+  const charts = new Map(); // service -> chart, made once, then fed new data in place
   async function refresh() {
     const [list, nodes] = await Promise.all([services(), api("/nodes")]);
     fill(svcBody, servicesTable(list));
     fill(nodeBody, nodesTable(nodes.nodes, list));
+    for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (!charts.has(s.name)) {
+        const c = serviceChart(s.name);
+        charts.set(s.name, c);
+        chartGrid.append(c.el);
+      }
+    }
+    await Promise.all([...charts.values()].map((c) => c.refresh()));
   }
   await refresh();
   return {refresh};
