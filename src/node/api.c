@@ -88,6 +88,7 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_WHOAMI:
     case COHORT_API_NODES:
     case COHORT_API_HISTORY:
+    case COHORT_API_AUDIT:
         return cohort_api_ui_dispatch(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
@@ -112,7 +113,7 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     bson_init(&reply->body);
     reply->status = 500;
     cohort_api_error_t err = {.status = 500, .code = "internal"};
-    cohort_api_caller_t caller;
+    cohort_api_caller_t caller = {.name = ""};
     cohort_api_route_t route;
     memset(&route, 0, sizeof route);
     if (cohort_api_session_path(request->path)) { /* sign-in: before any authentication */
@@ -149,4 +150,8 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
         reply->hold_ms = 0;
         reply_error(reply, &err);
     }
+    /* Every operator action, done or refused, in the audit trail (node/api_ui.h). */
+    if (route.scope == COHORT_SCOPE_OPERATE && caller.name[0])
+        cohort_api_ui_audit(api->options.store, client, request, &caller, &route, reply->status,
+                            ok ? NULL : err.code);
 }

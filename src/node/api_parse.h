@@ -82,6 +82,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_WHOAMI, /* GET /api/v1/whoami */
     COHORT_API_NODES,  /* GET /api/v1/nodes */
     COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
+    COHORT_API_AUDIT,   /* GET /api/v1/audit */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

@@ -7,15 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "core/token.h"
 #include "node/api_json.h"
 #include "node/node_status.h"
+#include "store/audit.h"
 #include "store/history.h"
 #include "store/listing.h"
 
 #define WHOAMI "/api/v1/whoami"
+#define AUDIT "/api/v1/audit"
+#define AUDIT_BODY_MAX 4096
+#define AUDIT_PAGE_MAX 200
 #define NODES "/api/v1/nodes"
 #define DAY_MS 86400000
 
@@ -33,7 +39,8 @@ static bool history_path(const char *path)
 
 bool cohort_api_ui_owns(const char *path)
 {
-    return path && (strcmp(path, WHOAMI) == 0 || strcmp(path, NODES) == 0 || history_path(path));
+    return path && (strcmp(path, WHOAMI) == 0 || strcmp(path, NODES) == 0 ||
+                    strcmp(path, AUDIT) == 0 || history_path(path));
 }
 
 bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_t *route,
@@ -58,13 +65,13 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
         route->scope = COHORT_SCOPE_READ;
         return true;
     }
-    bool me = strcmp(path, WHOAMI) == 0;
-    if (!me && strcmp(path, NODES) != 0)
+    bool me = strcmp(path, WHOAMI) == 0, audit = strcmp(path, AUDIT) == 0;
+    if (!me && !audit && strcmp(path, NODES) != 0)
         return cohort_api_fail(err, 404, "not_found", "no such path");
     if (strcmp(method, "GET") != 0)
         return cohort_api_fail(err, 405, "method_not_allowed", "%s is not allowed here: use GET",
                                method);
-    route->endpoint = me ? COHORT_API_WHOAMI : COHORT_API_NODES;
+    route->endpoint = me ? COHORT_API_WHOAMI : audit ? COHORT_API_AUDIT : COHORT_API_NODES;
     route->scope = me ? 0 : COHORT_SCOPE_READ; /* any caller may ask who it is */
     return true;
 }
@@ -207,6 +214,122 @@ static bool history(cohort_api_call_t *call)
     return true;
 }
 
+void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
+                         const cohort_api_request_t *request, const cohort_api_caller_t *caller,
+                         const cohort_api_route_t *route, int status, const char *code)
+{
+    bson_t entry = BSON_INITIALIZER, body;
+    BSON_APPEND_UTF8(&entry, "who", caller->name);
+    BSON_APPEND_UTF8(&entry, "via", caller->session ? "session" : "token");
+    BSON_APPEND_UTF8(&entry, "method", request->method);
+    BSON_APPEND_UTF8(&entry, "path", request->path);
+    if (route->service[0])
+        BSON_APPEND_UTF8(&entry, "service", route->service);
+    if (route->task_id[0])
+        BSON_APPEND_UTF8(&entry, "task_id", route->task_id);
+    bson_error_t error;
+    if (request->body_len && request->body_len <= AUDIT_BODY_MAX &&
+        bson_init_from_json(&body, request->body, (ssize_t)request->body_len, &error)) {
+        BSON_APPEND_DOCUMENT(&entry, "body", &body);
+        bson_destroy(&body);
+    } else if (request->body_len) {
+        BSON_APPEND_INT64(&entry, "body_bytes", (int64_t)request->body_len);
+    }
+    BSON_APPEND_INT32(&entry, "status", status);
+    if (code)
+        BSON_APPEND_UTF8(&entry, "error", code);
+    if (!cohort_store_audit(store, client, &entry, cohort_clock_cluster_ms(), &error))
+        cohort_log_node(COHORT_LOG_WARN, "api: cannot record %s %s by '%s' in the audit: %s",
+                        request->method, request->path, caller->name, error.message);
+    bson_destroy(&entry);
+}
+
+typedef struct audit_walk {
+    bson_t *array;
+    uint32_t n;
+    bson_oid_t last;
+} audit_walk_t;
+
+/* Copies `key` of `doc` into `out` if present. */
+static void copy_key(const bson_t *doc, const char *key, bson_t *out)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key))
+        bson_append_value(out, key, -1, bson_iter_value(&it));
+}
+
+static bool one_entry(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    audit_walk_t *w = user;
+    bson_t out;
+    bson_iter_t it;
+    cohort_json_array_begin_document(w->array, &w->n, &out);
+    if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it)) {
+        char id[25];
+        bson_oid_copy(bson_iter_oid(&it), &w->last);
+        bson_oid_to_string(&w->last, id);
+        BSON_APPEND_UTF8(&out, "id", id);
+    }
+    if (bson_iter_init_find(&it, doc, "at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        cohort_json_append_time(&out, "at", bson_iter_date_time(&it));
+    static const char *const keys[] = {"who",     "via",  "method", "path",       "service",
+                                       "task_id", "body", "body_bytes", "status", "error"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        copy_key(doc, keys[i], &out);
+    bson_append_document_end(w->array, &out);
+    return true;
+}
+
+/* {"entries": [...] newest first, "next": id | null}: pass `next` as `before` for older ones. */
+static bool audit(cohort_api_call_t *call)
+{
+    static const char *const known[] = {"limit", "before", NULL};
+    char *values[2] = {NULL, NULL};
+    if (!cohort_api_query(call->request->query, known, values, call->err))
+        return false;
+    int64_t limit = COHORT_API_LIST_DEFAULT;
+    bson_oid_t before;
+    bool ok = true;
+    if (values[0]) {
+        char *end = NULL;
+        long long v = strtoll(values[0], &end, 10);
+        if (!*values[0] || *end || v < 1 || v > AUDIT_PAGE_MAX)
+            ok = cohort_api_fail(call->err, 400, "bad_request",
+                                 "limit must be an integer from 1 to %d", AUDIT_PAGE_MAX);
+        limit = v;
+    }
+    if (ok && values[1]) {
+        if (strlen(values[1]) != 24 || !bson_oid_is_valid(values[1], 24))
+            ok = cohort_api_fail(call->err, 400, "bad_request",
+                                 "before must be an entry's id (24 hex digits)");
+        else
+            bson_oid_init_from_string(&before, values[1]);
+    }
+    bool has_before = ok && values[1];
+    cohort_api_query_free(values, 2);
+    if (!ok)
+        return false;
+    bson_t array;
+    bson_error_t error;
+    BSON_APPEND_ARRAY_BEGIN(&call->reply->body, "entries", &array);
+    audit_walk_t w = {.array = &array};
+    ok = cohort_store_each_audit(call->store, call->client, has_before ? &before : NULL, limit,
+                                 one_entry, &w, &error);
+    bson_append_array_end(&call->reply->body, &array);
+    if (!ok)
+        return cohort_api_fail_store(call->err, &error, "cannot read the audit");
+    if ((int64_t)w.n == limit) {
+        char id[25];
+        bson_oid_to_string(&w.last, id);
+        BSON_APPEND_UTF8(&call->reply->body, "next", id);
+    } else {
+        BSON_APPEND_NULL(&call->reply->body, "next");
+    }
+    call->reply->status = 200;
+    return true;
+}
+
 bool cohort_api_ui_dispatch(cohort_api_call_t *call)
 {
     switch (call->route->endpoint) {
@@ -216,6 +339,8 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return nodes(call);
     case COHORT_API_HISTORY:
         return history(call);
+    case COHORT_API_AUDIT:
+        return audit(call);
     default:
         return cohort_api_fail(call->err, 404, "not_found", "no such path");
     }

@@ -7,6 +7,7 @@
  *                                   `cohortctl nodes --json` (node/node_status.h)
  *   GET /api/v1/services/{svc}/history?minutes=60  (read) the per-minute history of the
  *                                   last `minutes` (1-1440) and the minute under way
+ *   GET /api/v1/audit?limit=&before=  (read) the operator actions, newest first
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H
@@ -25,5 +26,12 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
 
 /* Runs one of these endpoints. */
 bool cohort_api_ui_dispatch(cohort_api_call_t *call);
+
+/* Records an operator's request (an endpoint of scope operate) and how it ended (`status`;
+ * `code`: the error's, NULL if it succeeded) in the `audit` collection (store/audit.h). A
+ * failure to record is logged; the request's answer stands. */
+void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
+                         const cohort_api_request_t *request, const cohort_api_caller_t *caller,
+                         const cohort_api_route_t *route, int status, const char *code);
 
 #endif

@@ -589,3 +589,63 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     cr_assert_eq(r.status, 401, "%s", r.body);
     http_response_free(&r);
 }
+
+/* ---- the audit trail -------------------------------------------------------------------- */
+
+Test(ui, every_operator_action_is_audited_and_read_newest_first)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], reader[160], operator[160], headers[256];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, reader, sizeof reader);
+    make_code("read,operate", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, operator, sizeof operator);
+
+    snprintf(headers, sizeof headers, "%s%s", reader, SAME_ORIGIN);
+    http_response_t r = post("/api/v1/services/" SERVICE "/pause", headers, "{}");
+    cr_assert_eq(r.status, 403);
+    http_response_free(&r);
+    snprintf(headers, sizeof headers, "%s%s", operator, SAME_ORIGIN);
+    r = post("/api/v1/services/" SERVICE "/pause", headers,
+             "{\"kind\": \"mail\", \"reason\": \"smtp down\"}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    /* Reads are not actions. */
+    r = get("GET", "/api/v1/services", operator);
+    http_response_free(&r);
+    cr_assert_eq(test_count(client, db, "audit", "{}"), 2);
+
+    r = get("GET", "/api/v1/audit?limit=1", reader);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    bson_t body;
+    bson_error_t error;
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_str_eq(test_doc_str(&body, "entries.0.who"), "ui tester");
+    cr_assert_str_eq(test_doc_str(&body, "entries.0.via"), "session");
+    cr_assert_str_eq(test_doc_str(&body, "entries.0.path"), "/api/v1/services/" SERVICE "/pause");
+    cr_assert_str_eq(test_doc_str(&body, "entries.0.body.reason"), "smtp down");
+    cr_assert_eq(test_doc_int(&body, "entries.0.status"), 200);
+    cr_assert_not(test_doc_has(&body, "entries.0.error"));
+    cr_assert_not_null(test_doc_str(&body, "entries.0.at"));
+    char next[64];
+    snprintf(next, sizeof next, "%s", test_doc_str(&body, "next"));
+    bson_destroy(&body);
+    http_response_free(&r);
+
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/audit?limit=1&before=%s", next);
+    r = get("GET", path, reader);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_eq(test_doc_int(&body, "entries.0.status"), 403);
+    cr_assert_str_eq(test_doc_str(&body, "entries.0.error"), "forbidden");
+    bson_destroy(&body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/audit?limit=0", reader);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/audit?before=zz", reader);
+    cr_assert_eq(r.status, 400, "%s", r.body);
+    http_response_free(&r);
+}

@@ -238,6 +238,16 @@ workers = 1
         doc = db.services.find_one({"_id": SERVICE}) or {}
         check("*" not in (doc.get("pause") or {}), "service: Resume resumed it in the database")
 
+        # ---- audit: both actions, who and why ----
+        b.go("#/audit")
+        b.wait("document.querySelector('#audit')", what="audit page")
+        audit = b.eval("[...document.querySelectorAll('#audit tbody tr')].map(r => r.textContent)")
+        check(len(audit) == 2 and "/resume" in audit[0] and "/pause" in audit[1]
+              and "deploy in progress" in audit[1] and "ui " in audit[1],
+              f"audit: the resume and the pause, newest first, who and why ({audit})")
+        if shots:
+            b.screenshot(os.path.join(shots, "audit.png"))
+
         # ---- tasks: filter, keyset pages ----
         b.go(f"#/services/{SERVICE}/tasks?status=failed")
         b.wait("document.querySelector('#tasks')", what="failed tasks")

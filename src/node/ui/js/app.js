@@ -4,6 +4,7 @@
 // the rows a reader is looking at).
 import {api} from "./api.js";
 import {fill, h} from "./dom.js";
+import {auditPage} from "./pages/audit.js";
 import {overviewPage} from "./pages/overview.js";
 import {servicePage} from "./pages/service.js";
 import {tasksPage} from "./pages/tasks.js";
@@ -44,6 +45,7 @@ async function route() {
   const {parts, query} = parseHash();
   let page;
   if (parts.length === 0) page = overviewPage;
+  else if (parts[0] === "audit" && parts.length === 1) page = auditPage;
   else if (parts[0] === "services" && parts.length === 2) page = servicePage;
   else if (parts[0] === "services" && parts.length === 3 && parts[2] === "tasks") page = tasksPage;
   else if (parts[0] === "services" && parts.length === 4 && parts[2] === "tasks") page = taskPage;
