@@ -149,6 +149,14 @@ static void append_minute(bson_t *doc, const cohort_minute_t *m)
     BSON_APPEND_INT64(doc, "succeeded", m->succeeded);
     BSON_APPEND_INT64(doc, "failed", m->failed);
     BSON_APPEND_INT64(doc, "timed_out", m->timed_out);
+    if (m->epoch) {
+        BSON_APPEND_INT64(doc, "epoch", m->epoch);
+        BSON_APPEND_UTF8(doc, "primary", m->primary);
+    }
+    if (m->oldest_due_ms)
+        cohort_json_append_time(doc, "oldest_due_at", m->oldest_due_ms);
+    else
+        BSON_APPEND_NULL(doc, "oldest_due_at");
 }
 
 typedef struct minutes_walk {
@@ -195,10 +203,11 @@ static bool history(cohort_api_call_t *call)
     int64_t minute = now - now % COHORT_MINUTE_MS;
     cohort_minute_t current;
     if (!cohort_store_measure_minute(call->store, call->client, call->route->service, minute,
-                                     &current, &error))
+                                     now, &current, &error))
         return cohort_api_fail_store(call->err, &error, "cannot read the history");
     bson_t *body = &call->reply->body, array, cur;
     BSON_APPEND_UTF8(body, "service", call->route->service);
+    cohort_json_append_time(body, "now", now);
     BSON_APPEND_ARRAY_BEGIN(body, "minutes", &array);
     minutes_walk_t w = {.array = &array};
     ok = cohort_store_each_minute(call->store, call->client, call->route->service,

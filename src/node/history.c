@@ -4,6 +4,8 @@
  */
 #include "node/history.h"
 
+#include <stdio.h>
+
 #include "core/clock.h"
 #include "core/log.h"
 #include "store/history.h"
@@ -17,10 +19,15 @@ void cohort_history_tick(cohort_service_t *s, mongoc_client_t *client, int64_t e
     cohort_minute_t m;
     bson_error_t error;
     const char *name = s->config->name;
-    if (!cohort_store_measure_minute(s->store, client, name, minute - COHORT_MINUTE_MS, &m,
-                                     &error) ||
-        !cohort_store_record_minute(s->store, client, name, &m, epoch,
-                                    s->config->history_retention_ms, &error)) {
+    bool ok = cohort_store_measure_minute(s->store, client, name, minute - COHORT_MINUTE_MS,
+                                          now, &m, &error);
+    if (ok) {
+        m.epoch = epoch;
+        snprintf(m.primary, sizeof m.primary, "%s", s->node_id);
+        ok = cohort_store_record_minute(s->store, client, name, &m,
+                                        s->config->history_retention_ms, &error);
+    }
+    if (!ok) {
         cohort_logf(COHORT_LOG_WARN, name, "primary", epoch, "cannot record the minute: %s",
                     error.message);
         return;

@@ -37,9 +37,32 @@ static bson_t *finished_in(const char *status, int64_t from, int64_t to)
                     BCON_DATE_TIME(from), "$lt", BCON_DATE_TIME(to), "}");
 }
 
+/* The run_at of the oldest pending task due at `now_ms` (0: none): the claim index's
+ * {status, run_at} prefix, one document. */
+static bool oldest_due(mongoc_collection_t *queue, int64_t now_ms, int64_t *run_at,
+                       bson_error_t *error)
+{
+    *run_at = 0;
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
+                              BCON_DATE_TIME(now_ms), "}");
+    bson_t *opts = BCON_NEW("sort", "{", "run_at", BCON_INT32(1), "}", "limit", BCON_INT64(1),
+                            "projection", "{", "run_at", BCON_INT32(1), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, filter, opts, NULL);
+    const bson_t *doc;
+    bson_iter_t it;
+    if (mongoc_cursor_next(cursor, &doc) && bson_iter_init_find(&it, doc, "run_at") &&
+        BSON_ITER_HOLDS_DATE_TIME(&it))
+        *run_at = bson_iter_date_time(&it);
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
 bool cohort_store_measure_minute(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, int64_t from_ms, cohort_minute_t *minute,
-                                 bson_error_t *error)
+                                 const char *service, int64_t from_ms, int64_t now_ms,
+                                 cohort_minute_t *minute, bson_error_t *error)
 {
     memset(minute, 0, sizeof *minute);
     minute->at_ms = from_ms;
@@ -53,14 +76,15 @@ bool cohort_store_measure_minute(cohort_store_t *store, mongoc_client_t *client,
               &minute->enqueued, error) &&
         count(queue, finished_in("succeeded", from_ms, to_ms), &minute->succeeded, error) &&
         count(queue, finished_in("failed", from_ms, to_ms), &minute->failed, error) &&
-        count(queue, finished_in("timed_out", from_ms, to_ms), &minute->timed_out, error);
+        count(queue, finished_in("timed_out", from_ms, to_ms), &minute->timed_out, error) &&
+        oldest_due(queue, now_ms, &minute->oldest_due_ms, error);
     mongoc_collection_destroy(queue);
     return ok && cohort_store_count_tasks(store, client, service, &minute->counts, error);
 }
 
 bool cohort_store_record_minute(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const cohort_minute_t *minute,
-                                int64_t epoch, int64_t retention_ms, bson_error_t *error)
+                                int64_t retention_ms, bson_error_t *error)
 {
     mongoc_collection_t *coll = store_collection(store, client, HISTORY);
     bson_t *index = BCON_NEW("createIndexes", BCON_UTF8(HISTORY), "indexes", "[", "{", "key",
@@ -91,7 +115,10 @@ bool cohort_store_record_minute(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_INT64(&set, "succeeded", minute->succeeded);
         BSON_APPEND_INT64(&set, "failed", minute->failed);
         BSON_APPEND_INT64(&set, "timed_out", minute->timed_out);
-        BSON_APPEND_INT64(&set, "epoch", epoch);
+        BSON_APPEND_INT64(&set, "epoch", minute->epoch);
+        BSON_APPEND_UTF8(&set, "primary", minute->primary);
+        if (minute->oldest_due_ms)
+            BSON_APPEND_DATE_TIME(&set, "oldest_due_at", minute->oldest_due_ms);
         bson_append_document_end(&update, &set);
         bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
         ok = mongoc_collection_update_one(coll, filter, &update, opts, NULL, error);
@@ -113,6 +140,11 @@ static void read_minute(const bson_t *doc, cohort_minute_t *m)
     m->succeeded = store_int64_field(doc, "succeeded", 0);
     m->failed = store_int64_field(doc, "failed", 0);
     m->timed_out = store_int64_field(doc, "timed_out", 0);
+    m->epoch = store_int64_field(doc, "epoch", 0);
+    if (bson_iter_init_find(&it, doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+        snprintf(m->primary, sizeof m->primary, "%s", bson_iter_utf8(&it, NULL));
+    if (bson_iter_init_find(&it, doc, "oldest_due_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        m->oldest_due_ms = bson_iter_date_time(&it);
     m->counts.pending = store_int64_field(doc, "counts.pending", 0);
     m->counts.claimed = store_int64_field(doc, "counts.claimed", 0);
     m->counts.succeeded = store_int64_field(doc, "counts.succeeded", 0);

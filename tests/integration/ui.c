@@ -535,7 +535,7 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     mongoc_collection_destroy(queue);
 
     cohort_minute_t m;
-    cr_assert(cohort_store_measure_minute(store, client, SERVICE, last, &m, &error), "%s",
+    cr_assert(cohort_store_measure_minute(store, client, SERVICE, last, now, &m, &error), "%s",
               error.message);
     cr_assert_eq(m.succeeded, 2);
     cr_assert_eq(m.failed, 1);
@@ -545,19 +545,36 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     /* The ids were made just now: enqueued in the minute under way, not in the last one. */
     cr_assert_eq(m.enqueued, 0);
     cohort_minute_t cur;
-    cr_assert(cohort_store_measure_minute(store, client, SERVICE, minute, &cur, &error));
+    cr_assert(cohort_store_measure_minute(store, client, SERVICE, minute, now, &cur, &error));
+    cr_assert_eq(cur.oldest_due_ms, 0, "the pending task has no run_at: not due");
     cr_assert_eq(cur.enqueued, 6);
 
     /* Two primaries around a failover write the same minute: one document. An old minute
      * goes when a newer one is recorded past the retention. */
     cohort_minute_t old = m;
     old.at_ms = last - 3 * 3600000;
-    cr_assert(cohort_store_record_minute(store, client, SERVICE, &old, 1, 86400000, &error));
-    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 1, 86400000, &error));
-    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 2, 86400000, &error));
+    old.epoch = m.epoch = 1;
+    snprintf(m.primary, sizeof m.primary, "node-a");
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &old, 86400000, &error));
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 86400000, &error));
+    m.epoch = 2;
+    snprintf(m.primary, sizeof m.primary, "node-b");
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 86400000, &error));
     cr_assert_eq(test_count(client, db, "history", "{}"), 2);
-    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 2, 3600000, &error));
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 3600000, &error));
     cr_assert_eq(test_count(client, db, "history", "{}"), 1, "the old minute outlived retention");
+
+    /* The oldest due pending task: by run_at, due ones only. */
+    queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
+    const int64_t run_ats[] = {now - 5000, now - 9000, now + 60000};
+    for (size_t i = 0; i < 3; i++) {
+        bson_t *doc = BCON_NEW("status", "pending", "run_at", BCON_DATE_TIME(run_ats[i]));
+        cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error));
+        bson_destroy(doc);
+    }
+    mongoc_collection_destroy(queue);
+    cr_assert(cohort_store_measure_minute(store, client, SERVICE, minute, now, &cur, &error));
+    cr_assert_eq(cur.oldest_due_ms, now - 9000);
 
     char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
     make_code("read", 60000, code);
@@ -570,8 +587,11 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     cr_assert_eq(test_doc_int(&body, "minutes.0.succeeded"), 2, "%s", r.body);
     cr_assert_eq(test_doc_int(&body, "minutes.0.failed"), 1);
     cr_assert_eq(test_doc_int(&body, "minutes.0.counts.pending"), 1);
+    cr_assert_eq(test_doc_int(&body, "minutes.0.epoch"), 2, "the later primary's write stands");
+    cr_assert_str_eq(test_doc_str(&body, "minutes.0.primary"), "node-b");
     cr_assert_not(test_doc_has(&body, "minutes.1"));
-    cr_assert_eq(test_doc_int(&body, "current.enqueued"), 6);
+    cr_assert_eq(test_doc_int(&body, "current.enqueued"), 9);
+    cr_assert_not_null(test_doc_str(&body, "current.oldest_due_at"));
     bson_destroy(&body);
     http_response_free(&r);
     const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1"};

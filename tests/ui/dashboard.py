@@ -191,6 +191,9 @@ workers = 1
         check("failed 1" in svc_text and "succeeded 3" in svc_text and "pending 60" in svc_text,
               f"overview: counts by status ({svc_text!r})")
         check("primary of " + SERVICE in b.text("#nodes"), "overview: the node's role")
+        check(b.text("#services tbody tr td:nth-child(4)") == "none due",
+              "overview: the oldest due pending task (none: every pending one is due tomorrow)")
+        check("No change of primary" in b.text("main"), "overview: no primacy change yet")
         b.wait("document.querySelector('#charts canvas')", what="the chart")
         check("succeeded/min" in b.text("#charts") and "queue depth" in b.text("#charts"),
               "overview: the chart of the last hour, its series named")

@@ -23,7 +23,8 @@ function columns(history) {
   return [xs, ...ys];
 }
 
-// A chart of `service` in a new element; returns {el, refresh}.
+// A chart of `service` in a new element; returns {el, refresh} (refresh resolves to the
+// history it drew).
 export function serviceChart(service) {
   const el = h("div", {class: "chart", "data-service": service});
   let plot = null;
@@ -32,7 +33,7 @@ export function serviceChart(service) {
     const data = columns(history);
     if (plot) {
       plot.setData(data);
-      return;
+      return history;
     }
     const width = Math.max(280, Math.min(el.clientWidth || 600, 1200));
     plot = new uPlot({
@@ -43,6 +44,7 @@ export function serviceChart(service) {
       axes: [{}, {label: "tasks/min"}, {scale: "depth", side: 1, label: "depth",
         grid: {show: false}}],
     }, data, el);
+    return history;
   }
   return {el, refresh};
 }

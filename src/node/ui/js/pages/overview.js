@@ -2,11 +2,48 @@
 // it is primary of, live workers, last ping); both refreshed live in place, rows in a fixed
 // order (by name) so nothing jumps under the reader.
 import {api, seg} from "../api.js";
-import {ago, fill, h, table} from "../dom.js";
+import {ago, fill, h, table, when} from "../dom.js";
 import {serviceChart} from "./chart.js";
 import {countCells, services, stateBadge} from "./common.js";
 
-function servicesTable(list) {
+// "12 s" since the oldest due pending task became due, from a history answer.
+function oldestDue(history) {
+  const at = history && history.current && history.current.oldest_due_at;
+  if (!history) return "…";
+  if (!at) return "none due";
+  return ago(Date.parse(history.now) - Date.parse(at)).replace(" ago", "");
+}
+
+// The changes of primary seen in each service's recorded minutes, newest first.
+function primacyChanges(histories, list) {
+  const out = [];
+  for (const s of list) {
+    const minutes = (histories.get(s.name) || {minutes: []}).minutes.filter((m) => m.epoch);
+    for (let i = 1; i < minutes.length; i++) {
+      if (minutes[i].epoch !== minutes[i - 1].epoch) {
+        out.push({service: s.name, at: minutes[i].at, from: minutes[i - 1], to: minutes[i]});
+      }
+    }
+    const last = minutes[minutes.length - 1];
+    if (last && s.primary && s.primary.epoch !== last.epoch) {
+      out.push({service: s.name, at: null, from: last,
+        to: {epoch: s.primary.epoch, primary: s.primary.node_id}});
+    }
+  }
+  return out.sort((a, b) => (b.at === null) - (a.at === null) || String(b.at).localeCompare(a.at));
+}
+
+function changesTable(changes) {
+  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the last hour.");
+  return table([
+    ["service", (c) => c.service],
+    ["minute", (c) => c.at ? when(c.at) : "since the last minute"],
+    ["from", (c) => `${c.from.primary} (epoch ${c.from.epoch})`],
+    ["to", (c) => `${c.to.primary} (epoch ${c.to.epoch})`],
+  ], changes, {id: "primacy"});
+}
+
+function servicesTable(list, histories) {
   if (!list.length) return h("p", null, "No service has run yet.");
   return table([
     ["service", (s) => h("a", {href: `#/services/${seg(s.name)}`}, s.name)],
@@ -16,6 +53,7 @@ function servicesTable(list) {
           `active ${ago(s.primary.last_active_ms_ago)}`))
       : h("span", {class: "muted"}, "none")],
     ["state", (s) => stateBadge(s)],
+    ["oldest due", (s) => oldestDue(histories.get(s.name))],
     ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts))],
   ], [...list].sort((a, b) => a.name.localeCompare(b.name)), {id: "services"});
 }
@@ -59,12 +97,13 @@ export async function overviewPage(root) {
   const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"));
   const chartGrid = h("div", {class: "grid", id: "charts"});
   chartCard.append(chartGrid);
-  root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard);
+  const changesBody = h("div");
+  const changesCard = h("section", {class: "card"}, h("h2", null, "Recent primacy changes"),
+    changesBody);
+  root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard, changesCard);
   const charts = new Map(); // service -> chart, made once, then fed new data in place
   async function refresh() {
     const [list, nodes] = await Promise.all([services(), api("/nodes")]);
-    fill(svcBody, servicesTable(list));
-    fill(nodeBody, nodesTable(nodes.nodes, list));
     for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
       if (!charts.has(s.name)) {
         const c = serviceChart(s.name);
@@ -72,7 +111,12 @@ export async function overviewPage(root) {
         chartGrid.append(c.el);
       }
     }
-    await Promise.all([...charts.values()].map((c) => c.refresh()));
+    const names = [...charts.keys()];
+    const drawn = await Promise.all(names.map((n) => charts.get(n).refresh()));
+    const histories = new Map(names.map((n, i) => [n, drawn[i]]));
+    fill(svcBody, servicesTable(list, histories));
+    fill(nodeBody, nodesTable(nodes.nodes, list));
+    fill(changesBody, changesTable(primacyChanges(histories, list)));
   }
   await refresh();
   return {refresh};
