@@ -35,15 +35,19 @@ export function serviceChart(service) {
       plot.setData(data);
       return history;
     }
-    const width = Math.max(280, Math.min(el.clientWidth || 600, 1200));
+    const fit = () => Math.max(240, Math.min(el.clientWidth || 600, 1200));
     plot = new uPlot({
       title: `${service}: last hour, per minute`,
-      width, height: 220,
+      width: fit(), height: 220,
       series: [{}, ...SERIES.map(({value, ...s}) => ({...s, points: {show: true, size: 4}}))],
       scales: {x: {time: true}, depth: {}},
       axes: [{}, {label: "tasks/min"}, {scale: "depth", side: 1, label: "depth",
         grid: {show: false}}],
     }, data, el);
+    // Follow the card's width (the page is attached after the first draw; phones rotate).
+    new ResizeObserver(() => {
+      if (Math.abs(plot.width - fit()) > 4) plot.setSize({width: fit(), height: 220});
+    }).observe(el);
     return history;
   }
   return {el, refresh};
