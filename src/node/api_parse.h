@@ -83,6 +83,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_NODES,  /* GET /api/v1/nodes */
     COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
     COHORT_API_AUDIT,   /* GET /api/v1/audit */
+    COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

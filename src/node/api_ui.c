@@ -27,14 +27,20 @@
 
 #define SERVICES "/api/v1/services/"
 #define HISTORY_SUFFIX "/history"
+#define BATCHES_SUFFIX "/batches"
 #define HISTORY_MAX_MINUTES 1440
 
-/* Whether `path` is /api/v1/services/{anything}/history. */
+/* Whether `path` is /api/v1/services/{anything}`suffix`. */
+static bool service_path(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), p = strlen(SERVICES), s = strlen(suffix);
+    return n > p + s && strncmp(path, SERVICES, p) == 0 && strcmp(path + n - s, suffix) == 0 &&
+           !memchr(path + p, '/', n - p - s);
+}
+
 static bool history_path(const char *path)
 {
-    size_t n = strlen(path), p = strlen(SERVICES), s = strlen(HISTORY_SUFFIX);
-    return n > p + s && strncmp(path, SERVICES, p) == 0 &&
-           strcmp(path + n - s, HISTORY_SUFFIX) == 0 && !memchr(path + p, '/', n - p - s);
+    return service_path(path, HISTORY_SUFFIX) || service_path(path, BATCHES_SUFFIX);
 }
 
 bool cohort_api_ui_owns(const char *path)
@@ -49,7 +55,9 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
     memset(route, 0, sizeof *route);
     route->allow = "GET";
     if (history_path(path)) {
-        size_t len = strlen(path) - strlen(SERVICES) - strlen(HISTORY_SUFFIX);
+        bool batches = service_path(path, BATCHES_SUFFIX);
+        size_t len = strlen(path) - strlen(SERVICES) -
+                     strlen(batches ? BATCHES_SUFFIX : HISTORY_SUFFIX);
         if (len >= sizeof route->service)
             return cohort_api_fail(err, 400, "bad_request",
                                    "the service name in the path must be 1-64 of [A-Za-z0-9_-]");
@@ -61,7 +69,7 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
         if (strcmp(method, "GET") != 0)
             return cohort_api_fail(err, 405, "method_not_allowed",
                                    "%s is not allowed here: use GET", method);
-        route->endpoint = COHORT_API_HISTORY;
+        route->endpoint = batches ? COHORT_API_BATCHES : COHORT_API_HISTORY;
         route->scope = COHORT_SCOPE_READ;
         return true;
     }
@@ -339,6 +347,77 @@ static bool audit(cohort_api_call_t *call)
     return true;
 }
 
+/* Appends sub-document `field` of `doc` as `key`, its dates as ISO-8601 text; null if
+ * absent. */
+static void append_doc_iso(bson_t *out, const char *key, const bson_t *doc, const char *field)
+{
+    bson_iter_t it, sub;
+    if (!bson_iter_init_find(&it, doc, field) || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+        !bson_iter_recurse(&it, &sub)) {
+        BSON_APPEND_NULL(out, key);
+        return;
+    }
+    bson_t child;
+    BSON_APPEND_DOCUMENT_BEGIN(out, key, &child);
+    while (bson_iter_next(&sub)) {
+        if (BSON_ITER_HOLDS_DATE_TIME(&sub))
+            cohort_json_append_time(&child, bson_iter_key(&sub), bson_iter_date_time(&sub));
+        else
+            bson_append_value(&child, bson_iter_key(&sub), -1, bson_iter_value(&sub));
+    }
+    bson_append_document_end(out, &child);
+}
+
+static int64_t doc_int(const bson_t *doc, const char *dotted, int64_t fallback)
+{
+    bson_iter_t it, found;
+    return bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &found) &&
+                   BSON_ITER_HOLDS_NUMBER(&found)
+               ? bson_iter_as_int64(&found)
+               : fallback;
+}
+
+/* {"service", "open": seq | null, "draining": seq | null, "completed": n, "last": {seq,
+ * succeeded, failed, completed_by, epoch, completed_at} | null, "elected_at"}: the tracked
+ * batches as the service's config document holds them (one read by _id). */
+static bool batches(cohort_api_call_t *call)
+{
+    bson_t doc;
+    bool found = false;
+    bson_error_t error;
+    if (!cohort_store_read_service(call->store, call->client, call->route->service, &doc,
+                                   &found, &error)) {
+        bson_destroy(&doc);
+        return cohort_api_fail_store(call->err, &error, "cannot read the service");
+    }
+    if (!found) {
+        bson_destroy(&doc);
+        return cohort_api_fail(call->err, 404, "not_found", "no service '%s' (no node has run it)",
+                               call->route->service);
+    }
+    bson_t *body = &call->reply->body;
+    BSON_APPEND_UTF8(body, "service", call->route->service);
+    int64_t open = doc_int(&doc, "batch_seq", -1), draining = doc_int(&doc, "draining.seq", -1);
+    if (open >= 0)
+        BSON_APPEND_INT64(body, "open", open);
+    else
+        BSON_APPEND_NULL(body, "open");
+    if (draining >= 0)
+        BSON_APPEND_INT64(body, "draining", draining);
+    else
+        BSON_APPEND_NULL(body, "draining");
+    BSON_APPEND_INT64(body, "completed", doc_int(&doc, "batches_completed", 0));
+    append_doc_iso(body, "last", &doc, "last_batch");
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, &doc, "elected_at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        cohort_json_append_time(body, "elected_at", bson_iter_date_time(&it));
+    else
+        BSON_APPEND_NULL(body, "elected_at");
+    bson_destroy(&doc);
+    call->reply->status = 200;
+    return true;
+}
+
 bool cohort_api_ui_dispatch(cohort_api_call_t *call)
 {
     switch (call->route->endpoint) {
@@ -350,6 +429,8 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return history(call);
     case COHORT_API_AUDIT:
         return audit(call);
+    case COHORT_API_BATCHES:
+        return batches(call);
     default:
         return cohort_api_fail(call->err, 404, "not_found", "no such path");
     }

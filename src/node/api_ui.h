@@ -8,6 +8,8 @@
  *   GET /api/v1/services/{svc}/history?minutes=60  (read) the per-minute history of the
  *                                   last `minutes` (1-1440) and the minute under way
  *   GET /api/v1/audit?limit=&before=  (read) the operator actions, newest first
+ *   GET /api/v1/services/{svc}/batches (read) the tracked batches: open, draining, completed,
+ *                                   the last completion; and when the current epoch began
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H

@@ -669,3 +669,46 @@ Test(ui, every_operator_action_is_audited_and_read_newest_first)
     cr_assert_eq(r.status, 400, "%s", r.body);
     http_response_free(&r);
 }
+
+/* ---- GET .../batches -------------------------------------------------------------------- */
+
+Test(ui, batches_shows_the_open_draining_and_last_completed_batch)
+{
+    bson_error_t error;
+    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    bson_t *filter = BCON_NEW("_id", SERVICE);
+    bson_t *update = BCON_NEW(
+        "$set", "{", "batch_seq", BCON_INT64(7), "draining", "{", "seq", BCON_INT64(6),
+        "epoch", BCON_INT64(2), "}", "batches_completed", BCON_INT64(5), "last_batch", "{",
+        "seq", BCON_INT64(5), "succeeded", BCON_INT64(10), "failed", BCON_INT64(1),
+        "completed_by", "node-b", "epoch", BCON_INT64(2), "completed_at",
+        BCON_DATE_TIME(1795255200000LL), "}", "elected_at", BCON_DATE_TIME(1795255100000LL), "}");
+    bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
+    cr_assert(mongoc_collection_update_one(services, filter, update, opts, NULL, &error), "%s",
+              error.message);
+    bson_destroy(opts);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    http_response_t r = get("GET", "/api/v1/services/" SERVICE "/batches", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    bson_t body;
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_eq(test_doc_int(&body, "open"), 7);
+    cr_assert_eq(test_doc_int(&body, "draining"), 6);
+    cr_assert_eq(test_doc_int(&body, "completed"), 5);
+    cr_assert_eq(test_doc_int(&body, "last.succeeded"), 10);
+    cr_assert_str_eq(test_doc_str(&body, "last.completed_by"), "node-b");
+    cr_assert_str_eq(test_doc_str(&body, "last.completed_at"), "2026-11-21T10:00:00.000Z");
+    cr_assert_str_eq(test_doc_str(&body, "elected_at"), "2026-11-21T09:58:20.000Z");
+    bson_destroy(&body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/services/nope/batches", cookie);
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    http_response_free(&r);
+}

@@ -232,6 +232,8 @@ workers = 1
         b.wait("document.querySelector('#service-state') &&"
                " document.querySelector('#switch-controls')", what="service page")
         check("No switch is set" in b.text("main"), "service: no switch at first")
+        check("open batch" in b.text("#batches") and "draining" in b.text("#batches"),
+              "service: the tracked batches")
         b.eval("document.querySelector('#switch-controls input[name=reason]').value ="
                " 'deploy in progress'")
         b.click("#switch-controls button[data-action=Pause]")

@@ -30,11 +30,24 @@ function breakdown(by, rows) {
     keys, {class: "breakdown"});
 }
 
+function batchesTable(b) {
+  const last = b.last;
+  return table([["", (r) => r[0]], ["", (r) => r[1]]], [
+    ["primary since", when(b.elected_at)],
+    ["open batch", b.open === null ? "-" : `#${b.open}`],
+    ["draining", b.draining === null ? "none" : `#${b.draining}`],
+    ["completed", String(b.completed)],
+    ["last completed", last ? `#${last.seq}: ${last.succeeded} succeeded, ${last.failed} ` +
+      `not, by ${last.completed_by} (epoch ${last.epoch}) at ${when(last.completed_at)}` : "none"],
+  ], {id: "batches", class: "kv"});
+}
+
 export async function servicePage(root, {parts}, ctx) {
   const name = parts[1];
   root.dataset.title = name;
   const head = h("div");
   const switches = h("div");
+  const batchBody = h("div");
   const byKind = h("div");
   const byGroup = h("div");
   root.append(
@@ -43,6 +56,7 @@ export async function servicePage(root, {parts}, ctx) {
       h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks")),
     h("section", {class: "card"}, h("h2", null, "State"), head),
     h("section", {class: "card"}, h("h2", null, "Switches"), switches, controls()),
+    h("section", {class: "card"}, h("h2", null, "Tracked batches"), batchBody),
     h("div", {class: "grid"},
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
       h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
@@ -71,7 +85,8 @@ export async function servicePage(root, {parts}, ctx) {
   }
 
   async function refresh() {
-    const list = await services();
+    const [list, batches] = await Promise.all([services(),
+      api(`/services/${seg(name)}/batches`).catch(() => null)]);
     const svc = list.find((s) => s.name === name);
     if (!svc) throw new Error(`no service '${name}'`);
     fill(head, table([
@@ -81,6 +96,7 @@ export async function servicePage(root, {parts}, ctx) {
       ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts))],
     ], [svc], {id: "service-state"}));
     fill(switches, switchesTable(svc));
+    fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
