@@ -25,8 +25,8 @@ foreach(name IN LISTS files)
   file(SHA256 "${ROOT}/${name}" sha)
   string(SUBSTRING "${sha}" 0 16 etag)
   # 16 bytes a line: 32 hex digits, then each pair as 0xNN.
-  string(REGEX REPLACE "([0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])"
-         "\\1\n" hex "${hex}")
+  string(REPEAT "[0-9a-f]" 32 line)
+  string(REGEX REPLACE "(${line})" "\\1\n" hex "${hex}")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
   string(APPEND body "static const unsigned char asset_${i}[] = {\n${hex}0x00};\n")
   string(APPEND rows "    {\"${name}\", asset_${i}, ${size}u, \"\\\"${etag}\\\"\"},\n")

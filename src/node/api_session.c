@@ -123,12 +123,6 @@ static bool open_session(cohort_store_t *store, mongoc_client_t *client, const c
     return ok || cohort_api_fail_store(err, &error, "cannot store the session");
 }
 
-/* The scope bits of a document's `scopes` array. */
-static uint32_t doc_scopes(const bson_t *doc)
-{
-    return cohort_api_scopes_of(doc);
-}
-
 static bool sign_in_with_code(cohort_store_t *store, mongoc_client_t *client, const char *code,
                               cohort_api_reply_t *reply, cohort_api_error_t *err)
 {
@@ -154,7 +148,7 @@ static bool sign_in_with_code(cohort_store_t *store, mongoc_client_t *client, co
                               BSON_ITER_HOLDS_NUMBER(&it)
                           ? bson_iter_as_int64(&it)
                           : COHORT_SESSION_TTL_MS;
-        ok = open_session(store, client, doc_utf8(&doc, "name", "ui-link"), doc_scopes(&doc),
+        ok = open_session(store, client, doc_utf8(&doc, "name", "ui-link"), cohort_api_scopes_of(&doc),
                           ttl > 0 ? ttl : COHORT_SESSION_TTL_MS, reply, err);
     }
     bson_destroy(&doc);
@@ -268,7 +262,7 @@ bool cohort_api_authenticate_request(cohort_api_auth_t *auth, cohort_store_t *st
     else {
         memset(caller, 0, sizeof *caller);
         snprintf(caller->name, sizeof caller->name, "%s", doc_utf8(&doc, "name", "session"));
-        caller->scopes = doc_scopes(&doc);
+        caller->scopes = cohort_api_scopes_of(&doc);
         caller->session = true;
     }
     bson_destroy(&doc);
