@@ -268,6 +268,9 @@ workers = 1
         b.wait("document.querySelector('#tasks')", what="failed tasks")
         rows = b.eval("document.querySelectorAll('#tasks tbody tr').length")
         check(rows == 1 and str(failed) in b.text("#tasks"), "tasks: status=failed lists it")
+        check(b.eval("[...document.querySelectorAll('#bulk-actions button')]"
+                     ".map(x => x.dataset.bulk).join()") == "retry,delete",
+              "tasks: the bulk actions that apply to failed tasks")
         if shots:
             b.screenshot(os.path.join(shots, "tasks.png"))
         b.go(f"#/services/{SERVICE}/tasks?status=pending")
@@ -323,6 +326,23 @@ workers = 1
             check(queue.find_one({"_id": failed})["status"] != "failed",
                   "task: Retry re-queued the failed task in the database")
 
+        # ---- bulk: dry-run count, confirmation, change ----
+        st, _ = http(port, "POST", f"/api/v1/services/{SERVICE}/tasks:bulk", token,
+                     {"action": "retry", "filter": {"status": "failed"}, "dry_run": True})
+        if st in (400, 404, 405):
+            print(f"skip bulk: this node's API has no POST .../tasks:bulk yet ({st}); it comes"
+                  " from the parallel operations branch", flush=True)
+        else:
+            other = task("failed", kind="bulk", finished_at=now, last_error="x")
+            b.go(f"#/services/{SERVICE}/tasks?status=failed&kind=bulk")
+            b.wait("document.querySelector('#bulk-actions')", what="bulk actions")
+            b.click("#bulk-actions button[data-bulk=retry]")  # confirm() is accepted
+            deadline = time.time() + 10
+            while time.time() < deadline and queue.find_one({"_id": other})["status"] == "failed":
+                time.sleep(0.2)
+            check(queue.find_one({"_id": other})["status"] == "pending",
+                  "tasks: Retry all matching, after its dry run, re-queued the task")
+
         # ---- read-only ----
         b.navigate(link("read"))
         b.wait("location.pathname === '/ui/' && document.getElementById('who')"
@@ -336,8 +356,22 @@ workers = 1
         b.wait("document.querySelector('#task-data')", what="task page, read-only")
         check(b.eval("document.querySelectorAll('button[data-action]').length") == 0,
               "read-only: no action button on the task")
+        b.go(f"#/services/{SERVICE}/tasks?status=failed")
+        b.wait("document.querySelector('#tasks')", what="failed tasks, read-only")
+        check(b.eval("!document.querySelector('#bulk-actions')"), "read-only: no bulk action")
 
-        check(not b.errors, "no script error or CSP violation: " + "; ".join(b.errors))
+        # The live settings come from the parallel operations branch: until it is merged the
+        # browser logs their 404 (the page says so); nothing else may fail.
+        no_settings = http(port, "GET", f"/api/v1/services/{SERVICE}/settings", token)[0] == 404
+        errors = [e for e in b.errors
+                  if not (no_settings and "/settings" in e and "404" in e)]
+        check(not errors, "no script error or CSP violation: " + "; ".join(errors))
+        if no_settings:
+            print("skip settings: this node's API has no GET .../settings yet (parallel branch)")
+        else:
+            b.go(f"#/services/{SERVICE}")
+            b.wait("document.querySelector('#settings-table')", what="the live settings")
+            check("takeover_ms" in b.text("#settings-table"), "service: the live settings")
 
         # ---- the link works once (the browser logs the expected 401) ----
         b.navigate(operate_link)

@@ -48,6 +48,7 @@ export async function servicePage(root, {parts}, ctx) {
   const head = h("div");
   const switches = h("div");
   const batchBody = h("div");
+  const settingsBody = h("div", {id: "settings"});
   const byKind = h("div");
   const byGroup = h("div");
   root.append(
@@ -57,6 +58,7 @@ export async function servicePage(root, {parts}, ctx) {
     h("section", {class: "card"}, h("h2", null, "State"), head),
     h("section", {class: "card"}, h("h2", null, "Switches"), switches, controls()),
     h("section", {class: "card"}, h("h2", null, "Tracked batches"), batchBody),
+    h("section", {class: "card"}, h("h2", null, "Live settings"), settingsBody),
     h("div", {class: "grid"},
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
       h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
@@ -103,6 +105,18 @@ export async function servicePage(root, {parts}, ctx) {
     api(`/services/${seg(name)}/counts?by=kind`),
     api(`/services/${seg(name)}/counts?by=group`),
   ]);
+  try { // GET .../settings: the values in effect and where each comes from
+    const s = await api(`/services/${seg(name)}/settings`);
+    fill(settingsBody, table([
+      ["setting", ([k]) => k],
+      ["value", ([, v]) => String(v)],
+      ["from", ([k]) => (s.source && s.source[k]) || "-"],
+    ], Object.entries(s.settings || {}), {id: "settings-table"}));
+  } catch (e) {
+    fill(settingsBody, e.status === 404 || e.status === 400 || e.status === 405
+      ? "This node's API does not serve the live settings (GET .../settings) yet."
+      : "Cannot read the live settings: " + e.message);
+  }
   fill(byKind, breakdown("kind", kinds.rows));
   fill(byGroup, breakdown("group", groups.rows));
   return {refresh};

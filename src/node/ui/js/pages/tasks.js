@@ -6,6 +6,49 @@ import {api, seg} from "../api.js";
 import {badge, h, table, when} from "../dom.js";
 import {STATUSES} from "./common.js";
 
+// Which bulk actions apply to tasks of a status (the API's rules, docs/API.md tasks:bulk).
+const BULK = {
+  retry: ["failed", "timed_out", "cancelled"],
+  cancel: ["pending"],
+  delete: ["succeeded", "failed", "timed_out", "cancelled"],
+};
+
+// With scope operate and a status filter: one button per action that applies, each showing
+// the dry run's count in a confirmation before it changes anything.
+function bulkActions(ctx, service, query, after) {
+  const status = query.get("status");
+  if (!ctx.canOperate || !status) return null;
+  const filter = {status};
+  for (const k of ["kind", "group"]) if (query.get(k)) filter[k] = query.get(k);
+  const words = Object.entries(filter).map(([k, v]) => `${k}=${v}`).join(", ");
+  const path = `/services/${seg(service)}/tasks:bulk`;
+  const buttons = Object.entries(BULK).filter(([, st]) => st.includes(status)).map(([action]) =>
+    h("button", {type: "button", class: action === "delete" ? "danger" : null,
+      "data-bulk": action, onclick: async (ev) => {
+        ev.target.disabled = true;
+        try {
+          const dry = await api(path, {method: "POST", body: {action, filter, dry_run: true}});
+          if (!dry.matched) {
+            ctx.say(`No task matches ${words}: nothing to ${action}.`);
+            return;
+          }
+          const more = dry.more ? " (the first of more: run it again for the rest)" : "";
+          if (!window.confirm(`${action} ${dry.matched} task(s) matching ${words}${more}?`)) return;
+          const done = await api(path, {method: "POST", body: {action, filter}});
+          ctx.say(`${action}: ${done.changed} task(s) changed` +
+            (done.changed !== dry.matched ? ` (${dry.matched} matched a moment before)` : ""));
+          await after();
+        } catch (e) {
+          ctx.say(`${action} failed: ${e.message}` +
+            (e.status === 404 || e.status === 405 ? " (this node's API lacks tasks:bulk)" : ""),
+          true);
+        } finally {
+          ev.target.disabled = false;
+        }
+      }}, `${action[0].toUpperCase()}${action.slice(1)} all matching…`));
+  return buttons.length ? h("div", {class: "actions", id: "bulk-actions"}, buttons) : null;
+}
+
 const LIMIT = 50;
 
 export async function tasksPage(root, {parts, query}, ctx) {
@@ -54,9 +97,15 @@ export async function tasksPage(root, {parts, query}, ctx) {
     n.set("after", page.next);
     nextLink = h("a", {href: `${base}?${n}`, id: "next-page"}, "Next page →");
   }
+  const reload = async () => {
+    const again = h("div", {class: "page"});
+    await tasksPage(again, {parts, query}, ctx);
+    root.replaceChildren(...again.childNodes);
+  };
   root.append(
     h("h1", null, h("a", {href: `#/services/${seg(name)}`}, name), " · tasks"),
     form,
+    bulkActions(ctx, name, query, reload),
     h("section", {class: "card"}, rows,
       h("p", {class: "pager"}, query.get("after")
         ? h("a", {href: `${base}${first ? "?" + first : ""}`}, "← First page") : null,
