@@ -3,7 +3,9 @@
  * their types, ETags (304 on If-None-Match), Content-Security-Policy and other headers, HEAD,
  * 301 for /ui, 404 and 405; then sessions (store/sessions.h, node/api_session.h): a one-time
  * code traded for an HttpOnly SameSite=Strict cookie once and only before it expires, a token
- * traded likewise, the API answering that cookie, and a cross-site state change refused.
+ * traded likewise, the API answering that cookie, and a cross-site state change refused;
+ * then the endpoints the dashboard added (nodes, history, batches, audit) and the primary's
+ * per-minute record behind the history.
  */
 #include <criterion/criterion.h>
 #include <event2/event.h>
@@ -16,11 +18,13 @@
 
 #include "http_client.h"
 #include "support.h"
+#include "core/clock.h"
+#include "core/token.h"
 #include "node/api.h"
 #include "node/api_pool.h"
+#include "node/history.h"
 #include "node/http.h"
 #include "node/ui.h"
-#include "core/token.h"
 #include "store/history.h"
 #include "store/sessions.h"
 #include "store/store.h"
@@ -711,4 +715,38 @@ Test(ui, batches_shows_the_open_draining_and_last_completed_batch)
     r = get("GET", "/api/v1/services/nope/batches", cookie);
     cr_assert_eq(r.status, 404, "%s", r.body);
     http_response_free(&r);
+}
+
+/* The primary's tick (node/history.c): the minute that ended is written once, with the
+ * primary's epoch and node id; later ticks of the same minute write nothing. */
+Test(ui, the_primary_records_each_ended_minute_once)
+{
+    cohort_service_config_t config = {.name = SERVICE, .history_retention_ms = 86400000};
+    cohort_service_t *s = calloc(1, sizeof *s);
+    s->config = &config;
+    s->node_id = "node-h";
+    s->store = store;
+    cohort_history_tick(s, client, 3);
+    cr_assert_eq(test_count(client, db, "history", "{}"), 1);
+    int64_t recorded = s->history_minute_ms;
+    cr_assert_gt(recorded, 0);
+    cr_assert_eq(recorded % COHORT_MINUTE_MS, 0);
+    bson_t doc;
+    cr_assert(test_find_one(client, db, "history", "{}", &doc));
+    cr_assert_str_eq(test_doc_str(&doc, "primary"), "node-h");
+    cr_assert_eq(test_doc_int(&doc, "epoch"), 3);
+    cr_assert_eq(test_doc_int(&doc, "at"), recorded - COHORT_MINUTE_MS, "the minute that ended");
+    bson_destroy(&doc);
+    /* Within the same minute: nothing more (a tick is seconds, a minute is sixty of them). */
+    if (cohort_clock_cluster_ms() - recorded < COHORT_MINUTE_MS - 2000) {
+        mongoc_collection_t *h = mongoc_client_get_collection(client, db, "history");
+        bson_error_t error;
+        bson_t *all = bson_new();
+        cr_assert(mongoc_collection_delete_many(h, all, NULL, NULL, &error), "%s", error.message);
+        bson_destroy(all);
+        mongoc_collection_destroy(h);
+        cohort_history_tick(s, client, 3);
+        cr_assert_eq(test_count(client, db, "history", "{}"), 0, "a second write in one minute");
+    }
+    free(s);
 }
