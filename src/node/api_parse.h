@@ -84,6 +84,8 @@ typedef enum cohort_api_endpoint {
     COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
     COHORT_API_AUDIT,   /* GET /api/v1/audit */
     COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
+    COHORT_API_BLOCK,   /* POST /api/v1/services/{svc}/block */
+    COHORT_API_UNBLOCK, /* POST /api/v1/services/{svc}/unblock */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

@@ -4,6 +4,7 @@
  */
 #include "node/api_ui.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,8 @@
 #define SERVICES "/api/v1/services/"
 #define HISTORY_SUFFIX "/history"
 #define BATCHES_SUFFIX "/batches"
+#define BLOCK_SUFFIX "/block"
+#define UNBLOCK_SUFFIX "/unblock"
 #define HISTORY_MAX_MINUTES 1440
 
 /* Whether `path` is /api/v1/services/{anything}`suffix`. */
@@ -38,15 +41,38 @@ static bool service_path(const char *path, const char *suffix)
            !memchr(path + p, '/', n - p - s);
 }
 
-static bool history_path(const char *path)
+/* The per-service endpoints these are: /api/v1/services/{svc}<suffix>. */
+typedef struct service_endpoint {
+    const char *suffix, *method;
+    cohort_api_endpoint_t endpoint;
+    uint32_t scope;
+} service_endpoint_t;
+
+static const service_endpoint_t service_endpoints[] = {
+    {HISTORY_SUFFIX, "GET", COHORT_API_HISTORY, COHORT_SCOPE_READ},
+    {BATCHES_SUFFIX, "GET", COHORT_API_BATCHES, COHORT_SCOPE_READ},
+    {BLOCK_SUFFIX, "POST", COHORT_API_BLOCK, COHORT_SCOPE_OPERATE},
+    {UNBLOCK_SUFFIX, "POST", COHORT_API_UNBLOCK, COHORT_SCOPE_OPERATE},
+};
+
+/* The per-service endpoint `path` names, or NULL. */
+static const service_endpoint_t *service_endpoint(const char *path)
 {
-    return service_path(path, HISTORY_SUFFIX) || service_path(path, BATCHES_SUFFIX);
+    for (size_t i = 0; i < sizeof service_endpoints / sizeof service_endpoints[0]; i++)
+        if (service_path(path, service_endpoints[i].suffix))
+            return &service_endpoints[i];
+    return NULL;
+}
+
+static bool per_service_path(const char *path)
+{
+    return service_endpoint(path) != NULL;
 }
 
 bool cohort_api_ui_owns(const char *path)
 {
     return path && (strcmp(path, WHOAMI) == 0 || strcmp(path, NODES) == 0 ||
-                    strcmp(path, AUDIT) == 0 || history_path(path));
+                    strcmp(path, AUDIT) == 0 || per_service_path(path));
 }
 
 bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_t *route,
@@ -54,10 +80,9 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
 {
     memset(route, 0, sizeof *route);
     route->allow = "GET";
-    if (history_path(path)) {
-        bool batches = service_path(path, BATCHES_SUFFIX);
-        size_t len = strlen(path) - strlen(SERVICES) -
-                     strlen(batches ? BATCHES_SUFFIX : HISTORY_SUFFIX);
+    if (per_service_path(path)) {
+        const service_endpoint_t *e = service_endpoint(path);
+        size_t len = strlen(path) - strlen(SERVICES) - strlen(e->suffix);
         if (len >= sizeof route->service)
             return cohort_api_fail(err, 400, "bad_request",
                                    "the service name in the path must be 1-64 of [A-Za-z0-9_-]");
@@ -66,11 +91,12 @@ bool cohort_api_ui_route(const char *method, const char *path, cohort_api_route_
         if (!cohort_config_valid_service_name(route->service))
             return cohort_api_fail(err, 400, "bad_request",
                                    "the service name in the path must be 1-64 of [A-Za-z0-9_-]");
-        if (strcmp(method, "GET") != 0)
+        route->allow = e->method;
+        if (strcmp(method, e->method) != 0)
             return cohort_api_fail(err, 405, "method_not_allowed",
-                                   "%s is not allowed here: use GET", method);
-        route->endpoint = batches ? COHORT_API_BATCHES : COHORT_API_HISTORY;
-        route->scope = COHORT_SCOPE_READ;
+                                   "%s is not allowed here: use %s", method, e->method);
+        route->endpoint = e->endpoint;
+        route->scope = e->scope;
         return true;
     }
     bool me = strcmp(path, WHOAMI) == 0, audit = strcmp(path, AUDIT) == 0;
@@ -418,6 +444,40 @@ static bool batches(cohort_api_call_t *call)
     return true;
 }
 
+/* POST .../block and .../unblock: the operator's switch, as `cohortctl block|unblock` (the
+ * same store call); body {"kind", "reason"} as pause's. */
+static bool block(cohort_api_call_t *call)
+{
+    bool on = call->route->endpoint == COHORT_API_BLOCK;
+    bson_t body;
+    const char *kind = NULL, *reason = NULL;
+    if (!cohort_api_parse_object(call->request->body, call->request->body_len, true, &body,
+                                 call->err))
+        return false;
+    bool ok = cohort_api_parse_switch(&body, on, &kind, &reason, call->err);
+    if (ok) {
+        char by[100];
+        snprintf(by, sizeof by, "api token %s", call->caller->name);
+        bool found = false;
+        bson_error_t error;
+        ok = cohort_store_set_switch(call->store, call->client, call->route->service, "block",
+                                     kind ? kind : "*", on, reason, by, &found, &error) ||
+             cohort_api_fail_store(call->err, &error, "cannot set the switch");
+        if (ok && !found)
+            ok = cohort_api_fail(call->err, 404, "not_found",
+                                 "service '%s' does not exist (no node has run it)",
+                                 call->route->service);
+    }
+    if (ok) {
+        BSON_APPEND_UTF8(&call->reply->body, "service", call->route->service);
+        BSON_APPEND_UTF8(&call->reply->body, "kind", kind ? kind : "*");
+        BSON_APPEND_BOOL(&call->reply->body, "blocked", on);
+        call->reply->status = 200;
+    }
+    bson_destroy(&body);
+    return ok;
+}
+
 bool cohort_api_ui_dispatch(cohort_api_call_t *call)
 {
     switch (call->route->endpoint) {
@@ -431,6 +491,9 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return audit(call);
     case COHORT_API_BATCHES:
         return batches(call);
+    case COHORT_API_BLOCK:
+    case COHORT_API_UNBLOCK:
+        return block(call);
     default:
         return cohort_api_fail(call->err, 404, "not_found", "no such path");
     }

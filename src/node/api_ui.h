@@ -1,6 +1,7 @@
 /*
  * api_ui.h - the API endpoints the dashboard needed that the first slice lacked; ordinary
- * API endpoints (tokens, scopes, errors as everywhere in docs/API.md), no private routes:
+ * API endpoints (tokens, scopes, errors as everywhere in docs/API.md), no private routes.
+ * api.c asks cohort_api_ui_owns() before its own router, so these paths are routed here:
  *
  *   GET /api/v1/whoami  (any scope) the caller's name, scopes and how it signed in
  *   GET /api/v1/nodes   (read)      the nodes seen in the last day, each the object of
@@ -10,6 +11,8 @@
  *   GET /api/v1/audit?limit=&before=  (read) the operator actions, newest first
  *   GET /api/v1/services/{svc}/batches (read) the tracked batches: open, draining, completed,
  *                                   the last completion; and when the current epoch began
+ *   POST /api/v1/services/{svc}/block|unblock (operate) the operator's switch, as
+ *                                   `cohortctl block|unblock`
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H

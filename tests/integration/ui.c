@@ -750,3 +750,56 @@ Test(ui, the_primary_records_each_ended_minute_once)
     }
     free(s);
 }
+
+/* ---- POST .../block and .../unblock ----------------------------------------------------- */
+
+Test(ui, block_and_unblock_set_the_operators_switch)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], reader[160], operator[160], headers[256];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, reader, sizeof reader);
+    make_code("read,operate", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, operator, sizeof operator);
+
+    snprintf(headers, sizeof headers, "%s%s", operator, SAME_ORIGIN);
+    http_response_t r = post("/api/v1/services/" SERVICE "/block", headers,
+                             "{\"kind\": \"mail\", \"reason\": \"smtp down\"}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"blocked\" : true"), "%s", r.body);
+    http_response_free(&r);
+    bson_t doc;
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "block.mail.reason"), "smtp down");
+    cr_assert_str_eq(test_doc_str(&doc, "block.mail.by"), "api token ui tester");
+    bson_destroy(&doc);
+
+    r = post("/api/v1/services/" SERVICE "/unblock", headers, "{\"kind\": \"mail\"}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "block.mail"));
+    bson_destroy(&doc);
+
+    r = post("/api/v1/services/" SERVICE "/unblock", headers, "{\"reason\": \"x\"}");
+    cr_assert_eq(r.status, 400, "unblock takes no reason: %s", r.body);
+    http_response_free(&r);
+    r = post("/api/v1/services/nope/block", headers, "{}");
+    cr_assert_eq(r.status, 404, "%s", r.body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/services/" SERVICE "/block", operator);
+    cr_assert_eq(r.status, 405, "%s", r.body);
+    cr_assert_str_eq(header(&r, "Allow"), "POST");
+    http_response_free(&r);
+    snprintf(headers, sizeof headers, "%s%s", reader, SAME_ORIGIN);
+    r = post("/api/v1/services/" SERVICE "/block", headers, "{}");
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    http_response_free(&r);
+    test_read_service(store, client, SERVICE, &doc);
+    cr_assert_not(test_doc_has(&doc, "block.*"), "a refused block blocked");
+    bson_destroy(&doc);
+    /* Each of the five requests to an operate endpoint is in the audit, refusals too (the
+     * GET, answered 405, asked for no action). */
+    cr_assert_eq(test_count(client, db, "audit", "{}"), 5);
+}

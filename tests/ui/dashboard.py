@@ -252,14 +252,31 @@ workers = 1
                what="the resume shown")
         doc = db.services.find_one({"_id": SERVICE}) or {}
         check("*" not in (doc.get("pause") or {}), "service: Resume resumed it in the database")
+        b.eval("document.querySelector('#switch-controls input[name=kind]').value = 'report'")
+        b.eval("document.querySelector('#switch-controls input[name=reason]').value = 'disk full'")
+        b.click("#switch-controls button[data-action=Block]")
+        b.wait("document.querySelector('#switches') &&"
+               " document.querySelector('#switches').textContent.includes('disk full')",
+               what="the block shown")
+        doc = db.services.find_one({"_id": SERVICE}) or {}
+        check(((doc.get("block") or {}).get("report") or {}).get("reason") == "disk full",
+              "service: Block blocked the kind in the database")
+        check("kinds stopped" in b.text("#service-state"), "service: the state says kinds stopped")
+        b.click("#switch-controls button[data-action=Unblock]")
+        b.wait("document.querySelector('main').textContent.includes('No switch is set')",
+               what="the unblock shown")
+        doc = db.services.find_one({"_id": SERVICE}) or {}
+        check("report" not in (doc.get("block") or {}), "service: Unblock unblocked it")
+        b.eval("document.querySelector('#switch-controls input[name=kind]').value = ''")
 
         # ---- audit: both actions, who and why ----
         b.go("#/audit")
         b.wait("document.querySelector('#audit')", what="audit page")
         audit = b.eval("[...document.querySelectorAll('#audit tbody tr')].map(r => r.textContent)")
-        check(len(audit) == 2 and "/resume" in audit[0] and "/pause" in audit[1]
-              and "deploy in progress" in audit[1] and "ui " in audit[1],
-              f"audit: the resume and the pause, newest first, who and why ({audit})")
+        check(len(audit) == 4 and "/unblock" in audit[0] and "/block" in audit[1]
+              and "/resume" in audit[2] and "/pause" in audit[3]
+              and "deploy in progress" in audit[3] and "ui " in audit[3],
+              f"audit: the four actions, newest first, who and why ({audit})")
         if shots:
             b.screenshot(os.path.join(shots, "audit.png"))
 

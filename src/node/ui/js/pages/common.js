@@ -1,7 +1,7 @@
 // common.js - what several pages show alike: a service's state in words, its counts by
 // status, and the buttons of an action that asks first and reports what the API said.
 import {api} from "../api.js";
-import {badge, h} from "../dom.js";
+import {h} from "../dom.js";
 
 export const STATUSES = ["pending", "claimed", "succeeded", "failed", "timed_out", "cancelled"];
 
@@ -16,9 +16,11 @@ export function serviceState(svc) {
   return "running";
 }
 
+// The state in words, in a badge coloured by its worst part.
 export function stateBadge(svc) {
   const s = serviceState(svc);
-  return badge(s === "running" ? "running" : s.startsWith("blocked") ? "blocked" : "paused");
+  const tone = s === "running" ? "running" : s.includes("blocked") ? "blocked" : "paused";
+  return h("span", {class: `badge s-${tone}`}, s);
 }
 
 // One row of counts: each status with its number, linked to the filtered task list.

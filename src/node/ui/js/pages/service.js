@@ -1,6 +1,6 @@
 // service.js - one service: its primary, counts by status (live), by kind and by group, its
-// switches with reason, author and time, and (scope operate) pause and resume of the service
-// or of one kind.
+// switches with reason, author and time, its tracked batches and live settings, and (scope
+// operate) pause, resume, block and unblock of the service or of one kind.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {actionButton, countCells, services, stateBadge} from "./common.js";
@@ -83,6 +83,14 @@ export async function servicePage(root, {parts}, ctx) {
       actionButton(ctx, "Resume", null, async () => {
         await api(`/services/${seg(name)}/resume`, {method: "POST", body: body(false)});
         return `Resumed ${what()}`;
+      }, refresh),
+      actionButton(ctx, "Block", null, async () => {
+        await api(`/services/${seg(name)}/block`, {method: "POST", body: body(true)});
+        return `Blocked ${what()}`;
+      }, refresh, true),
+      actionButton(ctx, "Unblock", null, async () => {
+        await api(`/services/${seg(name)}/unblock`, {method: "POST", body: body(false)});
+        return `Unblocked ${what()}`;
       }, refresh));
   }
 
