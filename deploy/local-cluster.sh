@@ -7,7 +7,9 @@
 # Installs what is missing and builds (deploy/setup.sh), starts the local MongoDB-compatible
 # server on a free port unless MONGODB_URI is set, starts N cohortd nodes (default 3) whose
 # primary generates 30 tasks per tick for all nodes to process, and prints the cluster status
-# every 2 s until Ctrl-C (or --duration). --failover kills the primary with SIGKILL after
+# every 2 s until Ctrl-C (or --duration). Each node serves the dashboard (/ui/) and the API on
+# its own http_listen (127.0.0.1:9465 and up, the first free ports); the script prints a
+# one-time sign-in link (cohortctl ui-link). --failover kills the primary with SIGKILL after
 # 10 s and restarts it later, so you can watch another node take over with a higher epoch.
 # --leaderboard runs the leaderboard handler instead (200 boards rolled over every 15 s) and,
 # at the end, checks that every board of every period was rolled over.
@@ -108,6 +110,19 @@ INI
     fi
 }
 
+# A free local port from $1 up (bash's /dev/tcp: a refused connection means free).
+free_port() {
+    local p="$1"
+    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+    echo "$p"
+}
+HTTP_PORTS=()
+next_port=9465
+for ((i = 1; i <= NODES; i++)); do
+    HTTP_PORTS[$i]=$(free_port "$next_port")
+    next_port=$((HTTP_PORTS[i] + 1))
+done
+
 start_node() {
     local i="$1"
     cat > "$STATE/node-$i.ini" <<INI
@@ -117,6 +132,7 @@ tick_ms     = 1000
 takeover_ms = 5000
 node_id     = node-$i
 log_level   = info
+http_listen = 127.0.0.1:${HTTP_PORTS[$i]}
 
 $(service_section)
 INI
@@ -127,6 +143,17 @@ INI
 : > "$STATE/journal.txt"
 for ((i = 1; i <= NODES; i++)); do : > "$STATE/node-$i.log"; start_node "$i"; done
 echo "local-cluster: $NODES nodes started (logs in $STATE); Ctrl-C to stop"
+# The link names the last node: the first usually becomes the primary, the one --failover kills.
+if link=$("$BUILD/cohortctl" -c "$STATE/node-1.ini" ui-link --scopes operate --ttl 30m \
+          --url "http://127.0.0.1:${HTTP_PORTS[$NODES]}" 2>/dev/null); then
+    echo "local-cluster: open the dashboard (a one-time link, valid 30 min; any node serves it):"
+    echo
+    echo "    $link"
+    echo
+    echo "  Every node serves it: once signed in, http://127.0.0.1:${HTTP_PORTS[1]}/ui/ works too"
+    echo "  (the session is in the database); if the node behind the page is killed, its refresh"
+    echo "  fails until it is back. Another link: $BUILD/cohortctl -c $STATE/node-1.ini ui-link"
+fi
 
 started=$(date +%s)
 killed=""

@@ -7,7 +7,9 @@
 # COHORT_TARGETS="a b" builds only those targets (default: everything, tests included).
 # COHORT_TEST_TOOLS=1 also installs what only the test suite uses: clang (libFuzzer),
 # valgrind, python3-pymongo (the chaos harness) and prometheus (promtool checks /metrics; the
-# package also starts a Prometheus server on systemd hosts, so only the tests install it).
+# package also starts a Prometheus server on systemd hosts, so only the tests install it),
+# chromium and python3-websocket (the dashboard's browser tests, tests/ui/, drive headless
+# Chromium over the DevTools protocol).
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -20,7 +22,8 @@ PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-de
           libcriterion-dev libinih-dev libsystemd-dev python3-yaml default-jdk-headless maven
           tzdata)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
-    PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus)
+    PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus chromium
+               python3-websocket fonts-dejavu-core)
 fi
 if [ "$BUILD" = --packages ]; then
     printf '%s\n' "${PACKAGES[@]}"

@@ -197,6 +197,22 @@ const cli_command_t ctl_commands[] = {
          {"json", NULL, 'j', CLI_LONG_ONLY, "print one JSON document (list)", NULL},
          END_OPTIONS,
      }},
+    {"ui-link", cmd_ui_link, "[--scopes read|operate] [--ttl DUR] [--url BASE]",
+     "a one-time sign-in link for the dashboard at /ui/ (docs/UI.md)",
+     "Prints http://HOST:PORT/ui/login?code=... (HOST:PORT: the -c file's http_listen). The "
+     "code works once, until --ttl has passed; opening it sets an HttpOnly session cookie. "
+     "read sees everything and shows no action; operate adds retry, cancel, delete, pause "
+     "and resume. Only the code's SHA-256 is stored. " DUR_TIME,
+     (const cli_option_t[]){
+         {"scopes", "read|operate", 's', CLI_LONG_ONLY, "what the session may do (default read)",
+          "read operate"},
+         {"ttl", "DUR", 't', CLI_LONG_ONLY, "how long the link works (default 10m)", NULL},
+         {"session-ttl", "DUR", 'S', CLI_LONG_ONLY,
+          "how long the session it opens lasts (default 8h)", NULL},
+         {"url", "BASE", 'u', CLI_LONG_ONLY,
+          "the link's base, e.g. https://cohort.example (default http://<http_listen>)", NULL},
+         END_OPTIONS,
+     }},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -60,6 +60,7 @@ typedef struct cohort_service_config {
     int64_t stall_timeout_ms;       /* a claimed task not checked in this long is reset */
     int64_t succeeded_retention_ms; /* 0: keep */
     int64_t failed_retention_ms;    /* 0: keep */
+    int64_t history_retention_ms;   /* the per-minute history (store/history.h) */
     cohort_task_defaults_t defaults;   /* priority, not_after_ms, task_timeout_ms */
     int64_t not_after_boost;           /* added to a task's priority when its not_after passes */
     int64_t claim_batch;               /* tasks a worker claims per claim */

@@ -146,6 +146,11 @@ const cohort_setting_t cohort_settings_table[] = {
      .live_field = LIVE(failed_retention_ms),
      .doc = "the same for failed, timed-out and cancelled tasks; `0` keeps them until an "
             "operator deletes them (`cohortctl delete`)"},
+    {.name = "history_retention_ms", .section = COHORT_SECTION_SERVICE,
+     .type = COHORT_SETTING_DURATION_MS, .def = DAY_MS, .min = 3600000, .max = 90 * DAY_MS,
+     .field = SERVICE(history_retention_ms), .live_field = NO_FIELD,
+     .doc = "the primary keeps one document a minute of queue counts and throughput (the "
+            "dashboard's charts, collection `history`) for this long (1 day)"},
     {.name = "priority", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
      .def = 0, .min = -COHORT_PRIORITY_LIMIT, .max = COHORT_PRIORITY_LIMIT,
      .field = SERVICE(defaults.priority), .live_field = NO_FIELD,

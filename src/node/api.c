@@ -15,7 +15,9 @@
 #include "node/api_auth.h"
 #include "node/api_ops.h"
 #include "node/api_parse.h"
+#include "node/api_session.h"
 #include "node/api_tasks.h"
+#include "node/api_ui.h"
 #include "node/api_workers.h"
 
 struct cohort_api {
@@ -97,6 +99,14 @@ static bool dispatch(cohort_api_call_t *call)
         return cohort_api_read_settings(call);
     case COHORT_API_SETTINGS_WRITE:
         return cohort_api_write_settings(call);
+    case COHORT_API_WHOAMI:
+    case COHORT_API_NODES:
+    case COHORT_API_HISTORY:
+    case COHORT_API_AUDIT:
+    case COHORT_API_BATCHES:
+    case COHORT_API_BLOCK:
+    case COHORT_API_UNBLOCK:
+        return cohort_api_ui_dispatch(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
@@ -120,10 +130,20 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     bson_init(&reply->body);
     reply->status = 500;
     cohort_api_error_t err = {.status = 500, .code = "internal"};
-    cohort_api_caller_t caller;
+    cohort_api_caller_t caller = {.name = ""};
     cohort_api_route_t route;
-    bool ok = cohort_api_authenticate(api->auth, client, request->authorization, &caller, &err) &&
-              cohort_api_route(request->method, request->path, &route, &err);
+    memset(&route, 0, sizeof route);
+    if (cohort_api_session_path(request->path)) { /* sign-in: before any authentication */
+        if (!cohort_api_session_handle(api->options.store, api->auth, client, request, reply,
+                                       &err))
+            reply_error(reply, &err);
+        return;
+    }
+    bool ok = cohort_api_authenticate_request(api->auth, api->options.store, client, request,
+                                              &caller, &err) &&
+              (cohort_api_ui_owns(request->path)
+                   ? cohort_api_ui_route(request->method, request->path, &route, &err)
+                   : cohort_api_route(request->method, request->path, &route, &err));
     if (ok && !cohort_scopes_allow(caller.scopes, route.scope))
         ok = cohort_api_fail(&err, 403, "forbidden", "token '%s' lacks the scope '%s'",
                              caller.name, scope_name(route.scope));
@@ -147,4 +167,8 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
         reply->hold_ms = 0;
         reply_error(reply, &err);
     }
+    /* Every operator action, done or refused, in the audit trail (node/api_ui.h). */
+    if (route.scope == COHORT_SCOPE_OPERATE && caller.name[0])
+        cohort_api_ui_audit(api->options.store, client, request, &caller, &route, reply->status,
+                            ok ? NULL : err.code);
 }

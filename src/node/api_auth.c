@@ -93,8 +93,7 @@ static auth_slot_t *free_slot(cohort_api_auth_t *auth)
     return oldest;
 }
 
-/* The scopes array of a token's document as bits (unknown names grant nothing). */
-static uint32_t read_scopes(const bson_t *doc)
+uint32_t cohort_api_scopes_of(const bson_t *doc)
 {
     uint32_t scopes = 0;
     bson_iter_t it, arr;
@@ -138,7 +137,7 @@ static bool confirm(cohort_api_auth_t *auth, mongoc_client_t *client, const char
             snprintf(slot->hash, sizeof slot->hash, "%s", hash);
         }
         snprintf(slot->caller.name, sizeof slot->caller.name, "%s", name);
-        slot->caller.scopes = read_scopes(&doc);
+        slot->caller.scopes = cohort_api_scopes_of(&doc);
         slot->checked_ms = now;
         *caller = slot->caller;
         *touch = use_due(slot, now);

@@ -20,6 +20,7 @@
 typedef struct cohort_api_caller {
     char name[65]; /* the token's name */
     uint32_t scopes;
+    bool session; /* signed in through the dashboard's session cookie (node/api_session.h) */
 } cohort_api_caller_t;
 
 typedef struct cohort_api_auth cohort_api_auth_t;
@@ -34,5 +35,8 @@ void cohort_api_auth_set_ttl(cohort_api_auth_t *auth, int64_t ttl_ms);
 bool cohort_api_authenticate(cohort_api_auth_t *auth, mongoc_client_t *client,
                              const char *authorization, cohort_api_caller_t *caller,
                              cohort_api_error_t *err);
+
+/* The scope bits of a document's `scopes` array of names (unknown names grant nothing). */
+uint32_t cohort_api_scopes_of(const bson_t *doc);
 
 #endif

@@ -33,6 +33,11 @@ typedef struct cohort_api_request {
     const char *body;            /* may hold anything; not NUL-terminated */
     size_t body_len;
     bool again; /* a held claim run again (api_pool.h): the worker is registered already */
+    /* For the dashboard's session cookie (node/api_session.h); each NULL if absent. */
+    const char *cookie;         /* the Cookie header */
+    const char *sec_fetch_site; /* Sec-Fetch-Site */
+    const char *origin_header;  /* Origin */
+    const char *host;           /* Host */
 } cohort_api_request_t;
 
 typedef struct cohort_api_reply {
@@ -45,6 +50,7 @@ typedef struct cohort_api_reply {
     int64_t hold_ms;
     char held_service[65];
     char wake[65]; /* "" or a service whose queue gained tasks: its held claims run again */
+    char set_cookie[256]; /* "" or a Set-Cookie header (the dashboard's session) */
 } cohort_api_reply_t;
 
 /* An error reply: {"error": {"code": code, "message": message}} with `status`. */
@@ -80,6 +86,14 @@ typedef enum cohort_api_endpoint {
     COHORT_API_TASKS_BULK,     /* POST   /api/v1/services/{svc}/tasks:bulk */
     COHORT_API_SETTINGS,       /* GET    /api/v1/services/{svc}/settings */
     COHORT_API_SETTINGS_WRITE, /* PATCH (or POST) /api/v1/services/{svc}/settings */
+    /* The dashboard's (node/api_ui.h routes them) */
+    COHORT_API_WHOAMI, /* GET /api/v1/whoami */
+    COHORT_API_NODES,  /* GET /api/v1/nodes */
+    COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
+    COHORT_API_AUDIT,   /* GET /api/v1/audit */
+    COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
+    COHORT_API_BLOCK,   /* POST /api/v1/services/{svc}/block */
+    COHORT_API_UNBLOCK, /* POST /api/v1/services/{svc}/unblock */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

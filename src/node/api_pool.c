@@ -266,7 +266,9 @@ void cohort_api_pool_submit(cohort_api_pool_t *pool, const cohort_api_request_t 
 {
     const cohort_api_request_t *r = request;
     size_t size = len_of(r->method) + len_of(r->path) + len_of(r->query) +
-                  len_of(r->authorization) + len_of(r->idempotency_key) + r->body_len + 1;
+                  len_of(r->authorization) + len_of(r->idempotency_key) + len_of(r->cookie) +
+                  len_of(r->sec_fetch_site) + len_of(r->origin_header) + len_of(r->host) +
+                  r->body_len + 1;
     job_t *j = calloc(1, sizeof *j);
     char *text = j ? malloc(size) : NULL;
     if (!text) {
@@ -284,6 +286,10 @@ void cohort_api_pool_submit(cohort_api_pool_t *pool, const cohort_api_request_t 
     j->request.query = dup_in(&at, r->query);
     j->request.authorization = dup_in(&at, r->authorization);
     j->request.idempotency_key = dup_in(&at, r->idempotency_key);
+    j->request.cookie = dup_in(&at, r->cookie);
+    j->request.sec_fetch_site = dup_in(&at, r->sec_fetch_site);
+    j->request.origin_header = dup_in(&at, r->origin_header);
+    j->request.host = dup_in(&at, r->host);
     j->request.body = copy_in(&at, r->body ? r->body : "", r->body_len);
     submit_job(pool, j);
 }

@@ -42,6 +42,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "node/metrics.h"
+#include "node/ui.h"
 
 #define HTTP_TIMEOUT_S 10
 #define HTTP_MAX_HEADERS 8192
@@ -388,6 +389,9 @@ void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
     struct evhttp_request *req = origin;
     if (answer->allow)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", answer->allow);
+    if (answer->set_cookie[0])
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie",
+                          answer->set_cookie);
     size_t text_len = 0;
     char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
     if (!text) {
@@ -411,6 +415,10 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
         .query = evhttp_uri_get_query(uri),
         .authorization = evhttp_find_header(in, "Authorization"),
         .idempotency_key = evhttp_find_header(in, "Idempotency-Key"),
+        .cookie = evhttp_find_header(in, "Cookie"),
+        .sec_fetch_site = evhttp_find_header(in, "Sec-Fetch-Site"),
+        .origin_header = evhttp_find_header(in, "Origin"),
+        .host = evhttp_find_header(in, "Host"),
         .body = len ? (const char *)evbuffer_pullup(body, -1) : "",
         .body_len = len,
     };
@@ -425,6 +433,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
         serve_api(h, req, uri);
+        return;
+    }
+    if (cohort_ui_path(path)) { /* the dashboard's static files (node/ui.h) */
+        cohort_ui_serve(req, path);
         return;
     }
     enum { HEALTHZ, READYZ, METRICS, NONE } route = NONE;

@@ -8,6 +8,7 @@
  *   /api/...      the HTTP API (node/api.h, docs/API.md), through the `api` callback, which
  *                 answers later with cohort_http_api_reply(): JSON bodies up to
  *                 `api_max_body` bytes (larger: 413)
+ *   /ui/...       the dashboard's embedded static files (node/ui.h)
  *   other paths 404; methods other than GET and HEAD 405 (the API answers its own)
  *
  * Limits (http.c): headers 8 KiB; a body over api_max_body gets the API's JSON 413; at most

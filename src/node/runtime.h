@@ -88,6 +88,7 @@ typedef struct cohort_service {
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
+    int64_t history_minute_ms;      /* main thread, cluster clock: the minute recorded last */
     int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
     _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves

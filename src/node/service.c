@@ -15,6 +15,7 @@
 #include "node/checkins.h"
 #include "node/context.h"
 #include "node/filter.h"
+#include "node/history.h"
 #include "node/isolate.h"
 #include "node/maintenance.h"
 #include "node/schedules.h"
@@ -96,6 +97,7 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
         cohort_batches_advance(s, client, epoch);
         if (s->count_queue)
             cohort_maintenance_count_queue(s, client, epoch);
+        cohort_history_tick(s, client, epoch);
     }
     cohort_workers_refill(s);
 }

@@ -1,0 +1,54 @@
+// chart.js - a service's last hour per minute (GET .../history): tasks enqueued, succeeded
+// and failed per minute, and the queue's depth (pending + claimed) on a second axis, drawn by
+// the pinned uPlot (vendor/uplot). Series differ by dash as well as colour, and the legend
+// names them, so the chart reads without colour.
+import uPlot from "../../vendor/uplot/uPlot.esm.js";
+import {api, seg} from "../api.js";
+import {h} from "../dom.js";
+
+const SERIES = [
+  {label: "enqueued/min", stroke: "#2856c8", width: 2, value: "enqueued"},
+  {label: "succeeded/min", stroke: "#1d7a3a", width: 2, dash: [6, 3], value: "succeeded"},
+  {label: "failed/min", stroke: "#b3261e", width: 2, dash: [2, 2],
+    value: (m) => m.failed + m.timed_out},
+  {label: "queue depth", stroke: "#8a5a00", width: 1, dash: [10, 4], scale: "depth",
+    value: (m) => m.counts.pending + m.counts.claimed},
+];
+
+function columns(history) {
+  const minutes = [...history.minutes, history.current];
+  const xs = minutes.map((m) => Date.parse(m.at) / 1000);
+  const ys = SERIES.map((s) => minutes.map((m) =>
+    typeof s.value === "function" ? s.value(m) : m[s.value]));
+  return [xs, ...ys];
+}
+
+// A chart of `service` in a new element; returns {el, refresh} (refresh resolves to the
+// history it drew).
+export function serviceChart(service) {
+  const el = h("div", {class: "chart", "data-service": service});
+  let plot = null;
+  async function refresh() {
+    const history = await api(`/services/${seg(service)}/history?minutes=60`);
+    const data = columns(history);
+    if (plot) {
+      plot.setData(data);
+      return history;
+    }
+    const fit = () => Math.max(240, Math.min(el.clientWidth || 600, 1200));
+    plot = new uPlot({
+      title: `${service}: last hour, per minute`,
+      width: fit(), height: 220,
+      series: [{}, ...SERIES.map(({value, ...s}) => ({...s, points: {show: true, size: 4}}))],
+      scales: {x: {time: true}, depth: {}},
+      axes: [{}, {label: "tasks/min"}, {scale: "depth", side: 1, label: "depth",
+        grid: {show: false}}],
+    }, data, el);
+    // Follow the card's width (the page is attached after the first draw; phones rotate).
+    new ResizeObserver(() => {
+      if (Math.abs(plot.width - fit()) > 4) plot.setSize({width: fit(), height: 220});
+    }).observe(el);
+    return history;
+  }
+  return {el, refresh};
+}

@@ -1,0 +1,58 @@
+// common.js - what several pages show alike: a service's state in words, its counts by
+// status, and the buttons of an action that asks first and reports what the API said.
+import {api} from "../api.js";
+import {h} from "../dom.js";
+
+export const STATUSES = ["pending", "claimed", "succeeded", "failed", "timed_out", "cancelled"];
+
+// "running", "paused", "blocked", "paused, blocked" or "kinds stopped", from the switches.
+export function serviceState(svc) {
+  const all = (list) => (list || []).some((s) => s.kind === "*");
+  const words = [];
+  if (all(svc.paused)) words.push("paused");
+  if (all(svc.blocked)) words.push("blocked");
+  if (words.length) return words.join(", ");
+  if ((svc.paused || []).length || (svc.blocked || []).length) return "kinds stopped";
+  return "running";
+}
+
+// The state in words, in a badge coloured by its worst part.
+export function stateBadge(svc) {
+  const s = serviceState(svc);
+  const tone = s === "running" ? "running" : s.includes("blocked") ? "blocked" : "paused";
+  return h("span", {class: `badge s-${tone}`}, s);
+}
+
+// One row of counts: each status with its number, linked to the filtered task list.
+export function countCells(service, counts) {
+  return STATUSES.map((st) => {
+    const n = (counts && counts[st]) || 0;
+    return h("a", {href: `#/services/${encodeURIComponent(service)}/tasks?status=${st}`,
+      class: "count", "data-status": st}, `${st} ${n}`);
+  });
+}
+
+// A button that runs `action` (an async function returning a message) after confirm(`ask`)
+// (if given), shows the result on the status line and then calls `after`.
+export function actionButton(ctx, label, ask, action, after, danger) {
+  return h("button", {type: "button", class: danger ? "danger" : null, "data-action": label,
+    onclick: async (ev) => {
+      if (ask && !window.confirm(ask)) return;
+      ev.target.disabled = true;
+      try {
+        const msg = await action();
+        ctx.say(msg || `${label}: done`);
+        if (after) await after();
+      } catch (e) {
+        ctx.say(`${label} failed: ${e.message}` +
+          (e.status === 404 || e.status === 405 ? " (this node's API lacks it)" : ""), true);
+      } finally {
+        ev.target.disabled = false;
+      }
+    }}, label);
+}
+
+// All services (GET /services): a bounded list, one object per service.
+export async function services() {
+  return (await api("/services")).services;
+}

@@ -1,0 +1,123 @@
+// overview.js - every service (primary, state, counts) and every node (state, the services
+// it is primary of, live workers, last ping); both refreshed live in place, rows in a fixed
+// order (by name) so nothing jumps under the reader.
+import {api, seg} from "../api.js";
+import {ago, fill, h, table, when} from "../dom.js";
+import {serviceChart} from "./chart.js";
+import {countCells, services, stateBadge} from "./common.js";
+
+// "12 s" since the oldest due pending task became due, from a history answer.
+function oldestDue(history) {
+  const at = history && history.current && history.current.oldest_due_at;
+  if (!history) return "…";
+  if (!at) return "none due";
+  return ago(Date.parse(history.now) - Date.parse(at)).replace(" ago", "");
+}
+
+// The changes of primary seen in each service's recorded minutes, newest first.
+function primacyChanges(histories, list) {
+  const out = [];
+  for (const s of list) {
+    const minutes = (histories.get(s.name) || {minutes: []}).minutes.filter((m) => m.epoch);
+    for (let i = 1; i < minutes.length; i++) {
+      if (minutes[i].epoch !== minutes[i - 1].epoch) {
+        out.push({service: s.name, at: minutes[i].at, from: minutes[i - 1], to: minutes[i]});
+      }
+    }
+    const last = minutes[minutes.length - 1];
+    if (last && s.primary && s.primary.epoch !== last.epoch) {
+      out.push({service: s.name, at: null, from: last,
+        to: {epoch: s.primary.epoch, primary: s.primary.node_id}});
+    }
+  }
+  return out.sort((a, b) => (b.at === null) - (a.at === null) || String(b.at).localeCompare(a.at));
+}
+
+function changesTable(changes) {
+  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the last hour.");
+  return table([
+    ["service", (c) => c.service],
+    ["minute", (c) => c.at ? when(c.at) : "since the last minute"],
+    ["from", (c) => `${c.from.primary} (epoch ${c.from.epoch})`],
+    ["to", (c) => `${c.to.primary} (epoch ${c.to.epoch})`],
+  ], changes, {id: "primacy"});
+}
+
+function servicesTable(list, histories) {
+  if (!list.length) return h("p", null, "No service has run yet.");
+  return table([
+    ["service", (s) => h("a", {href: `#/services/${seg(s.name)}`}, s.name)],
+    ["primary", (s) => s.primary
+      ? h("span", {class: "primary"}, s.primary.node_id,
+        h("span", {class: "muted"}, ` epoch ${s.primary.epoch}, ` +
+          `active ${ago(s.primary.last_active_ms_ago)}`))
+      : h("span", {class: "muted"}, "none")],
+    ["state", (s) => stateBadge(s)],
+    ["oldest due", (s) => oldestDue(histories.get(s.name))],
+    ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts))],
+  ], [...list].sort((a, b) => a.name.localeCompare(b.name)), {id: "services"});
+}
+
+function nodesTable(nodes, list) {
+  const primaryOf = {};
+  for (const s of list) {
+    if (s.primary) (primaryOf[s.primary.node_id] ||= []).push(`${s.name} (epoch ${s.primary.epoch})`);
+  }
+  const shown = nodes.filter((n) => n.kind !== "external" || n.state === "live");
+  if (!shown.length) return h("p", null, "No node seen in the last day.");
+  return table([
+    ["node", (n) => n.node_id],
+    ["state", (n) => h("span", {class: `badge s-${n.state === "live" ? "running" : "failed"}`},
+      n.state)],
+    ["role", (n) => primaryOf[n.node_id] ? "primary of " + primaryOf[n.node_id].join(", ")
+      : n.kind === "external" ? "external worker" : "secondary"],
+    ["services", (n) => (n.services || []).join(", ")],
+    ["workers", (n) => workers(n.workers)],
+    ["last ping", (n) => ago(n.last_ping_ms_ago)],
+    ["host", (n) => `${n.host}${n.pid ? " pid " + n.pid : ""}`],
+  ], [...shown].sort((a, b) => a.node_id.localeCompare(b.node_id)), {id: "nodes"});
+}
+
+// The node document's workers field, whatever its shape: a number or {service: n}.
+function workers(w) {
+  if (w === undefined || w === null) return "-";
+  if (typeof w !== "object") return String(w);
+  return Object.entries(w).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`)
+    .join(", ");
+}
+
+export async function overviewPage(root) {
+  root.dataset.title = "overview";
+  const svcCard = h("section", {class: "card"}, h("h2", null, "Services"));
+  const svcBody = h("div");
+  const nodeCard = h("section", {class: "card"}, h("h2", null, "Nodes"));
+  const nodeBody = h("div");
+  svcCard.append(svcBody);
+  nodeCard.append(nodeBody);
+  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"));
+  const chartGrid = h("div", {class: "grid", id: "charts"});
+  chartCard.append(chartGrid);
+  const changesBody = h("div");
+  const changesCard = h("section", {class: "card"}, h("h2", null, "Recent primacy changes"),
+    changesBody);
+  root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard, changesCard);
+  const charts = new Map(); // service -> chart, made once, then fed new data in place
+  async function refresh() {
+    const [list, nodes] = await Promise.all([services(), api("/nodes")]);
+    for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (!charts.has(s.name)) {
+        const c = serviceChart(s.name);
+        charts.set(s.name, c);
+        chartGrid.append(c.el);
+      }
+    }
+    const names = [...charts.keys()];
+    const drawn = await Promise.all(names.map((n) => charts.get(n).refresh()));
+    const histories = new Map(names.map((n, i) => [n, drawn[i]]));
+    fill(svcBody, servicesTable(list, histories));
+    fill(nodeBody, nodesTable(nodes.nodes, list));
+    fill(changesBody, changesTable(primacyChanges(histories, list)));
+  }
+  await refresh();
+  return {refresh};
+}

@@ -1,0 +1,131 @@
+// service.js - one service: its primary, counts by status (live), by kind and by group, its
+// switches with reason, author and time, its tracked batches and live settings, and (scope
+// operate) pause, resume, block and unblock of the service or of one kind.
+import {api, seg} from "../api.js";
+import {ago, fill, h, table, when} from "../dom.js";
+import {actionButton, countCells, services, stateBadge} from "./common.js";
+
+function switchesTable(svc) {
+  const rows = [
+    ...(svc.paused || []).map((s) => ({...s, which: "paused"})),
+    ...(svc.blocked || []).map((s) => ({...s, which: "blocked"})),
+  ];
+  if (!rows.length) return h("p", null, "No switch is set: every kind runs.");
+  return table([
+    ["switch", (s) => s.which],
+    ["kind", (s) => s.kind === "*" ? "(all kinds)" : s.kind],
+    ["reason", (s) => s.reason || "-"],
+    ["by", (s) => s.by || "-"],
+    ["since", (s) => when(s.at)],
+  ], rows, {id: "switches"});
+}
+
+function breakdown(by, rows) {
+  if (!rows.length) return h("p", null, `No task has a ${by}.`);
+  const keys = [...new Set(rows.map((r) => r[by] === null ? "(none)" : r[by]))].sort();
+  const statuses = [...new Set(rows.map((r) => r.status))].sort();
+  const cell = {};
+  for (const r of rows) cell[`${r[by] === null ? "(none)" : r[by]}\u0000${r.status}`] = r.count;
+  return table([[by, (k) => k], ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
+    keys, {class: "breakdown"});
+}
+
+function batchesTable(b) {
+  const last = b.last;
+  return table([["", (r) => r[0]], ["", (r) => r[1]]], [
+    ["primary since", when(b.elected_at)],
+    ["open batch", b.open === null ? "-" : `#${b.open}`],
+    ["draining", b.draining === null ? "none" : `#${b.draining}`],
+    ["completed", String(b.completed)],
+    ["last completed", last ? `#${last.seq}: ${last.succeeded} succeeded, ${last.failed} ` +
+      `not, by ${last.completed_by} (epoch ${last.epoch}) at ${when(last.completed_at)}` : "none"],
+  ], {id: "batches", class: "kv"});
+}
+
+export async function servicePage(root, {parts}, ctx) {
+  const name = parts[1];
+  root.dataset.title = name;
+  const head = h("div");
+  const switches = h("div");
+  const batchBody = h("div");
+  const settingsBody = h("div", {id: "settings"});
+  const byKind = h("div");
+  const byGroup = h("div");
+  root.append(
+    h("h1", null, "Service ", name),
+    h("p", null, h("a", {href: `#/services/${seg(name)}/tasks`}, "Tasks"), " · ",
+      h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks")),
+    h("section", {class: "card"}, h("h2", null, "State"), head),
+    h("section", {class: "card"}, h("h2", null, "Switches"), switches, controls()),
+    h("section", {class: "card"}, h("h2", null, "Tracked batches"), batchBody),
+    h("section", {class: "card"}, h("h2", null, "Live settings"), settingsBody),
+    h("div", {class: "grid"},
+      h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
+      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
+
+  function controls() {
+    if (!ctx.canOperate) return null;
+    const kind = h("input", {name: "kind", placeholder: "all kinds", size: 12});
+    const reason = h("input", {name: "reason", placeholder: "why (recorded)", size: 24});
+    const body = (pause) => {
+      const b = {};
+      if (kind.value.trim()) b.kind = kind.value.trim();
+      if (pause && reason.value.trim()) b.reason = reason.value.trim();
+      return b;
+    };
+    const what = () => kind.value.trim() ? `kind ${kind.value.trim()} of ${name}` : name;
+    return h("div", {class: "filters", id: "switch-controls"},
+      h("label", null, "kind", kind), h("label", null, "reason", reason),
+      actionButton(ctx, "Pause", null, async () => {
+        await api(`/services/${seg(name)}/pause`, {method: "POST", body: body(true)});
+        return `Paused ${what()}`;
+      }, refresh, true),
+      actionButton(ctx, "Resume", null, async () => {
+        await api(`/services/${seg(name)}/resume`, {method: "POST", body: body(false)});
+        return `Resumed ${what()}`;
+      }, refresh),
+      actionButton(ctx, "Block", null, async () => {
+        await api(`/services/${seg(name)}/block`, {method: "POST", body: body(true)});
+        return `Blocked ${what()}`;
+      }, refresh, true),
+      actionButton(ctx, "Unblock", null, async () => {
+        await api(`/services/${seg(name)}/unblock`, {method: "POST", body: body(false)});
+        return `Unblocked ${what()}`;
+      }, refresh));
+  }
+
+  async function refresh() {
+    const [list, batches] = await Promise.all([services(),
+      api(`/services/${seg(name)}/batches`).catch(() => null)]);
+    const svc = list.find((s) => s.name === name);
+    if (!svc) throw new Error(`no service '${name}'`);
+    fill(head, table([
+      ["primary", (s) => s.primary ? `${s.primary.node_id} (epoch ${s.primary.epoch}, active ` +
+        `${ago(s.primary.last_active_ms_ago)})` : "none"],
+      ["state", (s) => stateBadge(s)],
+      ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts))],
+    ], [svc], {id: "service-state"}));
+    fill(switches, switchesTable(svc));
+    fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
+  }
+  await refresh();
+  const [kinds, groups] = await Promise.all([
+    api(`/services/${seg(name)}/counts?by=kind`),
+    api(`/services/${seg(name)}/counts?by=group`),
+  ]);
+  try { // GET .../settings: the values in effect and where each comes from
+    const s = await api(`/services/${seg(name)}/settings`);
+    fill(settingsBody, table([
+      ["setting", ([k]) => k],
+      ["value", ([, v]) => String(v)],
+      ["from", ([k]) => (s.source && s.source[k]) || "-"],
+    ], Object.entries(s.settings || {}), {id: "settings-table"}));
+  } catch (e) {
+    fill(settingsBody, e.status === 404 || e.status === 400 || e.status === 405
+      ? "This node's API does not serve the live settings (GET .../settings) yet."
+      : "Cannot read the live settings: " + e.message);
+  }
+  fill(byKind, breakdown("kind", kinds.rows));
+  fill(byGroup, breakdown("group", groups.rows));
+  return {refresh};
+}
