@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# How long the dashboard's API calls take on a big queue (docs/UI.md, "On a big queue"): one
+# node with a service of N pending tasks (default 1,000,000) and nothing running them
+# (`handler = external`, no worker), then each call the pages make, timed R times with curl.
+#
+#   bash tests/bench/ui_pages.sh [--tasks N] [--repeat R]
+#
+# Prints a markdown table of the median and the slowest time per call. Builds with
+# deploy/setup.sh; starts the local database unless MONGODB_URI is set (the local server
+# scans: these times are the worst case; real MongoDB answers the same queries from indexes).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
+TASKS=1000000
+REPEAT=5
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --tasks) TASKS="$2"; shift 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
+    *) echo "ui_pages: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+log() { printf 'ui_pages: %s\n' "$*" >&2; }
+
+bash "$ROOT/deploy/setup.sh" "$BUILD" >/dev/null 2>&1
+export MONGOC_DISABLE_SHM=1
+DIR="$(mktemp -d)"
+NODE=""
+LOCALDB=""
+cleanup() {
+    [ -z "$NODE" ] || { kill "$NODE" 2>/dev/null; wait "$NODE" 2>/dev/null || true; }
+    [ -z "$LOCALDB" ] || bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB" >/dev/null 2>&1
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+if [ -z "${MONGODB_URI:-}" ]; then
+    LOCALDB="$DIR/db"
+    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB")"
+fi
+export MONGODB_URI
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+DB="bench_ui_$$"
+cat >"$DIR/node.ini" <<EOF
+[cluster]
+database    = $DB
+node_id     = bench-ui
+http_listen = 127.0.0.1:$PORT
+
+[service:big]
+handler = external
+EOF
+CTL=("$BUILD/cohortctl" -c "$DIR/node.ini")
+log "enqueueing $TASKS tasks"
+start=$(date +%s)
+"${CTL[@]}" enqueue big --count "$TASKS" --create --kind report >/dev/null
+log "enqueued in $(($(date +%s) - start)) s"
+"$BUILD/cohortd" -c "$DIR/node.ini" 2>"$DIR/node.log" &
+NODE=$!
+TOKEN="$("${CTL[@]}" tokens create bench --scopes read 2>/dev/null)"
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+    sleep 0.2
+done
+ID="$(curl -s -H "Authorization: Bearer $TOKEN" \
+    "http://127.0.0.1:$PORT/api/v1/services/big/tasks?limit=1" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["id"])')"
+
+# page|call: what each page of the dashboard asks for (docs/UI.md)
+CALLS=(
+    "overview|/api/v1/services"
+    "overview|/api/v1/nodes"
+    "overview|/api/v1/services/big/history?minutes=60"
+    "service|/api/v1/services/big/counts?by=kind"
+    "service|/api/v1/services/big/batches"
+    "tasks|/api/v1/services/big/tasks?status=pending&limit=50"
+    "tasks|/api/v1/services/big/tasks?status=failed&limit=50"
+    "task|/api/v1/services/big/tasks/$ID"
+    "audit|/api/v1/audit?limit=50"
+)
+printf '| page | call | median (s) | slowest (s) |\n|---|---|---|---|\n'
+for entry in "${CALLS[@]}"; do
+    page="${entry%%|*}" path="${entry#*|}"
+    times=()
+    for _ in $(seq "$REPEAT"); do
+        out="$(curl -s -o /dev/null -w '%{http_code} %{time_total}' \
+            -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT$path")"
+        [ "${out%% *}" = 200 ] || { log "$path answered ${out%% *}"; exit 1; }
+        times+=("${out#* }")
+    done
+    python3 - "$page" "$path" "${times[@]}" <<'EOF'
+import statistics, sys
+page, path, *t = sys.argv[1:]
+t = [float(x) for x in t]
+print(f"| {page} | `{path.replace('/api/v1', '')}` | {statistics.median(t):.3f} | {max(t):.3f} |")
+EOF
+done
+log "commit $(git -C "$ROOT" rev-parse --short HEAD), $TASKS pending tasks, $REPEAT calls each"
