@@ -13,6 +13,7 @@
 #include "cli/ctl.h"
 #include "core/timefmt.h"
 #include "core/token.h"
+#include "store/sessions.h"
 #include "store/tokens.h"
 
 #define TOKENS_USAGE                                                                          \
@@ -172,11 +173,24 @@ static int tokens_revoke(ctl_t *ctl, const char *name)
         fprintf(stderr, "cohortctl tokens revoke: %s\n", error.message);
         return CTL_FAILED;
     }
-    if (!found) {
-        fprintf(stderr, "cohortctl tokens revoke: no token named '%s'\n", name);
+    /* The dashboard sessions it signed in go with it (a second run ends what a failed one
+     * left). */
+    int64_t ended = 0;
+    if (!cohort_store_end_token_sessions(ctl->store, ctl->client, name, &ended, &error)) {
+        fprintf(stderr, "cohortctl tokens revoke: the dashboard sessions of token '%s' could "
+                        "not be ended: %s (run it again)\n",
+                name, error.message);
         return CTL_FAILED;
     }
-    printf("revoked %s: every node refuses it by its next tick\n", name);
+    if (!found) {
+        fprintf(stderr, "cohortctl tokens revoke: no token named '%s'%s\n", name,
+                ended > 0 ? " (its dashboard sessions are ended now)" : "");
+        return CTL_FAILED;
+    }
+    printf("revoked %s: every node refuses it by its next tick", name);
+    if (ended > 0)
+        printf("; %lld dashboard session(s) signed in with it ended", (long long)ended);
+    printf("\n");
     return CTL_DONE;
 }
 

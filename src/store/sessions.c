@@ -122,3 +122,19 @@ bool cohort_store_end_ui_session(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_destroy(coll);
     return ok;
 }
+
+bool cohort_store_end_token_sessions(cohort_store_t *store, mongoc_client_t *client,
+                                     const char *token_name, int64_t *ended, bson_error_t *error)
+{
+    char name[128];
+    snprintf(name, sizeof name, "token %s", token_name);
+    mongoc_collection_t *coll = store_collection(store, client, SESSIONS);
+    bson_t *filter = BCON_NEW("kind", BCON_UTF8("session"), "name", BCON_UTF8(name));
+    bson_t reply;
+    bool ok = mongoc_collection_delete_many(coll, filter, NULL, &reply, error);
+    *ended = ok ? store_int64_field(&reply, "deletedCount", 0) : 0;
+    bson_destroy(&reply);
+    bson_destroy(filter);
+    mongoc_collection_destroy(coll);
+    return ok;
+}

@@ -46,6 +46,11 @@ bool cohort_store_find_ui_session(cohort_store_t *store, mongoc_client_t *client
                                   const char *hash, int64_t now_ms, bson_t *doc, bool *found,
                                   bson_error_t *error);
 
+/* Ends every session signed in with the API token `token_name` (their name is "token NAME"):
+ * revoking a token ends them too (cohortctl tokens revoke). *ended counts them. */
+bool cohort_store_end_token_sessions(cohort_store_t *store, mongoc_client_t *client,
+                                     const char *token_name, int64_t *ended, bson_error_t *error);
+
 /* Ends session `hash` (nothing if there is none). */
 bool cohort_store_end_ui_session(cohort_store_t *store, mongoc_client_t *client,
                                  const char *hash, bson_error_t *error);

@@ -428,6 +428,22 @@ Test(ui, a_token_signs_in_and_sign_out_ends_the_session)
     r = get("GET", "/api/v1/whoami", cookie);
     cr_assert_eq(r.status, 401, "%s", r.body);
     http_response_free(&r);
+
+    /* Revoking the token ends the sessions it signed in. */
+    sign_in(json, 200, cookie, sizeof cookie);
+    r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    http_response_free(&r);
+    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "tokens", "revoke",
+                          "sre", NULL};
+    test_run_result_t run = test_run(argv, NULL, 20000);
+    cr_assert_eq(run.exit_code, 0, "%s", run.err);
+    cr_assert_not_null(strstr(run.out, "1 dashboard session(s) signed in with it ended"), "%s",
+                       run.out);
+    test_run_result_free(&run);
+    r = get("GET", "/api/v1/whoami", cookie);
+    cr_assert_eq(r.status, 401, "a revoked token's session still works: %s", r.body);
+    http_response_free(&r);
 }
 
 Test(ui, cohortctl_ui_link_prints_a_link_that_works_once)
