@@ -229,8 +229,8 @@ bool cohort_lease_token_parse(const char *text, cohort_lease_ref_t *ref)
     char attempt[12];
     if (!lease_part(&p, ref->service, sizeof ref->service) ||
         !lease_part(&p, ref->task_id, sizeof ref->task_id) ||
-        !lease_part(&p, attempt, sizeof attempt) || !lease_part(&p, ref->claim, sizeof ref->claim) ||
-        *p)
+        !lease_part(&p, attempt, sizeof attempt) ||
+        !lease_part(&p, ref->claim, sizeof ref->claim) || *p)
         return false;
     if (!cohort_config_valid_service_name(ref->service) || strlen(ref->task_id) != 24 ||
         !bson_oid_is_valid(ref->task_id, 24) || strlen(ref->claim) != 24 ||

@@ -306,9 +306,10 @@ static bool finish(cohort_api_call_t *call, cohort_service_t *s, const cohort_ap
                                     applied, error))
         return false;
     if (*applied) {
-        _Atomic uint64_t *counter = result.finish == COHORT_FINISH_SUCCEEDED ? &s->stats.ext_succeeded
-                                    : result.finish == COHORT_FINISH_RETRY   ? &s->stats.ext_retried
-                                                                             : &s->stats.ext_failed;
+        cohort_service_stats_t *st = &s->stats;
+        _Atomic uint64_t *counter = result.finish == COHORT_FINISH_SUCCEEDED ? &st->ext_succeeded
+                                    : result.finish == COHORT_FINISH_RETRY   ? &st->ext_retried
+                                                                             : &st->ext_failed;
         atomic_fetch_add(counter, 1);
         BSON_APPEND_UTF8(&call->reply->body, "status",
                          result.finish == COHORT_FINISH_SUCCEEDED ? "succeeded"
