@@ -78,6 +78,8 @@ static bool dispatch(cohort_api_call_t *call)
         return cohort_api_count_tasks(call);
     case COHORT_API_PAUSE:
     case COHORT_API_RESUME:
+    case COHORT_API_BLOCK:
+    case COHORT_API_UNBLOCK:
         return cohort_api_switch(call);
     case COHORT_API_CLAIMS:
         return cohort_api_claim(call);
@@ -104,8 +106,6 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_HISTORY:
     case COHORT_API_AUDIT:
     case COHORT_API_BATCHES:
-    case COHORT_API_BLOCK:
-    case COHORT_API_UNBLOCK:
         return cohort_api_ui_dispatch(call);
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");

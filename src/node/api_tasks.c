@@ -553,18 +553,22 @@ bool cohort_api_count_tasks(cohort_api_call_t *call)
 
 bool cohort_api_switch(cohort_api_call_t *call)
 {
-    bool pause = call->route->endpoint == COHORT_API_PAUSE;
+    /* The owner's switch (pause, resume) or the operator's (block, unblock). */
+    cohort_api_endpoint_t e = call->route->endpoint;
+    bool blocking = e == COHORT_API_BLOCK || e == COHORT_API_UNBLOCK;
+    bool on = e == COHORT_API_PAUSE || e == COHORT_API_BLOCK;
     bson_t body;
     const char *kind = NULL, *reason = NULL;
     bool ok = read_body(call, true, &body) &&
-              cohort_api_parse_switch(&body, pause, &kind, &reason, call->err);
+              cohort_api_parse_switch(&body, on, &kind, &reason, call->err);
     if (ok) {
         char by[100];
         snprintf(by, sizeof by, "api token %s", call->caller->name);
         bool found = false;
         bson_error_t error;
-        ok = cohort_store_set_switch(call->store, call->client, call->route->service, "pause",
-                                     kind ? kind : "*", pause, reason, by, &found, &error) ||
+        ok = cohort_store_set_switch(call->store, call->client, call->route->service,
+                                     blocking ? "block" : "pause", kind ? kind : "*", on, reason,
+                                     by, &found, &error) ||
              cohort_api_fail_store(call->err, &error, "cannot set the switch");
         if (ok && !found)
             ok = cohort_api_fail(call->err, 404, "not_found",
@@ -574,7 +578,7 @@ bool cohort_api_switch(cohort_api_call_t *call)
     if (ok) {
         BSON_APPEND_UTF8(&call->reply->body, "service", call->route->service);
         BSON_APPEND_UTF8(&call->reply->body, "kind", kind ? kind : "*");
-        BSON_APPEND_BOOL(&call->reply->body, "paused", pause);
+        BSON_APPEND_BOOL(&call->reply->body, blocking ? "blocked" : "paused", on);
         call->reply->status = 200;
     }
     bson_destroy(&body);

@@ -45,7 +45,7 @@ bool cohort_api_create_tasks(cohort_api_call_t *call); /* tasks:batch */
 bool cohort_api_list_tasks(cohort_api_call_t *call);
 bool cohort_api_read_task(cohort_api_call_t *call);
 bool cohort_api_count_tasks(cohort_api_call_t *call);
-bool cohort_api_switch(cohort_api_call_t *call); /* pause, resume */
+bool cohort_api_switch(cohort_api_call_t *call); /* pause, resume, block, unblock */
 bool cohort_api_list_schedules(cohort_api_call_t *call); /* api_schedules.c */
 
 #endif

@@ -444,40 +444,6 @@ static bool batches(cohort_api_call_t *call)
     return true;
 }
 
-/* POST .../block and .../unblock: the operator's switch, as `cohortctl block|unblock` (the
- * same store call); body {"kind", "reason"} as pause's. */
-static bool block(cohort_api_call_t *call)
-{
-    bool on = call->route->endpoint == COHORT_API_BLOCK;
-    bson_t body;
-    const char *kind = NULL, *reason = NULL;
-    if (!cohort_api_parse_object(call->request->body, call->request->body_len, true, &body,
-                                 call->err))
-        return false;
-    bool ok = cohort_api_parse_switch(&body, on, &kind, &reason, call->err);
-    if (ok) {
-        char by[100];
-        snprintf(by, sizeof by, "api token %s", call->caller->name);
-        bool found = false;
-        bson_error_t error;
-        ok = cohort_store_set_switch(call->store, call->client, call->route->service, "block",
-                                     kind ? kind : "*", on, reason, by, &found, &error) ||
-             cohort_api_fail_store(call->err, &error, "cannot set the switch");
-        if (ok && !found)
-            ok = cohort_api_fail(call->err, 404, "not_found",
-                                 "service '%s' does not exist (no node has run it)",
-                                 call->route->service);
-    }
-    if (ok) {
-        BSON_APPEND_UTF8(&call->reply->body, "service", call->route->service);
-        BSON_APPEND_UTF8(&call->reply->body, "kind", kind ? kind : "*");
-        BSON_APPEND_BOOL(&call->reply->body, "blocked", on);
-        call->reply->status = 200;
-    }
-    bson_destroy(&body);
-    return ok;
-}
-
 bool cohort_api_ui_dispatch(cohort_api_call_t *call)
 {
     switch (call->route->endpoint) {
@@ -491,9 +457,6 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return audit(call);
     case COHORT_API_BATCHES:
         return batches(call);
-    case COHORT_API_BLOCK:
-    case COHORT_API_UNBLOCK:
-        return block(call);
     default:
         return cohort_api_fail(call->err, 404, "not_found", "no such path");
     }

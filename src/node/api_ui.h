@@ -11,8 +11,8 @@
  *   GET /api/v1/audit?limit=&before=  (read) the operator actions, newest first
  *   GET /api/v1/services/{svc}/batches (read) the tracked batches: open, draining, completed,
  *                                   the last completion; and when the current epoch began
- *   POST /api/v1/services/{svc}/block|unblock (operate) the operator's switch, as
- *                                   `cohortctl block|unblock`
+ * (The routes of POST /api/v1/services/{svc}/block|unblock are here too; they are answered
+ * by cohort_api_switch(), node/api_tasks.h, with pause and resume.)
  */
 #ifndef COHORT_API_UI_H
 #define COHORT_API_UI_H
