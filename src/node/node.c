@@ -2,8 +2,10 @@
  * node.c - the node's main thread: a libevent loop with the tick and drain timers and the
  * SIGTERM, SIGINT and SIGHUP events (SIGHUP's reload is reload.c's).
  *
- * Each tick: ping (register, and sync the cluster clock from the server's $currentDate),
- * then every service's tick. If the database cannot be reached the node logs it once,
+ * Each tick: ping (register, and sync the cluster clock from the server's $currentDate) when
+ * due, the one read of the config documents of the services the node does not lead, then
+ * every service's tick. An idle node sends one command per tick: its ping every
+ * takeover_ms/4 replaces that tick's read (see ping_due()). If the database cannot be reached the node logs it once,
  * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
  * answers again; workers keep what they hold and retry their outcome writes.
  *

@@ -84,12 +84,15 @@ static void make_service(settings_t s)
 
 /* One tick that runs the maintenance; its log (everything written to stderr) is returned
  * (caller frees). Maintenance has its own cadence (every stall_timeout_ms / 3, at most
- * COHORT_MAINTENANCE_INTERVAL_MS apart, and on the next tick while a purge backlog remains);
- * these tests are about what it does, so they make it due on the ticks they ask for. The
- * cadence itself is exercised by the tests that tick with test_service_tick() alone. */
+ * COHORT_MAINTENANCE_INTERVAL_MS apart, and on the next tick while a purge backlog remains),
+ * and so has the purge within it (COHORT_PURGE_INTERVAL_MS, or a quarter of the shorter
+ * retention); these tests are about what it does, so they make both due on the ticks they
+ * ask for. The cadence itself is exercised by the tests that tick with test_service_tick()
+ * alone. */
 static char *tick_logged(void)
 {
     service->next_maintenance_ms = 0;
+    service->next_purge_ms = 0;
     test_stderr_begin();
     test_service_tick(service, client);
     return test_stderr_end();
