@@ -536,6 +536,18 @@ void cohort_workers_refill(cohort_service_t *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+void cohort_workers_wake(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->stopping && s->budget != 0) {
+        s->drained = false;
+        s->work_seen = false;
+        s->probing = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 void cohort_workers_hold(cohort_service_t *s)
 {
     pthread_mutex_lock(&s->lock);

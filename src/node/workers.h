@@ -29,6 +29,11 @@ void cohort_service_stop_claiming(cohort_service_t *service);
  * parked worker woken to use it. */
 void cohort_workers_refill(cohort_service_t *service);
 
+/* Any thread (the change stream watcher, watch.h): the queue gained a task, so parked
+ * workers look again now, within what is left of this tick's budget, instead of on the next
+ * tick. Does nothing while the service stops or its budget is used up. */
+void cohort_workers_wake(cohort_service_t *service);
+
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);
 
