@@ -20,6 +20,7 @@
 #   LOCALDB_STOP_TIMEOUT   seconds between TERM and KILL (default 5)
 #   LOCALDB_JAVA_OPTS      extra JVM options (e.g. -Xmx1g)
 #   LOCALDB_OPLOG          0: as --no-oplog (for scripts that start it indirectly)
+#   LOCALDB_OPLOG_WINDOW_S oplog entries older than this are dropped (default 600)
 #
 # Installs default-jdk-headless and maven with apt-get if java/javac/mvn are
 # missing. Everything except the URI goes to stderr.
