@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "http_client.h"
+#include "prometheus.h"
 #include "support.h"
 
 #define SERVICE "noop"
@@ -26,6 +28,8 @@
 #define BACK_LOG "is back"
 
 TestSuite(cluster_wake, .fini = cluster_cleanup_all, .timeout = 240);
+
+static int metrics_port;
 
 static cluster_t *idle_cluster(const char *tag, bool private_db, const char *wake)
 {
@@ -39,7 +43,9 @@ static cluster_t *idle_cluster(const char *tag, bool private_db, const char *wak
     cluster_t *c = cluster_new(&options);
     cluster_node_t *n = cluster_add_node(c, NULL);
     char *lines = NULL;
-    cr_assert(asprintf(&lines, "wake = %s\nwake_await_ms = 100", wake) > 0);
+    metrics_port = cluster_free_port();
+    cr_assert(asprintf(&lines, "wake = %s\nwake_await_ms = 100\nhttp_listen = 127.0.0.1:%d",
+                       wake, metrics_port) > 0);
     cluster_node_config_add(n, lines);
     free(lines);
     cluster_node_start(n);
@@ -73,6 +79,23 @@ static int64_t enqueue_latency(cluster_t *c, int k)
     return ms;
 }
 
+/* The node's sample of `name` for the service (from /metrics); -1 if it has none. */
+static double metric(cluster_t *c, const char *name)
+{
+    http_response_t r;
+    cluster_assert(c, http_request(metrics_port, "GET", "/metrics", 15000, &r),
+                   "no answer from /metrics");
+    prom_text_t m;
+    prom_assert_valid(r.body, "/metrics", &m);
+    http_response_free(&r);
+    char series[128];
+    snprintf(series, sizeof series, "%s{service=\"%s\"}", name, SERVICE);
+    double value = -1;
+    prom_get(&m, series, &value);
+    prom_free(&m);
+    return value;
+}
+
 /* Tasks first+1 and first+2 (see the top of the file); returns the second one's latency. */
 static int64_t after_a_claim_latency(cluster_t *c, int first)
 {
@@ -94,6 +117,9 @@ Test(cluster_wake, an_insert_wakes_an_idle_node_at_once)
                    (long long)worst, TICK_MS);
     cluster_assert(c, cluster_log_count(&c->nodes[0], FALLBACK_LOG, NULL) == 0,
                    "the node fell back to polling on a server with change streams");
+    double wakeups = metric(c, "cohort_wakeups_total");
+    cluster_assert(c, wakeups >= 6, "cohort_wakeups_total is %g after 6 inserts", wakeups);
+    cluster_assert(c, metric(c, "cohort_wake_stream_up") == 1, "cohort_wake_stream_up is not 1");
     cluster_node_stop_ok(&c->nodes[0], 10000);
 }
 
@@ -105,6 +131,8 @@ Test(cluster_wake, poll_waits_for_the_tick)
                    "with wake = poll a task enqueued just after a tick started after %lld ms, "
                    "not on the next tick: the check above cannot tell wake-ups from ticks",
                    (long long)ms);
+    cluster_assert(c, metric(c, "cohort_wakeups_total") == -1,
+                   "wake = poll shows cohort_wakeups_total");
     cluster_node_stop_ok(&c->nodes[0], 10000);
 }
 
@@ -118,6 +146,7 @@ Test(cluster_wake, no_change_streams_logs_once_and_polls)
     test_sleep_ms(8000); /* reopens after 1, 2 and 4 s: all refused, none logged again */
     int logged = cluster_log_count(&c->nodes[0], FALLBACK_LOG, NULL);
     cluster_assert(c, logged == 1, "the fallback was logged %d times, expected once", logged);
+    cluster_assert(c, metric(c, "cohort_wake_stream_up") == 0, "cohort_wake_stream_up is not 0");
     int64_t ms = after_a_claim_latency(c, 0);
     cluster_assert(c, ms > TICK_MS / 2,
                    "without change streams a task started after %lld ms, before the tick",
