@@ -93,13 +93,16 @@ static void back_up(stream_t *t)
     cohort_workers_wake(t->service); /* for inserts made while it was down */
 }
 
-/* Keeps the stream's latest resume token for the next open. */
-static void save_token(stream_t *t)
+/* Keeps the stream's latest resume token for the next open: none after the queue was
+ * dropped (the next stream starts from then); the last one if the stream has none yet. */
+static void save_token(stream_t *t, bool ok)
 {
     bson_t token;
     if (cohort_store_watch_resume_token(t->watch, &token)) {
         bson_destroy(&t->token);
         bson_copy_to(&token, &t->token);
+    } else if (!ok) {
+        bson_reinit(&t->token);
     }
     bson_destroy(&token);
 }
@@ -128,7 +131,7 @@ static int64_t step(stream_t *t)
     }
     bool inserted = false;
     bool ok = cohort_store_watch_next(t->watch, &inserted, &error);
-    save_token(t);
+    save_token(t, ok);
     if (!ok) {
         fall_back(t, &error);
         return started + t->retry_ms;

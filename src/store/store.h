@@ -256,7 +256,8 @@ cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char 
 bool cohort_store_watch_next(cohort_store_watch_t *watch, bool *inserted, bson_error_t *error);
 
 /* The stream's resume token, copied into `token` (initialised by the call); false (and
- * `token` empty) if it has none yet. */
+ * `token` empty) if it has none yet, or none worth resuming after: the queue was dropped or
+ * renamed, which ends the stream (cohort_store_watch_next() said so with an error). */
 bool cohort_store_watch_resume_token(cohort_store_watch_t *watch, bson_t *token);
 
 /* Closes the stream (killCursors) and its client (NULL is fine). */

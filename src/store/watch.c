@@ -4,8 +4,8 @@
  * One stream per queue, on the queue collection: the database-level stream that would serve
  * every queue of a node at once is standard MongoDB, but the local test server answers it with
  * no events (and its events carry no `ns` to match on), so the collection-level stream is the
- * one both servers run. The pipeline keeps inserts only; updates and deletes (claims,
- * outcomes, purges) never reach the node.
+ * one both servers run. The pipeline keeps inserts, and the drop or rename that ends the
+ * stream; updates and deletes (claims, outcomes, purges) never reach the node.
  *
  * Each stream has a client of its own, outside the pool: its getMore waits up to
  * maxAwaitTimeMS on the server, longer than a pooled connection's socket timeout may allow,
@@ -13,13 +13,17 @@
  */
 #include "store/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 
 struct cohort_store_watch {
     mongoc_client_t *client; /* owned */
     mongoc_change_stream_t *stream;
+    char queue[96];
+    bool ended; /* the queue was dropped or renamed: the stream is over, its token useless */
 };
 
 /* The client's socket timeout exceeds the await by this much: a getMore answered after the
@@ -47,8 +51,12 @@ cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char 
         free(w);
         return NULL;
     }
-    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "operationType", "insert",
-                                "}", "}", "]");
+    snprintf(w->queue, sizeof w->queue, "queue_%s", service);
+    /* Inserts, and the events that end a collection's stream (which then closes its cursor
+     * without an error: without them the stream would look open and wake no one). */
+    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "operationType", "{",
+                                "$in", "[", "insert", "drop", "rename", "dropDatabase",
+                                "invalidate", "]", "}", "}", "}", "]");
     bson_t *opts = BCON_NEW("maxAwaitTimeMS", BCON_INT64(await_ms));
     if (resume_after && !bson_empty(resume_after))
         BSON_APPEND_DOCUMENT(opts, "resumeAfter", resume_after);
@@ -59,10 +67,10 @@ cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char 
     bson_destroy(pipeline);
     bson_error_t why;
     if (stream_failed(w->stream, &why)) {
-        cohort_error_set(error, why.domain, why.code,
-                         "cannot watch queue_%s for inserts (change streams need a replica set; "
-                         "the server said: %s)",
-                         service, why.message);
+        bool refused = why.domain == MONGOC_ERROR_SERVER || why.domain == MONGOC_ERROR_QUERY;
+        cohort_error_set(error, why.domain, why.code, "cannot watch %s for inserts: %s%s",
+                         w->queue, why.message,
+                         refused ? " (change streams need a replica set)" : "");
         cohort_store_watch_close(w);
         return NULL;
     }
@@ -74,11 +82,21 @@ bool cohort_store_watch_next(cohort_store_watch_t *w, bool *inserted, bson_error
     /* One event per call: the driver sends a getMore only once the batch it holds is used
      * up, so a caller that acts on each insert at once never waits behind the next await. */
     const bson_t *event = NULL;
-    *inserted = mongoc_change_stream_next(w->stream, &event);
+    *inserted = !w->ended && mongoc_change_stream_next(w->stream, &event);
+    bson_iter_t type;
+    if (*inserted && bson_iter_init_find(&type, event, "operationType") &&
+        BSON_ITER_HOLDS_UTF8(&type) && strcmp(bson_iter_utf8(&type, NULL), "insert") != 0) {
+        w->ended = true;
+        *inserted = false;
+        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,
+                         "the change stream on %s ended (%s)", w->queue,
+                         bson_iter_utf8(&type, NULL));
+        return false;
+    }
     bson_error_t why;
     if (!*inserted && stream_failed(w->stream, &why)) {
-        cohort_error_set(error, why.domain, why.code, "the change stream broke: %s",
-                         why.message);
+        cohort_error_set(error, why.domain, why.code, "the change stream on %s broke: %s",
+                         w->queue, why.message);
         return false;
     }
     return true;
@@ -87,6 +105,8 @@ bool cohort_store_watch_next(cohort_store_watch_t *w, bool *inserted, bson_error
 bool cohort_store_watch_resume_token(cohort_store_watch_t *w, bson_t *token)
 {
     bson_init(token);
+    if (w->ended)
+        return false;
     const bson_t *current = mongoc_change_stream_get_resume_token(w->stream);
     if (!current || bson_empty(current))
         return false;

@@ -2,7 +2,7 @@
  * wake.c - wake-ups instead of polling (node/watch.h): a task enqueued into an idle cluster
  * starts at once with `wake = change_stream`, only on the next tick with `wake = poll`; a
  * server without change streams is logged once and the ticks still run the tasks; a database
- * restart reopens the stream and wake-ups work again.
+ * restart, or the queue dropped under the node, reopens the stream and wake-ups work again.
  *
  * The tick is 5 s, so "at once" and "on the tick" are far apart. Each check enqueues a first
  * task with cohortctl (not through the node), waits for it to succeed, and at once enqueues a
@@ -181,5 +181,23 @@ Test(cluster_wake, a_database_restart_reopens_the_stream)
     int64_t ms = after_a_claim_latency(c, 2);
     cluster_assert(c, ms < AWAKE_MS, "after the restart a task waited %lld ms to start",
                    (long long)ms);
+    cluster_node_stop_ok(&c->nodes[0], 10000);
+}
+
+Test(cluster_wake, a_dropped_queue_reopens_the_stream)
+{
+    cluster_t *c = idle_cluster("wakedrop", false, "change_stream");
+    cluster_assert(c, after_a_claim_latency(c, 0) < AWAKE_MS, "no wake-up before the drop");
+    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_" SERVICE);
+    bson_error_t error;
+    cr_assert(mongoc_collection_drop(queue, &error), "cannot drop the queue: %s", error.message);
+    mongoc_collection_destroy(queue);
+    /* The drop ends the stream: it is logged, and a new stream watches the new queue. */
+    cluster_assert(c, cluster_wait_log(&c->nodes[0], "ended (drop)", NULL, 10000),
+                   "the node did not see its stream end with the drop");
+    cluster_assert(c, cluster_wait_log(&c->nodes[0], BACK_LOG, NULL, 10000),
+                   "the stream did not come back after the drop");
+    int64_t ms = after_a_claim_latency(c, 0);
+    cluster_assert(c, ms < AWAKE_MS, "after the drop a task waited %lld ms to start", (long long)ms);
     cluster_node_stop_ok(&c->nodes[0], 10000);
 }
