@@ -4,8 +4,9 @@
  * The main thread refills the budget once per tick (primary_task_count on the primary,
  * secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim and run tasks
  * while budget remains and the queue had work; a claim that finds nothing parks the workers
- * until the next tick, or until an insert into the queue wakes them (watch.h). After a tick one worker probes first and the others follow only if
- * it found work, so an idle service costs one query per tick.
+ * until the next tick, or until an insert into the queue wakes them (watch.h). After a tick
+ * (or a wake-up) one worker probes first and the others follow only if it found work, so an
+ * idle service costs one query per tick.
  */
 #ifndef COHORT_WORKERS_H
 #define COHORT_WORKERS_H

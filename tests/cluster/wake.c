@@ -198,6 +198,7 @@ Test(cluster_wake, a_dropped_queue_reopens_the_stream)
     cluster_assert(c, cluster_wait_log(&c->nodes[0], BACK_LOG, NULL, 10000),
                    "the stream did not come back after the drop");
     int64_t ms = after_a_claim_latency(c, 0);
-    cluster_assert(c, ms < AWAKE_MS, "after the drop a task waited %lld ms to start", (long long)ms);
+    cluster_assert(c, ms < AWAKE_MS, "after the drop a task waited %lld ms to start",
+                   (long long)ms);
     cluster_node_stop_ok(&c->nodes[0], 10000);
 }
