@@ -353,8 +353,8 @@ static uint64_t node_work(node_t *n)
 }
 
 /* Whether an idle node's tick pings: as often as its liveness needs, every quarter of the
- * smallest takeover_ms (the heartbeat thread's cadence, heartbeat.h), less half a tick so
- * that the heartbeat thread has nothing to add. (A node that worked pings every tick, so its
+ * smallest takeover_ms (the heartbeat thread's cadence, heartbeat.h), less a tick so that
+ * the heartbeat thread has nothing to add. (A node that worked pings every tick, so its
  * statistics in `nodes` stay fresh; the first tick and a run standing back ping too.) */
 static bool ping_due(node_t *n)
 {
@@ -362,7 +362,7 @@ static bool ping_due(node_t *n)
         return true;
     int64_t takeover =
         cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
-    return cohort_clock_monotonic_ms() - n->pinged_ms >= takeover / 4 - tick_ms(n) / 2;
+    return cohort_clock_monotonic_ms() - n->pinged_ms >= takeover / 4 - tick_ms(n);
 }
 
 /* The node's one read of a tick: the config documents of the prepared services it does not

@@ -43,6 +43,22 @@ static counters_t counters_of(cluster_t *c, const char *id)
     return out;
 }
 
+/* Starts NODES nodes with `wake = poll`: the tick's own commands are measured (a change
+ * stream's getMores are cluster/wake's and docs/BENCHMARKS.md's), and only the primary's hint
+ * can send an idle secondary to work. */
+static void start_polling_nodes(cluster_t *c, const char *service)
+{
+    for (int i = 0; i < NODES; i++) {
+        cluster_node_t *n = cluster_add_node(c, NULL);
+        cluster_node_config_add(n, "wake = poll");
+        cluster_node_start(n);
+    }
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+    cluster_primacy_t p;
+    cluster_assert(c, cluster_wait_primary(c, service, NULL, 30000, &p), "%s has no primary",
+                   service);
+}
+
 /* How many of the services name node `id` as their primary. */
 static int led_by(cluster_t *c, const char *id, const char *const *services, int n)
 {
@@ -66,8 +82,8 @@ Test(cluster_idle, an_idle_secondary_sends_one_command_per_tick)
                      {.name = "beta", .settings = "workers = 1"}},
     };
     cluster_t *c = cluster_new(&options);
+    start_polling_nodes(c, "alpha");
     cluster_primacy_t p;
-    cluster_start_elected(c, NODES, "alpha", 30000, &p);
     cluster_assert(c, cluster_wait_primary(c, "beta", NULL, 30000, &p), "beta has no primary");
     test_sleep_ms(3000); /* start-up, indexes, the first maintenance */
 
@@ -106,8 +122,9 @@ Test(cluster_idle, idle_secondaries_take_work_the_primary_cannot)
                                   "secondary_task_count = 0\nsleep_ms = 20"}},
     };
     cluster_t *c = cluster_new(&options);
+    start_polling_nodes(c, "noop");
     cluster_primacy_t p;
-    cluster_start_elected(c, NODES, "noop", 30000, &p);
+    cluster_assert(c, cluster_read_primacy(c, "noop", &p), "cannot read the primacy");
     test_sleep_ms(2000); /* idle: the primary's hint now says nothing is due */
     const char *enqueue[] = {"enqueue", "noop", "--count", "60", NULL};
     int64_t t0 = test_now_ms();
