@@ -58,10 +58,6 @@ JOBRUNR_WORKERS=0
 WARMUP=1
 NODES=3
 
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-    exit "${1:-2}"
-}
 whole() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 '$2' must be a whole number"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -151,8 +147,8 @@ jobrunr() { java -cp "$JOBRUNR_DIR/classes:$JOBRUNR_DIR/lib/*" dev.cohort.bench.
 install_agenda
 build_jobrunr
 
-trap 'bench_stop_all; bench_database_stop' EXIT
-bench_database_start
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 # --- one run of each -----------------------------------------------------------------------
 
@@ -163,8 +159,8 @@ record() {
     per_1000="$(awk -v c="$5" -v n="$TASKS" 'BEGIN { printf "%.0f", c * 1000 / n }')"
     log "round $1 $2: $3 commands_per_task=$per_task server_cpu_ms_per_1000=$per_1000"
     [ "$1" = warmup ] && return 0
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(bench_value tasks_per_s "$3")" \
-        "$(bench_value active_tasks_per_s "$3")" "$per_task" "$per_1000" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$(value tasks_per_s "$3")" \
+        "$(value active_tasks_per_s "$3")" "$per_task" "$per_1000" >>"$RESULTS"
 }
 
 # first_error LOG: the error a peer's program reported (its "bench:" line), or the log's last line
@@ -185,7 +181,7 @@ run_peer() {
         return
     fi
     grep -q '^schema=workaround' "$dir/enqueue.out" && touch "$OUT/workaround-$config"
-    server="$(bench_cpu_ms "$BENCH_SERVER_PID")"
+    server="$(cpu_ms "$SERVER_PID")"
     since="$(date +%s%3N)"
     if ! line="$("$config" work --database "$db" --tasks "$TASKS" --since-ms "$since" \
         "${opts[@]}" 2>"$dir/work.log")"; then
@@ -193,9 +189,9 @@ run_peer() {
         "$BUILD/tests/bench/probe" drop --database "$db" || true
         return
     fi
-    server=$(($(bench_cpu_ms "$BENCH_SERVER_PID") - server))
+    server=$(($(cpu_ms "$SERVER_PID") - server))
     "$BUILD/tests/bench/probe" drop --database "$db" || true
-    record "$round" "$config" "$line" "$(bench_value commands "$line")" "$server"
+    record "$round" "$config" "$line" "$(value commands "$line")" "$server"
 }
 
 # run_cohort ROUND: 3 nodes, nothing set but the database, the node id and the handler
@@ -215,9 +211,9 @@ INI
     done
     "$BUILD/cohortctl" -c "$dir/node1.ini" enqueue noop --count "$TASKS" >/dev/null \
         || die "cohortctl enqueue failed (round $round)"
-    server="$(bench_cpu_ms "$BENCH_SERVER_PID")"
+    server="$(cpu_ms "$SERVER_PID")"
     bench_cohort_nodes_run "$dir" "$db" "$NODES" "$TASKS"
-    server=$(($(bench_cpu_ms "$BENCH_SERVER_PID") - server))
+    server=$(($(cpu_ms "$SERVER_PID") - server))
     record "$round" cohort "$BENCH_RUN_LINE" "$BENCH_RUN_COMMANDS" "$server"
 }
 
@@ -233,15 +229,7 @@ CONFIGS=(agenda jobrunr cohort)
 log "$TASKS tasks per run, $REPEAT rounds; Agenda concurrency $AGENDA_CONCURRENCY," \
     "processEvery $AGENDA_PROCESS_EVERY_MS ms; JobRunr workers ${JOBRUNR_WORKERS/#0/default};" \
     "Cohort $NODES nodes at the defaults; results in $OUT"
-if [ "$WARMUP" -eq 1 ]; then
-    log "warm-up round (not recorded)"
-    for config in "${CONFIGS[@]}"; do run_config warmup "$config"; done
-fi
-for ((round = 1; round <= REPEAT; round++)); do
-    for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
-        run_config "$round" "${CONFIGS[$(((round - 1 + k) % ${#CONFIGS[@]}))]}"
-    done
-done
+run_rounds run_config "$WARMUP" "$REPEAT" "${CONFIGS[@]}"
 
 # --- summary -------------------------------------------------------------------------------
 
