@@ -161,7 +161,7 @@ public final class JobRunrBench {
             if (cause == null) {
                 throw e;
             }
-            System.err.println("jobrunr bench: JobRunr's migration M007 failed on this server ("
+            System.err.println("jobrunr bench note: JobRunr's migration M007 failed here ("
                     + cause.getErrorCodeName() + ": " + cause.getErrorMessage()
                     + "); replacing the jobs indexes one by one instead");
             replaceJobIndexes(client.getDatabase(database).getCollection(Jobs.NAME));
