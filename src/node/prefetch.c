@@ -44,6 +44,13 @@ size_t cohort_prefetch_want(const cohort_prefetch_t *p, const cohort_prefetch_in
     return want > in->ready_n + 1 ? want - in->ready_n : 1;
 }
 
+size_t cohort_prefetch_surplus(const cohort_prefetch_t *p, const cohort_prefetch_input_t *in)
+{
+    if (in->claim_batch != COHORT_CLAIM_BATCH_AUTO || p->mean_us < window_us(in->tick_ms))
+        return 0;
+    return in->ready_n > in->idle_workers ? in->ready_n - in->idle_workers : 0;
+}
+
 size_t cohort_prefetch_capacity(int64_t claim_batch)
 {
     if (claim_batch == COHORT_CLAIM_BATCH_AUTO)

@@ -3,7 +3,8 @@
  * node claims as many tasks at once as its idle workers and the recent run times justify:
  * short tasks in batches that cover about PREFETCH_WINDOW_MS of work per idle worker (at most
  * COHORT_PREFETCH_CAP), long ones one per idle worker, so none waits on this node while
- * another node idles. A number (1-256) pins the size as before.
+ * another node idles; when runs turn long, what a batch prefetched beyond one task per idle
+ * worker goes back. A number (1-256) pins the size as before.
  *
  * Pure: no lock, no clock, no database. The caller (workers.c) holds the service's lock
  * around both calls and measures the run times itself.
@@ -42,6 +43,12 @@ void cohort_prefetch_note_run(cohort_prefetch_t *p, int64_t run_us);
  * longer, else enough to cover a window per idle worker, less what waits already, in
  * [1, COHORT_PREFETCH_CAP]. */
 size_t cohort_prefetch_want(const cohort_prefetch_t *p, const cohort_prefetch_input_t *in);
+
+/* How many of the tasks waiting in the ready queue to give back after a run (auto only):
+ * once runs take a window or longer, those beyond one per idle worker (`idle_workers`: the
+ * workers not running a task), since a batch claimed while tasks were short must not keep
+ * long ones from idle nodes. 0 when pinned or while runs are short. */
+size_t cohort_prefetch_surplus(const cohort_prefetch_t *p, const cohort_prefetch_input_t *in);
 
 /* The most tasks a claim may ask for under `claim_batch` (auto: COHORT_PREFETCH_CAP): what
  * a worker's claim and outcome arrays are sized for. */

@@ -25,15 +25,24 @@ static bool stopped(const cohort_service_t *s, const bson_t *doc)
     return false;
 }
 
-/* Moves the ready tasks that match (all if `only_stopped` is false) into `out` (room for
- * ready_cap), keeping the others in their order. */
-static size_t take_out(cohort_service_t *s, bool only_stopped, bson_t **out)
+typedef enum which {
+    ALL,     /* shutdown */
+    STOPPED, /* of kinds paused or blocked */
+    LAST,    /* the last `n` queued */
+} which_t;
+
+/* Moves the ready tasks `which` picks into `out` (room for ready_cap), keeping the others in
+ * their order. */
+static size_t take_out(cohort_service_t *s, which_t which, size_t n, bson_t **out)
 {
     size_t n_out = 0, kept = 0;
     pthread_mutex_lock(&s->lock);
+    size_t keep_first = which == LAST && n < s->ready_n ? s->ready_n - n : 0;
     for (size_t i = 0; i < s->ready_n; i++) {
         bson_t *doc = s->ready[(s->ready_head + i) % s->ready_cap];
-        if (!only_stopped || stopped(s, doc))
+        bool out_now = which == ALL || (which == STOPPED && stopped(s, doc)) ||
+                       (which == LAST && i >= keep_first);
+        if (out_now)
             out[n_out++] = doc;
         else
             s->ready[(s->ready_head + kept++) % s->ready_cap] = doc;
@@ -67,14 +76,15 @@ static bool give_back(cohort_service_t *s, mongoc_client_t *client, bson_t *doc)
     return ok;
 }
 
-static size_t give_back_matching(cohort_service_t *s, mongoc_client_t *client, bool only_stopped)
+static size_t give_back_matching(cohort_service_t *s, mongoc_client_t *client, which_t which,
+                                 size_t n_last)
 {
     if (!s->ready || s->ready_cap == 0)
         return 0;
     bson_t **docs = calloc(s->ready_cap, sizeof *docs);
     if (!docs)
         return 0; /* out of memory: they run, or their claims run out */
-    size_t n = take_out(s, only_stopped, docs), given = 0;
+    size_t n = take_out(s, which, n_last, docs), given = 0;
     for (size_t i = 0; i < n; i++)
         given += give_back(s, client, docs[i]);
     free(docs);
@@ -83,14 +93,25 @@ static size_t give_back_matching(cohort_service_t *s, mongoc_client_t *client, b
 
 size_t cohort_ready_give_back_all(cohort_service_t *s, mongoc_client_t *client)
 {
-    return give_back_matching(s, client, false);
+    return give_back_matching(s, client, ALL, 0);
 }
 
 size_t cohort_ready_give_back_stopped(cohort_service_t *s, mongoc_client_t *client)
 {
-    size_t given = give_back_matching(s, client, true);
+    size_t given = give_back_matching(s, client, STOPPED, 0);
     if (given > 0)
         cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_election_role(&s->election), 0,
                     "gave back %zu prefetched task(s) of paused or blocked kinds", given);
+    return given;
+}
+
+size_t cohort_ready_give_back_last(cohort_service_t *s, mongoc_client_t *client, size_t n)
+{
+    size_t given = n > 0 ? give_back_matching(s, client, LAST, n) : 0;
+    if (given > 0)
+        cohort_logf(COHORT_LOG_INFO, s->config->name, cohort_election_role(&s->election), 0,
+                    "gave back %zu prefetched task(s): runs now take longer than the prefetch "
+                    "window, so other nodes' idle workers should have them",
+                    given);
     return given;
 }

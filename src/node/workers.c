@@ -336,21 +336,41 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
     return ok;
 }
 
+/* What prefetch.h decides from (lock held); `self` is 1 when the calling worker is counted
+ * in `running` (a claim in flight) but is about to be idle. */
+static cohort_prefetch_input_t prefetch_input(cohort_service_t *s, size_t self)
+{
+    size_t busy = s->running > self ? s->running - self : 0;
+    return (cohort_prefetch_input_t){
+        .claim_batch = s->config->claim_batch,
+        .idle_workers = s->target_workers > busy ? s->target_workers - busy : 0,
+        .ready_n = s->ready_n,
+        .tick_ms = s->claim_tick_ms,
+    };
+}
+
 /* How many tasks this claim asks for, the worker's own included (prefetch.h). */
 static size_t claim_size(worker_t *w)
 {
     cohort_service_t *s = w->service;
     pthread_mutex_lock(&s->lock);
-    size_t busy = s->running > 0 ? s->running - 1 : 0; /* running counts this claim too */
-    cohort_prefetch_input_t in = {
-        .claim_batch = s->config->claim_batch,
-        .idle_workers = s->target_workers > busy ? s->target_workers - busy : 1,
-        .ready_n = s->ready_n,
-        .tick_ms = s->claim_tick_ms,
-    };
+    cohort_prefetch_input_t in = prefetch_input(s, 1);
     size_t want = cohort_prefetch_want(&s->prefetch, &in);
     pthread_mutex_unlock(&s->lock);
     return want < w->batch ? want : w->batch;
+}
+
+/* After a run: runs turned long, so the tasks a batch prefetched beyond one per idle worker
+ * go back for other nodes (prefetch.h). */
+static void give_back_surplus(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    pthread_mutex_lock(&s->lock);
+    cohort_prefetch_input_t in = prefetch_input(s, 0);
+    size_t surplus = cohort_prefetch_surplus(&s->prefetch, &in);
+    pthread_mutex_unlock(&s->lock);
+    if (surplus > 0)
+        cohort_ready_give_back_last(s, w->ctx.client, surplus);
 }
 
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
@@ -429,6 +449,7 @@ static void worker_loop(worker_t *w)
         s->running--;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
+        give_back_surplus(w);
     }
     flush_outcomes(w);
     hold(w);

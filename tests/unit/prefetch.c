@@ -2,7 +2,8 @@
  * prefetch.c - the claim size policy, cohort_prefetch_want(): a pinned claim_batch is used
  * as is; auto claims 1 before any run was measured and while runs take a window (50 ms, at
  * most a quarter tick) or longer, else enough tasks to cover a window per idle worker, less
- * what already waits, never more than COHORT_PREFETCH_CAP.
+ * what already waits, never more than COHORT_PREFETCH_CAP; and cohort_prefetch_surplus():
+ * once runs are long, the ready tasks beyond one per idle worker go back.
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -97,4 +98,28 @@ Test(prefetch, the_mean_follows_recent_runs)
     cr_assert_eq(cohort_prefetch_want(&p, &in), COHORT_PREFETCH_CAP, "short runs bring it back");
     cohort_prefetch_note_run(&p, -5); /* ignored */
     cr_assert_eq(cohort_prefetch_want(&p, &in), COHORT_PREFETCH_CAP);
+}
+
+Test(prefetch, long_runs_give_back_what_idle_workers_cannot_start)
+{
+    cohort_prefetch_t p = measured(1000000);
+    cohort_prefetch_input_t in = auto_input(1, 29);
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 28);
+    in = auto_input(2, 2);
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 0);
+    in = auto_input(0, 3);
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 3);
+}
+
+Test(prefetch, short_runs_or_a_pinned_size_keep_the_ready_queue)
+{
+    cohort_prefetch_t p = measured(100);
+    cohort_prefetch_input_t in = auto_input(1, 60);
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 0);
+    p = measured(1000000);
+    in.claim_batch = 32;
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 0, "a pinned claim_batch is the operator's");
+    cohort_prefetch_init(&p);
+    in.claim_batch = COHORT_CLAIM_BATCH_AUTO;
+    cr_assert_eq(cohort_prefetch_surplus(&p, &in), 0, "nothing measured yet");
 }
