@@ -35,6 +35,7 @@
 #include "node/watch.h"
 #include "core/log.h"
 #include "node/notify.h"
+#include "node/ready.h"
 #include "node/reload.h"
 #include "node/runs.h"
 #include "node/service.h"
@@ -497,6 +498,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     evtimer_del(n->tick);
     for (size_t i = 0; i < n->n_services; i++) {
         cohort_service_stop_claiming(n->services[i]);
+        /* Prefetched tasks no worker started go back now, for the other nodes to run
+         * during the grace (workers give back any a claim in flight still adds). */
+        cohort_ready_give_back_all(n->services[i], n->client);
         cohort_election_step_down(&n->services[i]->election, n->store, n->client);
     }
     n->stop_deadline_ms = cohort_clock_monotonic_ms() + n->config->shutdown_grace_ms;
