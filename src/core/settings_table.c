@@ -115,12 +115,13 @@ const cohort_setting_t cohort_settings_table[] = {
             "once, claims on each tick meanwhile and reopens the stream from its resume token. "
             "`poll`: idle workers claim on each tick only"},
     {.name = "wake_await_ms", .section = COHORT_SECTION_CLUSTER,
-     .type = COHORT_SETTING_DURATION_MS, .def = 1000, .min = 10, .max = 60000,
+     .type = COHORT_SETTING_DURATION_MS, .def = 30000, .min = 10, .max = 60000,
      .field = CLUSTER(wake_await_ms), .live_field = NO_FIELD,
      .doc = "how long the server holds each change stream's empty getMore "
             "(`maxAwaitTimeMS`): an idle node sends one getMore per hosted queue per this "
-            "period, and stopping waits for the one in flight. A server that answers at once "
-            "(the local test server) is asked again only after this period"},
+            "period (an insert is delivered at once whatever it is). Stopping does not wait "
+            "for a getMore in flight. A server that answers empty getMores at once (the local "
+            "test server) is asked again every tick, or every this period if shorter"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,
