@@ -47,6 +47,11 @@ typedef struct cohort_election {
      * it): the node recreates it (node.c). */
     bool document_missing;
     int64_t highest_epoch; /* main thread: the largest epoch seen in the document */
+    /* Main thread: spreading primacy over nodes (spread.h). The node's count of primacies
+     * held, one counter shared by its services' elections (NULL: no spreading), and when this
+     * node first found this primacy vacant (monotonic; 0: not vacant). */
+    int64_t *node_primacies;
+    int64_t vacant_since_ms;
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,

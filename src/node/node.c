@@ -68,6 +68,7 @@ typedef struct node {
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
     cohort_run_t run;               /* this process's run of node_id (runs.h) */
     bool refused;                   /* another live process has node_id: exit non-zero */
+    int64_t primacies; /* main thread: services this node leads (spread.h) */
 } node_t;
 
 void cohort_node_default_id(char *out, size_t len)
@@ -592,6 +593,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
             goto out;
         }
         s->config_path = config->path; /* isolation = process: the children load it */
+        s->election.node_primacies = &n.primacies; /* spread primacy over nodes (spread.h) */
         cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
                     "handler '%s' loaded from %s (ABI version %d)",
                     s->plugin->handler->name ? s->plugin->handler->name : "(unnamed)",
