@@ -96,6 +96,9 @@ static void build_stats(node_t *n, bson_t *stats)
     cohort_store_stats_t db = cohort_store_stats(n->store);
     BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
     BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
+    BSON_APPEND_INT64(stats, "claims_attempted", (int64_t)db.claims_attempted); /* contention: store.h */
+    BSON_APPEND_INT64(stats, "claims_empty", (int64_t)db.claims_empty);
+    BSON_APPEND_INT64(stats, "claim_candidates_lost", (int64_t)db.claim_candidates_lost);
     bson_t services, one;
     BSON_APPEND_DOCUMENT_BEGIN(stats, "services", &services);
     for (size_t i = 0; i < n->n_services; i++) {
@@ -435,11 +438,14 @@ static void log_summary(node_t *n)
     }
     cohort_log_node(COHORT_LOG_INFO,
                     "stopped: claimed=%llu succeeded=%llu failed=%llu retried=%llu "
-                    "db_commands=%llu db_command_errors=%llu timed_out=%llu",
+                    "db_commands=%llu db_command_errors=%llu timed_out=%llu "
+                    "claims_attempted=%llu claims_empty=%llu claim_candidates_lost=%llu",
                     (unsigned long long)claimed, (unsigned long long)succeeded,
                     (unsigned long long)failed, (unsigned long long)retried,
                     (unsigned long long)db.commands, (unsigned long long)db.command_errors,
-                    (unsigned long long)timed_out);
+                    (unsigned long long)timed_out, (unsigned long long)db.claims_attempted,
+                    (unsigned long long)db.claims_empty,
+                    (unsigned long long)db.claim_candidates_lost);
 }
 
 /* /readyz: the last ping reached the database and every service is prepared there. */

@@ -31,7 +31,19 @@ static void append_strings(bson_t *doc, const char *key, const char *const *valu
     bson_append_array_end(doc, &array);
 }
 
-/* {status: pending, run_at <= now} and the filter's kinds and groups. */
+/* One claim attempt for the store's contention counters (store.h): `won` tasks claimed, of
+ * `candidates` the attempt saw (a findAndModify sees the one it claims, or none). */
+static void count_claim(cohort_store_t *store, uint32_t candidates, int64_t won)
+{
+    atomic_fetch_add_explicit(&store->claims_attempted, 1, memory_order_relaxed);
+    if (won <= 0)
+        atomic_fetch_add_explicit(&store->claims_empty, 1, memory_order_relaxed);
+    if ((int64_t)candidates > won)
+        atomic_fetch_add_explicit(&store->claim_candidates_lost, (uint64_t)((int64_t)candidates - won),
+                                  memory_order_relaxed);
+}
+
+/* {status: pending, run_at <= now} and the filter's partition, kinds and groups. */
 static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter_t *filter)
 {
     bson_t range, kind, group;
@@ -41,6 +53,8 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     bson_append_document_end(query, &range);
     if (!filter)
         return;
+    if (filter->by_partition)
+        BSON_APPEND_INT32(query, "partition", filter->partition);
     if (filter->served_kinds || filter->n_stopped_kinds > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
         if (filter->served_kinds) /* null: tasks without a kind */
@@ -132,6 +146,8 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
     bool ok = store_find_and_modify(tasks, &query, sort, update, fields, true, false, claimed,
                                     found, error);
+    if (ok)
+        count_claim(store, *found ? 1 : 0, *found ? 1 : 0);
     bson_destroy(fields);
     bson_destroy(update);
     bson_destroy(sort);
@@ -210,6 +226,8 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         }
     }
     *candidates = found;
+    if (ok)
+        count_claim(store, found, found > 0 ? (int64_t)*n : 0);
     bson_destroy(&ids);
     bson_destroy(projection);
     bson_destroy(&opts);
