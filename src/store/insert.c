@@ -27,9 +27,10 @@ int32_t cohort_store_task_partition(const cohort_new_task_t *task, const bson_oi
 {
     if (partitions <= 1)
         return 0;
-    const char *key = task->unique_key     ? task->unique_key
-                      : task->coalesce_key ? task->coalesce_key
-                                           : task->group;
+    const char *key = task->unique_key        ? task->unique_key
+                      : task->idempotency_key ? task->idempotency_key
+                      : task->coalesce_key    ? task->coalesce_key
+                                              : task->group;
     uint32_t h = key ? key_hash(key) : bson_oid_hash(oid);
     return (int32_t)(h % (uint32_t)partitions);
 }

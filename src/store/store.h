@@ -233,10 +233,12 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 #define COHORT_TASK_PARTITIONS 1
 
 /* The partition of a new task among `partitions` (>= 1): the tasks that share a key whose
- * uniqueness the server enforces - unique_key, else coalesce_key, else group (its lock) - share
+ * uniqueness the server enforces (unique_key, idempotency_key, coalesce_key, group lock) share
  * a partition, chosen by a hash of that key, since a unique index of a sharded collection
- * holds only within one shard key prefix; a task without one is placed by its id. Written
- * into every task document as `partition` (int32). Pure. */
+ * holds only within one shard key prefix; a task without one is placed by its id. The first
+ * of unique_key, idempotency_key, coalesce_key and group decides (docs/SCALING.md: a task
+ * with two of them keeps only the first one's guarantee across partitions). Written into
+ * every task document as `partition` (int32). Pure. */
 int32_t cohort_store_task_partition(const cohort_new_task_t *task, const bson_oid_t *oid,
                                     int32_t partitions);
 

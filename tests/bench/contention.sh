@@ -51,6 +51,8 @@ IFS=, read -r -a COUNTS <<<"$NODE_COUNTS"
 
 bash "$ROOT/deploy/setup.sh" "$BUILD" >&2
 COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+[ -z "$(git -C "$ROOT" status --porcelain -- src include handlers 2>/dev/null)" ] \
+    || COMMIT="$COMMIT + uncommitted changes in src/, include/ or handlers/"
 PROBE="$BUILD/tests/bench/probe"
 [ -x "$PROBE" ] || die "$PROBE is missing: build the tests (COHORT_TESTS=ON)"
 OUT="$BUILD/bench/contention-$(date -u +%Y%m%dT%H%M%SZ)"

@@ -25,9 +25,10 @@ Test(partition, tasks_sharing_a_key_share_a_partition)
     const cohort_new_task_t tasks[][2] = {
         {{.unique_key = "order-17"}, {.unique_key = "order-17", .group = "g"}},
         {{.coalesce_key = "refresh"}, {.coalesce_key = "refresh"}},
+        {{.idempotency_key = "req-9"}, {.idempotency_key = "req-9", .group = "g"}},
         {{.group = "tenant-3"}, {.group = "tenant-3", .kind = "k"}},
     };
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         int32_t p = cohort_store_task_partition(&tasks[i][0], &a, 16);
         cr_assert(p >= 0 && p < 16);
         cr_assert_eq(cohort_store_task_partition(&tasks[i][1], &b, 16), p, "pair %zu", i);
