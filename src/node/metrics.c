@@ -219,7 +219,8 @@ static void node_wide(FILE *out, const cohort_metrics_source_t *src)
     fprintf(out, "cohort_claims_empty_total %llu\n", (unsigned long long)db.claims_empty);
     family(out, "cohort_claim_candidates_lost_total", "counter",
            "Batch claim candidates another claimer took between the find and the update.");
-    fprintf(out, "cohort_claim_candidates_lost_total %llu\n", (unsigned long long)db.claim_candidates_lost);
+    fprintf(out, "cohort_claim_candidates_lost_total %llu\n",
+            (unsigned long long)db.claim_candidates_lost);
     family(out, "cohort_node_start_time_seconds", "gauge",
            "Start time of this node since the Unix epoch, in seconds.");
     fprintf(out, "cohort_node_start_time_seconds %lld.%03lld\n",

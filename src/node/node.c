@@ -96,7 +96,8 @@ static void build_stats(node_t *n, bson_t *stats)
     cohort_store_stats_t db = cohort_store_stats(n->store);
     BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
     BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
-    BSON_APPEND_INT64(stats, "claims_attempted", (int64_t)db.claims_attempted); /* contention: store.h */
+    /* Contention at the queue head (store.h, docs/SCALING.md). */
+    BSON_APPEND_INT64(stats, "claims_attempted", (int64_t)db.claims_attempted);
     BSON_APPEND_INT64(stats, "claims_empty", (int64_t)db.claims_empty);
     BSON_APPEND_INT64(stats, "claim_candidates_lost", (int64_t)db.claim_candidates_lost);
     bson_t services, one;

@@ -39,8 +39,8 @@ static void count_claim(cohort_store_t *store, uint32_t candidates, int64_t won)
     if (won <= 0)
         atomic_fetch_add_explicit(&store->claims_empty, 1, memory_order_relaxed);
     if ((int64_t)candidates > won)
-        atomic_fetch_add_explicit(&store->claim_candidates_lost, (uint64_t)((int64_t)candidates - won),
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&store->claim_candidates_lost,
+                                  (uint64_t)((int64_t)candidates - won), memory_order_relaxed);
 }
 
 /* {status: pending, run_at <= now} and the filter's partition, kinds and groups. */

@@ -1628,7 +1628,7 @@ Test(scheduling, tasks_carry_partition_zero_and_a_claim_may_name_its_partition)
 
     int64_t now = cohort_clock_cluster_ms();
     cohort_claim_filter_t other = {.by_partition = true, .partition = 1};
-    cr_assert_not(claim_one(NODE, now, &other, &doc), "a claim in partition 1 took a task of 0");
+    cr_assert_not(claim_one(NODE, now, &other, &doc), "a claim in partition 1 took one of 0");
     cohort_claim_filter_t mine = {.by_partition = true, .partition = 0};
     cr_assert(claim_one(NODE, now, &mine, &doc), "a claim in partition 0 found nothing");
     bson_destroy(&doc);
