@@ -3,7 +3,8 @@
  * loop against the same server, issuing the same two commands per task that a Cohort worker
  * does and nothing else (no process, no ticks, no election, no handler).
  *
- *   raw_loop [--tasks N] [--threads T] [--poll-ms I] [--database NAME] [--keep] [--history]
+ *   raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I] [--database NAME] [--keep]
+ *            [--history]
  *
  * It fills queue_noop of a fresh database with N pending tasks shaped like Cohort's (status,
  * data, tracked, created_at, created_by, run_at, attempts) and the same {status, run_at}
@@ -14,7 +15,8 @@
  *   updateOne {_id, status: claimed, claimed_by}
  *       -> status succeeded, finished_at = $currentDate
  *
- * until a claim finds nothing. Insertion is neither timed nor counted. The timed part starts
+ * until a claim finds nothing, or, with --claims K, until K tasks in all are done (the rate of
+ * claiming from a queue of N; tests/bench/growth.sh). Insertion is neither timed nor counted. The timed part starts
  * when the threads are released together and ends when the last one has seen the empty
  * queue; it includes each client's first connection. Commands are counted with the APM
  * "command started" callback, as in Cohort's store, and include each thread's final empty
@@ -34,9 +36,10 @@
  *       commands=C commands_per_task=CPT steady_commands_per_task=SCPT cpu_ms=U polls=P
  *       poll_commands=PC
  *
- * cpu_ms is this process's CPU time (user + system) during the timed part.
- * active_* is the span from the first claimed_at to the last finished_at (server clock), the
- * same measure run.sh reports for Cohort. The database is dropped at the end unless --keep.
+ * tasks is the number completed (K with --claims). cpu_ms is this process's CPU time (user +
+ * system) during the timed part. active_* is the span from the first claimed_at to the last
+ * finished_at (server clock), the same measure run.sh reports for Cohort. The database is
+ * dropped at the end unless --keep.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -56,6 +59,8 @@ typedef struct run {
     bench_counter_t counter; /* the workers' commands */
     const char *database;
     int64_t tasks;
+    int64_t claims;             /* tasks to complete in all: `tasks`, or fewer with --claims */
+    _Atomic int64_t reserved;   /* claims the threads have started */
     pthread_barrier_t start;
     _Atomic int64_t completed;
     int64_t mark_10, mark_90;                  /* completed counts of the steady-state window */
@@ -193,7 +198,8 @@ static void *worker_main(void *arg)
     mongoc_collection_t *coll = mongoc_client_get_collection(client, w->run->database, COLLECTION);
     pthread_barrier_wait(&w->run->start);
     bson_oid_t id;
-    while (claim(coll, w->name, w->run->history, &id)) {
+    while (atomic_fetch_add(&w->run->reserved, 1) < w->run->claims &&
+           claim(coll, w->name, w->run->history, &id)) {
         complete(coll, w->name, w->run->history, &id);
         w->done++;
         record_progress(w->run);
@@ -211,7 +217,7 @@ static void *poller_main(void *arg)
     mongoc_collection_t *coll = mongoc_client_get_collection(client, run->database, COLLECTION);
     pthread_barrier_wait(&run->start);
     int64_t succeeded = 0;
-    while (succeeded < run->tasks) {
+    while (succeeded < run->claims) {
         struct timespec ts = {.tv_sec = run->poll_ms / 1000,
                               .tv_nsec = (run->poll_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
@@ -235,8 +241,8 @@ static int64_t cpu_ms(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: raw_loop [--tasks N] [--threads T] [--poll-ms I] [--database NAME] "
-                    "[--keep] [--history]\n"
+    fprintf(stderr, "usage: raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I]\n"
+                    "                [--database NAME] [--keep] [--history]\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
 }
@@ -244,12 +250,14 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     bench_set_program("raw_loop");
-    int64_t tasks = 2000, threads = 1, poll_ms = 0;
+    int64_t tasks = 2000, claims = 0, threads = 1, poll_ms = 0;
     const char *database = NULL;
     bool keep = false, history = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc)
             tasks = bench_parse_int("--tasks", argv[++i], 1, 10000000);
+        else if (strcmp(argv[i], "--claims") == 0 && i + 1 < argc)
+            claims = bench_parse_int("--claims", argv[++i], 1, 10000000);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = bench_parse_int("--threads", argv[++i], 1, 256);
         else if (strcmp(argv[i], "--poll-ms") == 0 && i + 1 < argc)
@@ -263,6 +271,8 @@ int main(int argc, char **argv)
         else
             usage();
     }
+    if (claims == 0 || claims > tasks)
+        claims = tasks;
     char default_name[64];
     if (!database) {
         snprintf(default_name, sizeof default_name, "bench_raw_%ld_%lld", (long)getpid(),
@@ -273,8 +283,9 @@ int main(int argc, char **argv)
     mongoc_init();
     run_t run = {.database = database,
                  .tasks = tasks,
-                 .mark_10 = tasks / 10,
-                 .mark_90 = tasks * 9 / 10,
+                 .claims = claims,
+                 .mark_10 = claims / 10,
+                 .mark_90 = claims * 9 / 10,
                  .poll_ms = poll_ms,
                  .history = history};
     run.pool = bench_pool_new(&run.counter);
@@ -314,10 +325,10 @@ int main(int argc, char **argv)
 
     mongoc_collection_t *coll = mongoc_client_get_collection(main_client, database, COLLECTION);
     int64_t succeeded = bench_count_status(coll, "succeeded");
-    if (done != tasks || succeeded != tasks)
-        bench_die("%lld tasks inserted, %lld completed by the threads, %lld succeeded in the "
+    if (done != claims || succeeded != claims)
+        bench_die("%lld tasks to complete, %lld completed by the threads, %lld succeeded in the "
                   "database",
-                  (long long)tasks, (long long)done, (long long)succeeded);
+                  (long long)claims, (long long)done, (long long)succeeded);
     int64_t first_claim = bench_extreme_date(coll, "claimed_at", 1);
     int64_t last_finish = bench_extreme_date(coll, "finished_at", -1);
     mongoc_collection_destroy(coll);
@@ -328,8 +339,8 @@ int main(int argc, char **argv)
         active = 0.001;
     printf("raw threads=%lld tasks=%lld seconds=%.3f tasks_per_s=%.1f active_seconds=%.3f "
            "active_tasks_per_s=%.1f commands=%llu commands_per_task=%.3f",
-           (long long)threads, (long long)tasks, seconds, (double)tasks / seconds, active,
-           (double)tasks / active, (unsigned long long)commands, (double)commands / tasks);
+           (long long)threads, (long long)claims, seconds, (double)claims / seconds, active,
+           (double)claims / active, (unsigned long long)commands, (double)commands / claims);
     if (run.mark_10 > 0 && run.mark_90 > run.mark_10)
         printf(" steady_commands_per_task=%.3f",
                (double)(atomic_load(&run.commands_90) - atomic_load(&run.commands_10)) /

@@ -65,13 +65,8 @@ ONLY_BATCHES=0
 TICK_MS=1000
 TAKEOVER_MS=10000
 
-log() { printf 'bench: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-    exit "${1:-2}"
-}
-number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 '$2' must be a positive whole number"; }
+# shellcheck source=tests/bench/lib.sh
+source "$ROOT/tests/bench/lib.sh"
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -104,29 +99,7 @@ fi
 
 # --- build -----------------------------------------------------------------------------
 
-bash "$ROOT/deploy/setup.sh" "$BUILD"
-# What was built (the tree may move on while the benchmark runs).
-COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-[ -z "$(git -C "$ROOT" status --porcelain -- src include handlers 2>/dev/null)" ] \
-    || COMMIT="$COMMIT + uncommitted changes in src/, include/ or handlers/"
-BENCH_BIN="$BUILD/tests/bench"
-if [ ! -d "$BENCH_BIN/CMakeFiles" ]; then
-    # CMake does not build them (tests/CMakeLists.txt lacks add_subdirectory(bench), or
-    # COHORT_TESTS=OFF): compile the two programs directly, every time, so they are never stale.
-    log "building the bench programs with cc into $BENCH_BIN"
-    mkdir -p "$BENCH_BIN"
-    read -r -a MONGOC_FLAGS <<<"$(pkg-config --cflags --libs libmongoc-1.0)"
-    for prog in raw_loop probe; do
-        cc -std=gnu11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$BENCH_BIN/$prog" \
-            "$ROOT/tests/bench/$prog.c" "$ROOT/tests/bench/bench_common.c" \
-            "${MONGOC_FLAGS[@]}" -pthread
-    done
-fi
-RAW_LOOP="$BENCH_BIN/raw_loop"
-PROBE="$BENCH_BIN/probe"
-COHORTD="$BUILD/cohortd"
-COHORTCTL="$BUILD/cohortctl"
-HANDLER="$BUILD/handlers/cohort_noop.so"
+bench_build
 
 # --- database and output ---------------------------------------------------------------
 
@@ -135,59 +108,7 @@ mkdir -p "$OUT"
 RESULTS="$OUT/results.tsv"
 printf 'round\tconfig\ttasks_per_s\tactive_tasks_per_s\tcommands_per_task\tsteady_commands_per_task\tpoll_commands\tclaimed_by_node\tclient_cpu_ms\tserver_cpu_ms\n' >"$RESULTS"
 
-NODE_PIDS=()
-stop_nodes() {
-    local pid i
-    for pid in "${NODE_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${NODE_PIDS[@]}"; do
-        for ((i = 0; i < 150; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "node pid $pid ignored SIGTERM for 15 s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    NODE_PIDS=()
-}
-
-LOCALDB_STATE=""
-cleanup() {
-    stop_nodes
-    if [ -n "$LOCALDB_STATE" ]; then
-        bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    fi
-}
-trap cleanup EXIT
-
-if [ -z "${MONGODB_URI:-}" ]; then
-    LOCALDB_STATE="$BUILD/bench-localdb"
-    mkdir -p "$LOCALDB_STATE"
-    bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB_STATE")"
-    log "local database at $MONGODB_URI"
-else
-    log "using MONGODB_URI from the environment"
-fi
-export MONGODB_URI
-SERVER_PID=""
-[ -n "$LOCALDB_STATE" ] && SERVER_PID="$(tr -dc '0-9' <"$LOCALDB_STATE/pid")"
-CLK_TCK="$(getconf CLK_TCK)"
-
-# cpu_ms PID: CPU time (user + system) the process has used so far, 0 if it is not ours to see
-cpu_ms() {
-    local stat
-    [ -n "$1" ] && stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
-    # fields after "pid (comm) ": state is the 1st, utime the 12th, stime the 13th
-    awk -v tck="$CLK_TCK" '{ printf "%d", ($12 + $13) * 1000 / tck }' <<<"${stat##*) }"
-}
-
-# value KEY LINE: the value of KEY=value in a result line
-value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+bench_start_db bench-localdb
 
 # --- one run of each kind --------------------------------------------------------------
 
@@ -207,30 +128,6 @@ run_raw() {
         "$(value cpu_ms "$line")" "$server" >>"$RESULTS"
 }
 
-# write_config FILE DATABASE NODE_ID PRIMARY_TASK_COUNT [CLAIM_BATCH]
-# (no CLAIM_BATCH: the key is not written, so the node uses the product default)
-write_config() {
-    cat >"$1" <<EOF
-; Written by tests/bench/run.sh for one benchmark run. The server is MONGODB_URI's.
-[cluster]
-database          = $2
-tick_ms           = $TICK_MS
-takeover_ms       = $TAKEOVER_MS
-shutdown_grace_ms = 5000
-node_id           = $3
-log_level         = info
-
-[service:noop]
-handler              = $HANDLER
-workers              = $WORKERS
-primary_task_count   = $4
-secondary_task_count = 0
-EOF
-    if [ -n "${5:-}" ]; then
-        printf 'claim_batch          = %s\n' "$5" >>"$1"
-    fi
-}
-
 # run_cohort ROUND CONFIG NODES [PRIMARY_TASK_COUNT [TASKS [CLAIM_BATCH]]] (empty: default)
 # Rounds "warmup" and "capped" are not recorded in RESULTS; every run leaves its numbers in
 # RUN_LINE (the probe's line), RUN_COMMANDS_PER_TASK and RUN_CLAIMED.
@@ -243,20 +140,15 @@ run_cohort() {
     ptc="${4:-$ptc}"
     local tasks="${5:-$TASKS}"
     mkdir -p "$dir"
-    for ((i = 1; i <= nodes; i++)); do
-        write_config "$dir/node$i.ini" "$db" "bench-$i" "$ptc" "${6:-}"
-    done
     local server client=0 pid
     server="$(cpu_ms "$SERVER_PID")" # like the raw loop's, it includes inserting the tasks
-    "$COHORTCTL" -c "$dir/node1.ini" enqueue noop --count "$tasks" >/dev/null \
+    write_config "$dir/enqueue.ini" "$db" bench-enqueue
+    "$COHORTCTL" -c "$dir/enqueue.ini" enqueue noop --count "$tasks" >/dev/null \
         || die "cohortctl enqueue failed (round $round, $config)"
 
     local since line
     since="$(date +%s%3N)"
-    for ((i = 1; i <= nodes; i++)); do
-        "$COHORTD" -c "$dir/node$i.ini" 2>"$dir/node$i.log" &
-        NODE_PIDS+=($!)
-    done
+    start_nodes "$dir" "$db" "$nodes" "$ptc" "${6:-}"
     if ! line="$("$PROBE" wait --database "$db" --tasks "$tasks" --since-ms "$since" \
         --interval-ms "$INTERVAL_MS" --timeout-s 300)"; then
         stop_nodes
@@ -271,8 +163,7 @@ run_cohort() {
 
     local commands=0 claimed=() stopped n
     for ((i = 1; i <= nodes; i++)); do
-        stopped="$(grep 'stopped: ' "$dir/node$i.log" | tail -n 1)"
-        [ -n "$stopped" ] || die "node $i wrote no 'stopped:' line; see $dir/node$i.log"
+        stopped="$(stopped_line "$dir" "$i")"
         n="$(value db_commands "$stopped")"
         commands=$((commands + n))
         claimed+=("$(value claimed "$stopped")")
@@ -331,8 +222,7 @@ done
 # --- summary ---------------------------------------------------------------------------
 
 # Where and on what the numbers were taken.
-SERVER="the local mongo-java-server (in-memory) started by this script"
-[ -n "$LOCALDB_STATE" ] || SERVER="MONGODB_URI from the environment"
+SERVER="$(bench_server_name)"
 CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
 {
     printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d --claim-batches %s%s`\n' \
@@ -498,11 +388,7 @@ if [ "$IDLE_SECONDS" -gt 0 ]; then
     db="bench_idle_$$"
     mkdir -p "$dir"
     started="$(date +%s%3N)"
-    for ((i = 1; i <= NODES; i++)); do
-        write_config "$dir/node$i.ini" "$db" "bench-$i" "$PRIMARY_TASK_COUNT"
-        "$COHORTD" -c "$dir/node$i.ini" 2>"$dir/node$i.log" &
-        NODE_PIDS+=($!)
-    done
+    start_nodes "$dir" "$db" "$NODES" "$PRIMARY_TASK_COUNT"
     sleep "$IDLE_SECONDS"
     stopping="$(date +%s%3N)"
     stop_nodes
@@ -511,7 +397,7 @@ if [ "$IDLE_SECONDS" -gt 0 ]; then
     {
         printf '\nIdle %d-node cluster (empty queue, %d ticks): commands per tick per node, start-up and step-down excluded:' "$NODES" "$ticks"
         for ((i = 1; i <= NODES; i++)); do
-            stopped="$(grep 'stopped: ' "$dir/node$i.log" | tail -n 1)"
+            stopped="$(stopped_line "$dir" "$i")"
             role=secondary
             fixed=2
             if grep -q 'became primary' "$dir/node$i.log"; then
