@@ -7,7 +7,7 @@
 #
 #   bash tests/bench/growth.sh [--tasks N] [--nodes LIST] [--queues LIST] [--claims K]
 #                              [--queue-nodes Q] [--workers W] [--primary-task-count P]
-#                              [--repeat R] [--interval-ms I]
+#                              [--repeat R] [--interval-ms I] [--no-warmup]
 #
 #   --tasks N               tasks per run of the node series (default 1000)
 #   --nodes LIST            node counts of the node series (default 1,2,3,5; "none" skips it),
@@ -27,6 +27,9 @@
 #   --repeat R              rounds (default 1); tables show medians (min-max when R > 1)
 #   --interval-ms I         how often progress is polled (default 100), by the probe in
 #                           Cohort runs and by a thread of the raw loop in raw runs
+#   --no-warmup             skip the warm-up (one raw and one Cohort run of the node series'
+#                           first size, not recorded: the local server is a JVM whose first
+#                           runs are slow)
 #
 # A Cohort run enqueues the tasks with `cohortctl enqueue noop --count N` (not timed), starts
 # the nodes, and lets `probe wait` poll until the run's tasks have succeeded. In the queue
@@ -55,8 +58,10 @@ WORKERS=2
 PRIMARY_TASK_COUNT=""
 REPEAT=1
 INTERVAL_MS=100
+WARMUP=1
 TICK_MS=1000
 TAKEOVER_MS=10000
+STOP_WAIT_S=180
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -69,6 +74,7 @@ while [ $# -gt 0 ]; do
         --primary-task-count) [ $# -ge 2 ] || usage; number "$1" "$2"; PRIMARY_TASK_COUNT="$2"; shift 2 ;;
         --repeat) [ $# -ge 2 ] || usage; number "$1" "$2"; REPEAT="$2"; shift 2 ;;
         --interval-ms) [ $# -ge 2 ] || usage; number "$1" "$2"; INTERVAL_MS="$2"; shift 2 ;;
+        --no-warmup) WARMUP=0; shift ;;
         -h | --help) usage 0 ;;
         *) usage ;;
     esac
@@ -91,21 +97,18 @@ list --queues "$QUEUE_LIST" 10000000
 QUEUES=("${LIST_OUT[@]}")
 
 # Expected duration, from a first run on 2 shared cores (docs/BENCHMARKS.md): a node run
-# costs ~6 s of start and stop plus its tasks at ~150/s (a lone node at the default
-# primary_task_count = 10 runs ~10/s); a queue run costs inserting the queue (~4,000/s) and
+# costs ~6 s of start and stop plus its tasks at ~150/s; a queue run costs inserting the queue (~4,000/s) and
 # claiming K of it, where every claim scans the whole queue on the local server (~3 us per
 # task in the queue for the raw loop, twice that for Cohort).
 estimate=0
 for n in "${NODES[@]}"; do
-    rate=150
-    [ "$n" -eq 1 ] && [ -z "$PRIMARY_TASK_COUNT" ] && rate=10
-    estimate=$((estimate + 2 * (6 + TASKS / rate)))
+    estimate=$((estimate + 2 * (6 + TASKS / 150)))
 done
 for q in "${QUEUES[@]}"; do
     k=$((CLAIMS < q ? CLAIMS : q))
     estimate=$((estimate + 2 * (6 + q / 4000 + k / 150) + k * q * 9 / 1000000))
 done
-estimate=$((estimate * REPEAT))
+estimate=$((estimate * REPEAT + WARMUP * 2 * (6 + TASKS / 150)))
 log "expected duration on 2 shared cores: about $((estimate / 60 + 1)) min (--repeat $REPEAT)"
 
 bench_build
@@ -115,8 +118,11 @@ RESULTS="$OUT/results.tsv"
 printf 'round\tseries\tsize\tconfig\ttasks_per_s\tcommands_per_task\tsteady_commands_per_task\tclaimed_by_node\thwm_kb\trss_kb\n' >"$RESULTS"
 bench_start_db growth-localdb
 
-# record ROUND SERIES SIZE CONFIG RATE CPT STEADY CLAIMED HWM RSS
-record() { (IFS=$'\t'; echo "$*") >>"$RESULTS"; }
+# record ROUND SERIES SIZE CONFIG RATE CPT STEADY CLAIMED HWM RSS (not the warm-up's)
+record() {
+    [ "$1" != warmup ] || return 0
+    (IFS=$'\t'; echo "$*") >>"$RESULTS"
+}
 
 # run_raw ROUND SERIES SIZE TASKS CLAIMS THREADS
 run_raw() {
@@ -167,6 +173,12 @@ run_cohort() {
 }
 
 log "node series: ${NODES[*]:-none} nodes on $TASKS tasks; queue series: ${QUEUES[*]:-none} pending, $CLAIMS claimed by $QUEUE_NODES nodes; $WORKERS workers per node; $REPEAT round(s); results in $OUT"
+if [ "$WARMUP" -eq 1 ]; then
+    n="${NODES[0]:-$QUEUE_NODES}"
+    log "warm-up (not recorded): the server's JIT compiles its hot paths"
+    run_raw warmup nodes "$n" "$TASKS" "$TASKS" $((n * WORKERS))
+    run_cohort warmup nodes "$n" "$TASKS" "$TASKS" "$n"
+fi
 for ((round = 1; round <= REPEAT; round++)); do
     for n in "${NODES[@]}"; do
         run_raw "$round" nodes "$n" "$TASKS" "$TASKS" $((n * WORKERS))
@@ -183,10 +195,10 @@ done
 
 CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
 {
-    printf 'Run %s: `bash tests/bench/growth.sh --tasks %d --nodes %s --queues %s --claims %d --queue-nodes %d --workers %d%s --repeat %d --interval-ms %d`\n' \
+    printf 'Run %s: `bash tests/bench/growth.sh --tasks %d --nodes %s --queues %s --claims %d --queue-nodes %d --workers %d%s --repeat %d --interval-ms %d%s`\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$TASKS" "$NODE_LIST" "$QUEUE_LIST" "$CLAIMS" \
         "$QUEUE_NODES" "$WORKERS" "${PRIMARY_TASK_COUNT:+ --primary-task-count $PRIMARY_TASK_COUNT}" \
-        "$REPEAT" "$INTERVAL_MS"
+        "$REPEAT" "$INTERVAL_MS" "$([ "$WARMUP" -eq 1 ] || echo ' --no-warmup')"
     printf 'Cohort at %s; %s cores (%s); database: %s.\n' "$COMMIT" "$(nproc)" \
         "${CPU:-unknown CPU}" "$(bench_server_name)"
 } | tee "$OUT/summary.md"

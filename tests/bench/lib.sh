@@ -45,6 +45,8 @@ bench_build() {
     HANDLER="$BUILD/handlers/cohort_noop.so"
 }
 
+# stop_nodes: SIGTERM, then SIGKILL after STOP_WAIT_S seconds (default 15; a node whose
+# commands each scan a long queue on the local server needs longer to finish its last ones)
 NODE_PIDS=()
 stop_nodes() {
     local pid i
@@ -52,12 +54,12 @@ stop_nodes() {
         kill -TERM "$pid" 2>/dev/null || true
     done
     for pid in "${NODE_PIDS[@]}"; do
-        for ((i = 0; i < 150; i++)); do
+        for ((i = 0; i < ${STOP_WAIT_S:-15} * 10; i++)); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
         if kill -0 "$pid" 2>/dev/null; then
-            log "node pid $pid ignored SIGTERM for 15 s; killing it"
+            log "node pid $pid ignored SIGTERM for ${STOP_WAIT_S:-15} s; killing it"
             kill -KILL "$pid" 2>/dev/null || true
         fi
         wait "$pid" 2>/dev/null || true

@@ -4,7 +4,7 @@
  * does and nothing else (no process, no ticks, no election, no handler).
  *
  *   raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I] [--database NAME] [--keep]
- *            [--history]
+ *            [--history] [--ordered]
  *
  * It fills queue_noop of a fresh database with N pending tasks shaped like Cohort's (status,
  * data, tracked, created_at, created_by, run_at, attempts) and the same {status, run_at}
@@ -25,6 +25,10 @@
  * --history (a diagnostic, not used by run.sh) also does the rest of what Cohort's two commands
  * do: the claim leaves out the history field, the completion filters on the attempt and
  * pushes a history entry with $slice -10. It measures what Cohort's per-task record costs.
+ *
+ * --ordered claims in Cohort's claim order instead (sort {priority: -1, run_at: 1, _id: 1}, the
+ * tasks with priority 0 and the claim_order index as Cohort creates it): the same sort the
+ * server does for every Cohort claim, which on the local server costs more than one key.
  *
  * --poll-ms I adds the load the benchmark's probe puts on a Cohort run: a thread with its
  * own client counts the succeeded tasks every I ms until all are done. Its commands are
@@ -67,6 +71,7 @@ typedef struct run {
     _Atomic uint64_t commands_10, commands_90; /* the counter when each mark was reached */
     int64_t poll_ms;                           /* 0: no poller */
     bool history;                              /* write history entries as Cohort does */
+    bool ordered;                              /* Cohort's claim order */
     int64_t polls;
     bench_counter_t poll_counter;
 } run_t;
@@ -78,13 +83,17 @@ typedef struct worker {
     int64_t done;
 } worker_t;
 
-static void create_queue(mongoc_client_t *client, const char *database, int64_t tasks)
+static void create_queue(mongoc_client_t *client, const char *database, int64_t tasks,
+                         bool ordered)
 {
     bson_error_t error;
     mongoc_collection_t *coll = mongoc_client_get_collection(client, database, COLLECTION);
     bson_t *cmd = BCON_NEW("createIndexes", BCON_UTF8(COLLECTION), "indexes", "[", "{", "key", "{",
                            "status", BCON_INT32(1), "run_at", BCON_INT32(1), "}", "name",
-                           BCON_UTF8("status_run_at"), "}", "]");
+                           BCON_UTF8("status_run_at"), "}", "{", "key", "{", "status",
+                           BCON_INT32(1), "priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                           "_id", BCON_INT32(1), "}", "name", BCON_UTF8("claim_order"), "}",
+                           "]");
     if (!mongoc_collection_write_command_with_opts(coll, cmd, NULL, NULL, &error))
         bench_die("createIndexes on %s.%s: %s", database, COLLECTION, error.message);
     bson_destroy(cmd);
@@ -100,6 +109,8 @@ static void create_queue(mongoc_client_t *client, const char *database, int64_t 
                                    BCON_BOOL(false), "created_at", BCON_DATE_TIME(now),
                                    "created_by", BCON_UTF8("raw_loop"), "run_at",
                                    BCON_DATE_TIME(now), "attempts", BCON_INT32(0));
+            if (ordered)
+                BSON_APPEND_INT32(doc, "priority", 0);
             mongoc_bulk_operation_insert(bulk, doc);
             bson_destroy(doc);
         }
@@ -115,11 +126,15 @@ static void create_queue(mongoc_client_t *client, const char *database, int64_t 
 }
 
 /* Claims the oldest due pending task. Returns false when there is none. */
-static bool claim(mongoc_collection_t *coll, const char *worker_name, bool history, bson_oid_t *id)
+static bool claim(mongoc_collection_t *coll, const char *worker_name, const run_t *run,
+                  bson_oid_t *id)
 {
+    bool history = run->history;
     bson_t *query = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
                              BCON_DATE_TIME(bench_realtime_ms()), "}");
-    bson_t *sort = BCON_NEW("run_at", BCON_INT32(1));
+    bson_t *sort = run->ordered ? BCON_NEW("priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                                           "_id", BCON_INT32(1))
+                                : BCON_NEW("run_at", BCON_INT32(1));
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
                               BCON_UTF8(worker_name), "}", "$inc", "{", "attempts", BCON_INT32(1),
                               "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "}");
@@ -199,7 +214,7 @@ static void *worker_main(void *arg)
     pthread_barrier_wait(&w->run->start);
     bson_oid_t id;
     while (atomic_fetch_add(&w->run->reserved, 1) < w->run->claims &&
-           claim(coll, w->name, w->run->history, &id)) {
+           claim(coll, w->name, w->run, &id)) {
         complete(coll, w->name, w->run->history, &id);
         w->done++;
         record_progress(w->run);
@@ -242,7 +257,7 @@ static int64_t cpu_ms(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I]\n"
-                    "                [--database NAME] [--keep] [--history]\n"
+                    "                [--database NAME] [--keep] [--history] [--ordered]\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
 }
@@ -252,7 +267,7 @@ int main(int argc, char **argv)
     bench_set_program("raw_loop");
     int64_t tasks = 2000, claims = 0, threads = 1, poll_ms = 0;
     const char *database = NULL;
-    bool keep = false, history = false;
+    bool keep = false, history = false, ordered = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc)
             tasks = bench_parse_int("--tasks", argv[++i], 1, 10000000);
@@ -268,6 +283,8 @@ int main(int argc, char **argv)
             keep = true;
         else if (strcmp(argv[i], "--history") == 0)
             history = true;
+        else if (strcmp(argv[i], "--ordered") == 0)
+            ordered = true;
         else
             usage();
     }
@@ -287,11 +304,12 @@ int main(int argc, char **argv)
                  .mark_10 = claims / 10,
                  .mark_90 = claims * 9 / 10,
                  .poll_ms = poll_ms,
-                 .history = history};
+                 .history = history,
+                 .ordered = ordered};
     run.pool = bench_pool_new(&run.counter);
     mongoc_client_pool_max_size(run.pool, (uint32_t)threads + 1);
     mongoc_client_t *main_client = mongoc_client_pool_pop(run.pool);
-    create_queue(main_client, database, tasks);
+    create_queue(main_client, database, tasks, ordered);
 
     worker_t *workers = calloc((size_t)threads, sizeof *workers);
     if (!workers)

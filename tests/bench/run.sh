@@ -6,7 +6,7 @@
 #   bash tests/bench/run.sh [--tasks N] [--repeat R] [--workers W] [--nodes K]
 #                           [--primary-task-count P] [--interval-ms I] [--capped-tasks M]
 #                           [--idle-seconds S] [--claim-batches LIST] [--only-batches]
-#                           [--no-warmup]
+#                           [--no-warmup] [--ordered]
 #
 #   --tasks N               tasks per run (default 2000; the local server scans the whole
 #                           queue for every claim, so a run costs O(N^2): keep N small)
@@ -30,6 +30,9 @@
 #                           with `claim_batch = k` in the service section, in the same rounds
 #   --only-batches          rounds run the raw loops and the claim_batch configurations only
 #                           (not Cohort at the product's default claim_batch)
+#   --ordered               the raw loops claim in Cohort's claim order (raw_loop --ordered: sort
+#                           {priority: -1, run_at: 1, _id: 1}, which the local server does for
+#                           each claim by comparing three keys) instead of by run_at alone
 #   --no-warmup             skip the warm-up round (every configuration once, not recorded:
 #                           the local server is a JVM whose first runs are slow)
 #
@@ -62,6 +65,7 @@ IDLE_SECONDS=10
 CAPPED_TASKS=100
 CLAIM_BATCHES=1,8,32
 ONLY_BATCHES=0
+RAW_ORDER=""
 TICK_MS=1000
 TAKEOVER_MS=10000
 
@@ -81,6 +85,7 @@ while [ $# -gt 0 ]; do
         --claim-batches) [ $# -ge 2 ] || usage; CLAIM_BATCHES="$2"; shift 2 ;;
         --only-batches) ONLY_BATCHES=1; shift ;;
         --no-warmup) WARMUP=0; shift ;;
+        --ordered) RAW_ORDER=--ordered; shift ;;
         -h | --help) usage 0 ;;
         *) usage ;;
     esac
@@ -116,7 +121,7 @@ bench_start_db bench-localdb
 run_raw() {
     local line server
     server="$(cpu_ms "$SERVER_PID")"
-    line="$("$RAW_LOOP" --tasks "$TASKS" --threads "$3" --poll-ms "$INTERVAL_MS" \
+    line="$("$RAW_LOOP" --tasks "$TASKS" --threads "$3" --poll-ms "$INTERVAL_MS" $RAW_ORDER \
         --database "bench_raw_$$_$1_$3")" \
         || die "raw loop failed (round $1, $3 threads)"
     server=$(($(cpu_ms "$SERVER_PID") - server))
@@ -227,7 +232,7 @@ CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head 
 {
     printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d --claim-batches %s%s`\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$TASKS" "$REPEAT" "$WORKERS" "$NODES" "$PRIMARY_TASK_COUNT" "$INTERVAL_MS" "$CLAIM_BATCHES" \
-        "$([ "$ONLY_BATCHES" -eq 0 ] || echo ' --only-batches')"
+        "$([ "$ONLY_BATCHES" -eq 0 ] || echo ' --only-batches')${RAW_ORDER:+ $RAW_ORDER}"
     printf 'Cohort at %s; %s cores (%s); database: %s.\n\n' "$COMMIT" "$(nproc)" "${CPU:-unknown CPU}" "$SERVER"
 } | tee "$OUT/summary.md"
 
