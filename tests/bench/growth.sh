@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How Cohort's cost grows: with the number of nodes, and with the length of the queue (see
 # docs/BENCHMARKS.md, "How cost grows"). Side by side with the raw C claim-and-complete loop
-# (tests/bench/raw_loop.c) on the same server in the same run, so that growth which comes from
+# (tests/bench/raw_loop.c --ordered: Cohort's claim filter and sort, nothing else) on the same
+# server in the same run, so that growth which comes from
 # the server (the local mongo-java-server scans the whole collection for every claim) shows up
 # in both columns, and growth which is Cohort's in its column only.
 #
@@ -127,7 +128,7 @@ record() {
 # run_raw ROUND SERIES SIZE TASKS CLAIMS THREADS
 run_raw() {
     local line
-    line="$("$RAW_LOOP" --tasks "$4" --claims "$5" --threads "$6" --poll-ms "$INTERVAL_MS" \
+    line="$("$RAW_LOOP" --tasks "$4" --claims "$5" --threads "$6" --poll-ms "$INTERVAL_MS" --ordered \
         --database "growth_raw_$$_$1_$2_$3")" || die "raw loop failed ($2 $3, round $1)"
     log "round $1 $2 $3 raw: $line"
     record "$1" "$2" "$3" raw "$(value tasks_per_s "$line")" "$(value commands_per_task "$line")" \
@@ -248,8 +249,8 @@ function row(k, series,    size) {
             spread(lists[k SUBSEP "raw" SUBSEP "cpt"], "%.3f"), claimed[k]
     else
         printf "| %d | %s | %s | %s | %s | %s | %s | %s |\n", size,
-            spread(lists[k SUBSEP "cohort" SUBSEP "rate"], "%.0f"),
-            spread(lists[k SUBSEP "raw" SUBSEP "rate"], "%.0f"),
+            spread(lists[k SUBSEP "cohort" SUBSEP "rate"], "%.1f"),
+            spread(lists[k SUBSEP "raw" SUBSEP "rate"], "%.1f"),
             spread(lists[k SUBSEP "ratio"], "%.2f"),
             spread(lists[k SUBSEP "cohort" SUBSEP "cpt"], "%.3f"),
             spread(lists[k SUBSEP "cohort" SUBSEP "steady"], "%.3f"),
@@ -261,7 +262,7 @@ END {
         split(order[i], parts, SUBSEP)
         if (parts[1] != "nodes") continue
         if (!header++) {
-            printf "\nNodes: %d no-op tasks per run, %d workers per node, the raw loop with as many threads.\n\n", tasks, workers
+            printf "\nNodes: %d no-op tasks per run, %d workers per node, the ordered raw loop with as many threads.\n\n", tasks, workers
             printf "| nodes | workers in all | Cohort tasks/s | raw loop tasks/s | Cohort / raw | Cohort commands/task | Cohort commands/task, steady | raw commands/task | claimed by node |\n"
             printf "|---|---|---|---|---|---|---|---|---|\n"
         }
@@ -272,7 +273,7 @@ END {
         split(order[i], parts, SUBSEP)
         if (parts[1] != "queue") continue
         if (!header++) {
-            printf "\nQueue length: the first %d tasks claimed and completed out of a queue of N pending, %d nodes x %d workers and the raw loop with %d threads. Node memory: the largest over the nodes, read before SIGTERM.\n\n", claims, qnodes, workers, qnodes * workers
+            printf "\nQueue length: the first %d tasks claimed and completed out of a queue of N pending, %d nodes x %d workers and the ordered raw loop with %d threads. Node memory: the largest over the nodes, read before SIGTERM.\n\n", claims, qnodes, workers, qnodes * workers
             printf "| pending tasks | Cohort tasks/s | raw loop tasks/s | Cohort / raw | Cohort commands/task | Cohort commands/task, steady | node VmHWM MiB | node VmRSS MiB |\n"
             printf "|---|---|---|---|---|---|---|---|\n"
         }
