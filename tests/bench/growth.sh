@@ -205,14 +205,7 @@ CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head 
 } | tee "$OUT/summary.md"
 
 awk -F'\t' -v workers="$WORKERS" -v tasks="$TASKS" -v claims="$CLAIMS" \
-    -v qnodes="$QUEUE_NODES" '
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++)
-        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    if (n == 0) return "n/a"
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+    -v qnodes="$QUEUE_NODES" "$AWK_STATS"'
 function spread(list, fmt,    a, n, i, lo, hi) {
     n = split(list, a, " ")
     if (n == 0) return "n/a"
@@ -222,7 +215,6 @@ function spread(list, fmt,    a, n, i, lo, hi) {
     if (n == 1) return sprintf(fmt, a[1])
     return sprintf(fmt " (" fmt "-" fmt ")", median(list), lo, hi)
 }
-function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
 NR > 1 {
     k = $2 SUBSEP $3
     if (!(k in seen)) { seen[k] = 1; order[++n_rows] = k }

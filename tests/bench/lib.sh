@@ -116,6 +116,32 @@ memory_kb() {
         "/proc/$1/status" 2>/dev/null || echo 0
 }
 
+# AWK_STATS: awk functions the summaries share, to put before an awk program: median(list)
+# and extreme(list, want_max) of a space-separated list, add(key, v) appending v to lists[key],
+# ratio(key): lists[key]'s median and min-max as percentages.
+AWK_STATS='
+function median(list,    a, n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    if (n == 0) return "n/a"
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function extreme(list, want_max,    a, n, i, v) {
+    n = split(list, a, " ")
+    v = a[1]
+    for (i = 2; i <= n; i++)
+        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
+    return v
+}
+function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+function ratio(key) {
+    if (!(key in lists)) return "-"
+    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
+                   100 * extreme(lists[key], 1))
+}
+'
+
 # value KEY LINE: the value of KEY=value in a result line
 value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 

@@ -239,27 +239,7 @@ CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head 
 # The table: medians over the rounds with min-max, and ratios to the raw loop computed per
 # round (each Cohort run against the raw runs of the same round), then their median.
 awk -F'\t' -v threads="$THREADS" -v nodes="$NODES" -v workers="$WORKERS" \
-    -v tasks="$TASKS" -v rounds="$REPEAT" -v server_cpu="${SERVER_PID:+1}" '
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++)
-        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    if (n == 0) return "n/a"
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function extreme(list, want_max,    a, n, i, v) {
-    n = split(list, a, " ")
-    v = a[1]
-    for (i = 2; i <= n; i++)
-        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
-    return v
-}
-function ratio(key) {
-    if (!(key in lists)) return "-"
-    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
-                   100 * extreme(lists[key], 1))
-}
-function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+    -v tasks="$TASKS" -v rounds="$REPEAT" -v server_cpu="${SERVER_PID:+1}" "$AWK_STATS"'
 NR > 1 {
     add($2 " rate", $3); add($2 " active", $4); add($2 " cpt", $5)
     if ($6 != "n/a") add($2 " steady", $6)
@@ -318,27 +298,7 @@ END {
 if [ "${#BATCHES[@]}" -gt 0 ]; then
     awk -F'\t' -v threads="$THREADS" -v nodes="$NODES" -v workers="$WORKERS" \
         -v tasks="$TASKS" -v rounds="$REPEAT" -v batches="${BATCHES[*]}" \
-        -v server_cpu="${SERVER_PID:+1}" '
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++)
-        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    if (n == 0) return "n/a"
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function extreme(list, want_max,    a, n, i, v) {
-    n = split(list, a, " ")
-    v = a[1]
-    for (i = 2; i <= n; i++)
-        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
-    return v
-}
-function ratio(key) {
-    if (!(key in lists)) return "-"
-    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
-                   100 * extreme(lists[key], 1))
-}
-function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+        -v server_cpu="${SERVER_PID:+1}" "$AWK_STATS"'
 NR > 1 {
     add($2 " rate", $3); add($2 " active", $4); add($2 " cpt", $5)
     if ($6 != "n/a") add($2 " steady", $6)
