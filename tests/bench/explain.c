@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/store.h"
 
@@ -283,8 +284,12 @@ int main(int argc, char **argv)
             database = argv[++i];
         else if (strcmp(argv[i], "--service") == 0 && i + 1 < argc)
             service = argv[++i];
-        else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc)
-            tasks = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
+            char *end;
+            tasks = strtoll(argv[++i], &end, 10);
+            if (*end)
+                tasks = 0; /* refused below */
+        }
         else if (strcmp(argv[i], "--keep") == 0)
             keep = true;
         else
