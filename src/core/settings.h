@@ -29,6 +29,7 @@
 #define COHORT_KIND_MAX 64            /* a kind name: 1-64 of [A-Za-z0-9_-] */
 #define COHORT_PRIORITY_LIMIT 1000000 /* priorities lie in [-LIMIT, LIMIT] */
 #define COHORT_CLAIM_BATCH_MAX 256
+#define COHORT_CLAIM_BATCH_AUTO 0 /* claim_batch = auto: node/prefetch.h sizes each claim */
 
 typedef enum cohort_setting_section {
     COHORT_SECTION_CLUSTER, /* [cluster] */
@@ -60,7 +61,8 @@ typedef struct cohort_setting {
     const char *def_text; /* text: the default (NULL: unset); others: how the docs show it */
     int64_t min, max;     /* numbers: the range */
     const char *const *choices; /* enums: the names, NULL-terminated, values 0, 1, ... */
-    /* enums: a parser accepting more than `choices` (aliases, any case); NULL: exact names */
+    /* enums: a parser accepting more than `choices` (aliases, any case); NULL: exact names.
+     * Counts: a word accepted besides numbers (claim_batch's `auto`); NULL: numbers only */
     bool (*parse)(const char *text, int64_t *value);
     /* text: extra rule; false with `error` set (the message names the key and value) */
     bool (*check)(const char *value, bson_error_t *error);

@@ -24,6 +24,7 @@
 #include "node/election.h"
 #include "node/histogram.h"
 #include "node/plugin.h"
+#include "node/prefetch.h"
 #include "store/store.h"
 
 #define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
@@ -87,9 +88,14 @@ typedef struct cohort_service {
     char settings_problem[BSON_ERROR_BUFFER_SIZE];
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
+    bool batch_quiet;           /* main thread: the last count found the batch empty */
+    atomic_bool queue_grew;     /* a wake-up saw an insert since the last batch count */
+    int64_t next_batch_count_ms; /* main thread, monotonic: a quiet batch's next count */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
+    int64_t next_upkeep_ms;         /* main thread, monotonic: cohort_maintenance_upkeep() */
     int64_t history_minute_ms;      /* main thread, cluster clock: the minute recorded last */
     int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
+    int64_t next_purge_ms;          /* main thread, monotonic: the retention purge */
     _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves
      * metrics), the primary counts tasks by status once per tick (one aggregation). */
@@ -117,11 +123,13 @@ typedef struct cohort_service {
     char switches_summary[512]; /* main thread: the switches last logged */
     _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
     /* Tasks a batch claim took beyond the claiming worker's own (guarded by the lock): any
-     * idle worker runs them next, so a long task never makes them wait. A ring of
-     * claim_batch documents; check-ins cover them. */
+     * idle worker runs them next, so a long task never makes them wait. A ring of twice
+     * the largest claim (prefetch.h); check-ins cover them, and ready.h gives them back. */
     bson_t **ready;
     size_t ready_head, ready_n, ready_cap;
     size_t ready_reserved; /* room promised to batch claims in flight */
+    cohort_prefetch_t prefetch; /* the workers' recent run times: sizes claims (guarded) */
+    int64_t claim_tick_ms;      /* eff.tick_ms, copied each tick for the workers (guarded) */
     int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
     _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
     /* Main thread, as primary: other live nodes hosting the service, counted with the

@@ -4,8 +4,9 @@
  * The main thread refills the budget once per tick (primary_task_count on the primary,
  * secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim and run tasks
  * while budget remains and the queue had work; a claim that finds nothing parks the workers
- * until the next tick. After a tick one worker probes first and the others follow only if
- * it found work, so an idle service costs one query per tick.
+ * until the next tick, or until an insert into the queue wakes them (watch.h). After a tick
+ * (or a wake-up) one worker probes first and the others follow only if it found work, so an
+ * idle service costs one query per tick.
  */
 #ifndef COHORT_WORKERS_H
 #define COHORT_WORKERS_H
@@ -26,8 +27,22 @@ bool cohort_service_set_workers(cohort_service_t *service, size_t workers, bson_
 void cohort_service_stop_claiming(cohort_service_t *service);
 
 /* Main thread, at the end of each tick: the claim budget for the next one, and every
- * parked worker woken to use it. */
+ * parked worker woken to use it. A secondary whose workers claimed nothing since the last
+ * refill, of a service whose primary's last claim found nothing due (the `queue_due` hint of
+ * the config document), does not look at the queue this tick: an idle secondary sends no
+ * claim (an enqueue's wake-up still starts one at once). */
 void cohort_workers_refill(cohort_service_t *service);
+
+/* Main thread, before the election round: the `queue_due` hint the primary's renewal writes.
+ * 0 if the last claim since the refill found nothing due, 1 otherwise (tasks were claimed,
+ * or no claim was tried: the workers were busy or had no budget), -1 for a service without
+ * workers (handler = external). */
+int cohort_workers_due_hint(cohort_service_t *service);
+
+/* Any thread (the change stream watcher, watch.h): the queue gained a task, so parked
+ * workers look again now, within what is left of this tick's budget, instead of on the next
+ * tick. Does nothing while the service stops or its budget is used up. */
+void cohort_workers_wake(cohort_service_t *service);
 
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);

@@ -78,6 +78,13 @@ bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bson_t *doc, bool *found,
                                bson_error_t *error);
 
+/* Reads the config documents of `n` services in one find: the node's one read of a tick for
+ * all the services it does not lead. docs[i] is initialised by this call (destroy each) and
+ * found[i] says whether names[i] has a document. Generic data and schedules are left out. */
+bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
+                                const char *const *names, size_t n, bson_t *docs, bool *found,
+                                bson_error_t *error);
+
 /* Sets (value >= 0) or removes (value < 0) settings.<key> in the service's config document.
  * *found is false if the service has no document. */
 bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
@@ -107,11 +114,13 @@ typedef struct cohort_batch_state {
  * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
  * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
  * (settings, switches, batch state), which saves the primary a read every tick. `doc` may be
- * NULL when only the lease matters (the lease thread's renewals). */
+ * NULL when only the lease matters (the lease thread's renewals). `queue_due` (0 or 1; -1
+ * leaves it) writes the hint `queue_due`: whether the primary's last claim found due work,
+ * which tells the secondaries whether to look at the queue at all (workers.h). */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
-                              bson_error_t *error);
+                              int64_t lease_ms, int64_t tick_ms, int queue_due, bool *renewed,
+                              bson_t *doc, bson_error_t *error);
 
 typedef struct cohort_takeover {
     bool taken;
@@ -232,6 +241,36 @@ bool cohort_store_insert_task(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const cohort_new_task_t *task, int64_t count,
                                int64_t *inserted, bson_error_t *error);
+
+/* ---- watch.c: change streams on the queues' inserts ------------------------------------ */
+
+/* A change stream on the inserts into one service's queue, on a client of its own (made
+ * from the store's URI, its commands counted in the store's stats). One thread uses it. */
+typedef struct cohort_store_watch cohort_store_watch_t;
+
+/* Opens the stream on `service`'s queue: each getMore waits up to `await_ms` on the server
+ * (maxAwaitTimeMS) and the client's socket timeout is raised above that. With `resume_after`
+ * (may be NULL; copied), it starts after that resume token, so inserts made while no stream
+ * was open are seen too. NULL with `error` set when the server refuses (change streams need a
+ * replica set, or the local server's oplog) or cannot be reached. Close it with
+ * cohort_store_watch_close(). */
+cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char *service,
+                                              int64_t await_ms, const bson_t *resume_after,
+                                              bson_error_t *error);
+
+/* The stream's next insert: *inserted tells whether there was one. Without an event left
+ * from the last batch it sends one getMore, which the server holds up to await_ms (the local
+ * test server answers at once). False with `error` set when the stream broke (after the
+ * driver's own single resume attempt): close it and open another. */
+bool cohort_store_watch_next(cohort_store_watch_t *watch, bool *inserted, bson_error_t *error);
+
+/* The stream's resume token, copied into `token` (initialised by the call); false (and
+ * `token` empty) if it has none yet, or none worth resuming after: the queue was dropped or
+ * renamed, which ends the stream (cohort_store_watch_next() said so with an error). */
+bool cohort_store_watch_resume_token(cohort_store_watch_t *watch, bson_t *token);
+
+/* Closes the stream (killCursors) and its client (NULL is fine). */
+void cohort_store_watch_close(cohort_store_watch_t *watch);
 
 /* ---- claims.c: claiming tasks ----------------------------------------------------------- */
 

@@ -16,7 +16,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
-LOG_PREFIX=explain
+BENCH_NAME=explain
 # shellcheck source=tests/bench/lib.sh
 source "$ROOT/tests/bench/lib.sh"
 
@@ -33,5 +33,6 @@ done
 COHORT_TARGETS="${COHORT_TARGETS:-bench_explain}" bash "$ROOT/deploy/setup.sh" "$BUILD"
 EXPLAIN="$BUILD/tests/bench/explain"
 [ -x "$EXPLAIN" ] || die "$EXPLAIN was not built (COHORT_TESTS=OFF?)"
-bench_start_db explain-localdb
+trap 'stop_nodes; database_stop' EXIT
+database_start
 "$EXPLAIN" "${ARGS[@]}"

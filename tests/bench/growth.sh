@@ -46,7 +46,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
-LOG_PREFIX=growth
+BENCH_NAME=growth
 # shellcheck source=tests/bench/lib.sh
 source "$ROOT/tests/bench/lib.sh"
 
@@ -117,7 +117,8 @@ OUT="$BUILD/bench/growth-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 RESULTS="$OUT/results.tsv"
 printf 'round\tseries\tsize\tconfig\ttasks_per_s\tcommands_per_task\tsteady_commands_per_task\tclaimed_by_node\thwm_kb\trss_kb\n' >"$RESULTS"
-bench_start_db growth-localdb
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 # record ROUND SERIES SIZE CONFIG RATE CPT STEADY CLAIMED HWM RSS (not the warm-up's)
 record() {
@@ -201,7 +202,7 @@ CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head 
         "$QUEUE_NODES" "$WORKERS" "${PRIMARY_TASK_COUNT:+ --primary-task-count $PRIMARY_TASK_COUNT}" \
         "$REPEAT" "$INTERVAL_MS" "$([ "$WARMUP" -eq 1 ] || echo ' --no-warmup')"
     printf 'Cohort at %s; %s cores (%s); database: %s.\n' "$COMMIT" "$(nproc)" \
-        "${CPU:-unknown CPU}" "$(bench_server_name)"
+        "${CPU:-unknown CPU}" "$BENCH_SERVER"
 } | tee "$OUT/summary.md"
 
 awk -F'\t' -v workers="$WORKERS" -v tasks="$TASKS" -v claims="$CLAIMS" \

@@ -1,113 +1,61 @@
-# lib.sh - what the throughput benchmarks (run.sh, growth.sh) share, sourced by them: messages
-# and option checks, the build of Cohort and of the bench programs (raw_loop, probe), the
-# local database, a node's configuration, stopping nodes, and reading /proc.
-#
-# The sourcing script sets ROOT and BUILD first, and may set LOG_PREFIX (default "bench").
-# bench_build sets COMMIT, RAW_LOOP, PROBE, COHORTD, COHORTCTL and HANDLER; bench_start_db
-# sets and exports MONGODB_URI, and sets LOCALDB_STATE and SERVER_PID (empty when
-# MONGODB_URI came from the environment). write_config reads WORKERS, TICK_MS and
-# TAKEOVER_MS. Node pids go in NODE_PIDS; the EXIT trap stops them and the local database.
+# Shell helpers for the benchmark scripts in tests/bench/ (sourced, not run; run.sh, peers.sh,
+# growth.sh, profile.sh and explain.sh use them). The sourcing script sets ROOT (the checkout) and BUILD (the build
+# directory) and names itself in BENCH_NAME, which prefixes its log lines (on stderr).
 
-log() { printf '%s: %s\n' "${LOG_PREFIX:-bench}" "$*" >&2; }
-die() { log "$*"; exit 1; }
-# usage [STATUS]: prints the sourcing script's header comment (up to `set -euo`)
+log() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; }
+die() {
+    log "$*"
+    exit 1
+}
+
+# usage [STATUS]: the running script's top comment (its lines from the second to `set -euo`)
 usage() {
     sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2
     exit "${1:-2}"
 }
+
+# number OPTION VALUE: dies unless VALUE is a positive whole number
 number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 '$2' must be a positive whole number"; }
 
-# bench_build: Cohort with deploy/setup.sh, and the two bench programs.
-bench_build() {
-    bash "$ROOT/deploy/setup.sh" "$BUILD"
-    # What was built (the tree may move on while the benchmark runs).
-    COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# bench_commit: the commit the build was made from, and whether the product's sources differ
+bench_commit() {
+    local commit
+    commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     [ -z "$(git -C "$ROOT" status --porcelain -- src include handlers 2>/dev/null)" ] \
-        || COMMIT="$COMMIT + uncommitted changes in src/, include/ or handlers/"
-    local bin="$BUILD/tests/bench" prog
-    if [ ! -d "$bin/CMakeFiles" ]; then
-        # CMake does not build them (tests/CMakeLists.txt lacks add_subdirectory(bench), or
-        # COHORT_TESTS=OFF): compile them directly, every time, so they are never stale.
-        log "building the bench programs with cc into $bin"
-        mkdir -p "$bin"
-        local flags
-        read -r -a flags <<<"$(pkg-config --cflags --libs libmongoc-1.0)"
-        for prog in raw_loop probe; do
-            cc -std=gnu11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$bin/$prog" \
-                "$ROOT/tests/bench/$prog.c" "$ROOT/tests/bench/bench_common.c" \
-                "${flags[@]}" -pthread
-        done
-    fi
-    RAW_LOOP="$bin/raw_loop"
-    PROBE="$bin/probe"
-    COHORTD="$BUILD/cohortd"
-    COHORTCTL="$BUILD/cohortctl"
-    HANDLER="$BUILD/handlers/cohort_noop.so"
+        || commit="$commit + uncommitted changes in src/, include/ or handlers/"
+    printf '%s\n' "$commit"
 }
 
-# stop_nodes: SIGTERM, then SIGKILL after STOP_WAIT_S seconds (default 15; a node whose
-# commands each scan a long queue on the local server needs longer to finish its last ones)
-NODE_PIDS=()
-stop_nodes() {
-    local pid i
-    for pid in "${NODE_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${NODE_PIDS[@]}"; do
-        for ((i = 0; i < ${STOP_WAIT_S:-15} * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "node pid $pid ignored SIGTERM for ${STOP_WAIT_S:-15} s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    NODE_PIDS=()
-}
+# value KEY LINE: the value of KEY=value in a line of key=value pairs
+value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
-LOCALDB_STATE=""
-bench_cleanup() {
-    stop_nodes
-    if [ -n "$LOCALDB_STATE" ]; then
-        bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    fi
-}
-
-# bench_start_db STATE_NAME: the local database in BUILD/STATE_NAME unless MONGODB_URI is set.
-bench_start_db() {
-    trap bench_cleanup EXIT
-    if [ -z "${MONGODB_URI:-}" ]; then
-        LOCALDB_STATE="$BUILD/$1"
-        mkdir -p "$LOCALDB_STATE"
-        bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-        MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB_STATE")"
-        log "local database at $MONGODB_URI"
-    else
-        log "using MONGODB_URI from the environment"
-    fi
-    export MONGODB_URI
-    SERVER_PID=""
-    [ -n "$LOCALDB_STATE" ] && SERVER_PID="$(tr -dc '0-9' <"$LOCALDB_STATE/pid")"
-    CLK_TCK="$(getconf CLK_TCK)"
-}
-
-# bench_server_name: where the numbers were taken, for the summary.
-bench_server_name() {
-    if [ -n "$LOCALDB_STATE" ]; then
-        echo "the local mongo-java-server (in-memory) started by this script"
-    else
-        echo "MONGODB_URI from the environment"
-    fi
-}
-
-# cpu_ms PID: CPU time (user + system) the process has used so far, 0 if it is not ours to see
+# cpu_ms PID: CPU time (user + system) the process has used so far; 0 if not ours to see
 cpu_ms() {
     local stat
-    [ -n "$1" ] && stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
+    [ -n "$1" ] && stat="$(cat "/proc/$1/stat" 2>/dev/null)" || {
+        echo 0
+        return
+    }
     # fields after "pid (comm) ": state is the 1st, utime the 12th, stime the 13th
-    awk -v tck="$CLK_TCK" '{ printf "%d", ($12 + $13) * 1000 / tck }' <<<"${stat##*) }"
+    awk -v tck="$(getconf CLK_TCK)" '{ printf "%d", ($12 + $13) * 1000 / tck }' <<<"${stat##*) }"
+}
+
+# run_rounds FUNCTION WARMUP REPEAT CONFIG...: FUNCTION ROUND CONFIG for every configuration,
+# first once as round "warmup" (if WARMUP is 1: the local server is a JVM whose first runs are
+# slow), then in rounds 1 to REPEAT, each in an order rotated from the round before so that no
+# configuration always goes first
+run_rounds() {
+    local run="$1" warmup="$2" repeat="$3" round k
+    shift 3
+    if [ "$warmup" -eq 1 ]; then
+        log "warm-up round (not recorded): the server's JIT compiles its hot paths"
+        for k in "$@"; do "$run" warmup "$k"; done
+    fi
+    for ((round = 1; round <= repeat; round++)); do
+        for ((k = 0; k < $#; k++)); do
+            "$run" "$round" "${@:$(((round - 1 + k) % $# + 1)):1}"
+        done
+    done
 }
 
 # memory_kb PID FIELD: VmHWM or VmRSS of a live process, in kB (0 if it is gone)
@@ -142,11 +90,95 @@ function ratio(key) {
 }
 '
 
-# value KEY LINE: the value of KEY=value in a result line
-value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+# --- building ----------------------------------------------------------------------------
 
-# write_config FILE DATABASE NODE_ID [PRIMARY_TASK_COUNT [CLAIM_BATCH]]
-# (an empty or missing setting is not written, so the node uses the product default)
+# bench_build: Cohort with deploy/setup.sh and the two bench programs; sets COMMIT (what was
+# built: the tree may move on while the benchmark runs), RAW_LOOP, PROBE, COHORTD, COHORTCTL
+# and HANDLER.
+bench_build() {
+    bash "$ROOT/deploy/setup.sh" "$BUILD"
+    COMMIT="$(bench_commit)"
+    local bin="$BUILD/tests/bench" prog flags
+    if [ ! -d "$bin/CMakeFiles" ]; then
+        # CMake does not build them (tests/CMakeLists.txt lacks add_subdirectory(bench), or
+        # COHORT_TESTS=OFF): compile them directly, every time, so they are never stale.
+        log "building the bench programs with cc into $bin"
+        mkdir -p "$bin"
+        read -r -a flags <<<"$(pkg-config --cflags --libs libmongoc-1.0)"
+        for prog in raw_loop probe; do
+            cc -std=gnu11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$bin/$prog" \
+                "$ROOT/tests/bench/$prog.c" "$ROOT/tests/bench/bench_common.c" \
+                "${flags[@]}" -pthread
+        done
+    fi
+    RAW_LOOP="$bin/raw_loop"
+    PROBE="$bin/probe"
+    COHORTD="$BUILD/cohortd"
+    COHORTCTL="$BUILD/cohortctl"
+    HANDLER="$BUILD/handlers/cohort_noop.so"
+}
+
+# --- the database ------------------------------------------------------------------------
+
+# database_start: exports MONGODB_URI, starting the local server (mongo-java-server, in
+# memory) in LOCALDB_STATE = BUILD/bench-localdb unless MONGODB_URI is set already; sets
+# SERVER_PID (the local server's pid, empty for a server of the environment) and
+# BENCH_SERVER (what the server is, in words).
+LOCALDB_STATE=""
+SERVER_PID=""
+database_start() {
+    if [ -n "${MONGODB_URI:-}" ]; then
+        log "using MONGODB_URI from the environment"
+        BENCH_SERVER="MONGODB_URI from the environment"
+    else
+        LOCALDB_STATE="$BUILD/bench-localdb"
+        mkdir -p "$LOCALDB_STATE"
+        bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
+        MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB_STATE")"
+        SERVER_PID="$(tr -dc '0-9' <"$LOCALDB_STATE/pid")"
+        BENCH_SERVER="the local mongo-java-server (in memory) started by this script"
+        log "local database at $MONGODB_URI"
+    fi
+    export MONGODB_URI
+}
+
+database_stop() {
+    [ -z "$LOCALDB_STATE" ] \
+        || bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
+}
+
+# --- processes ---------------------------------------------------------------------------
+
+# The Cohort nodes a run started: stop_nodes ends them.
+NODE_PIDS=()
+
+# stop_nodes: SIGTERM to every process in NODE_PIDS, SIGKILL to any still alive STOP_WAIT_S
+# seconds on (default 15; a node whose commands each scan a long queue on the local server
+# needs longer to finish its last ones)
+stop_nodes() {
+    local pid i
+    for pid in "${NODE_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${NODE_PIDS[@]}"; do
+        for ((i = 0; i < ${STOP_WAIT_S:-15} * 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "node pid $pid ignored SIGTERM for ${STOP_WAIT_S:-15} s; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+    done
+    NODE_PIDS=()
+}
+
+# --- Cohort ------------------------------------------------------------------------------
+
+# write_config FILE DATABASE NODE_ID [PRIMARY_TASK_COUNT [CLAIM_BATCH]]: one node's
+# configuration for the noop service (WORKERS workers, TICK_MS, TAKEOVER_MS); an empty or
+# missing setting is not written, so the node uses the product default.
 write_config() {
     cat >"$1" <<EOF
 ; Written by tests/bench for one benchmark run. The server is MONGODB_URI's.
@@ -190,4 +222,32 @@ stopped_line() {
     line="$(grep 'stopped: ' "$1/node$2.log" | tail -n 1)"
     [ -n "$line" ] || die "node $2 wrote no 'stopped:' line; see $1/node$2.log"
     printf '%s\n' "$line"
+}
+
+# bench_cohort_nodes_run DIR DATABASE NODES TASKS: starts NODES cohortd processes on the
+# configuration files DIR/node1.ini ... (written by the caller, with the tasks enqueued), lets
+# the probe (BUILD/tests/bench/probe) wait until TASKS have succeeded, stops the nodes and
+# drops DATABASE. Leaves the probe's line in BENCH_RUN_LINE and the nodes' database commands
+# (from each node's final "stopped: ... db_commands=N" log line) in BENCH_RUN_COMMANDS.
+bench_cohort_nodes_run() {
+    local dir="$1" db="$2" nodes="$3" tasks="$4" since i stopped
+    since="$(date +%s%3N)"
+    for ((i = 1; i <= nodes; i++)); do
+        "$BUILD/cohortd" -c "$dir/node$i.ini" 2>"$dir/node$i.log" &
+        NODE_PIDS+=($!)
+    done
+    if ! BENCH_RUN_LINE="$("$BUILD/tests/bench/probe" wait --database "$db" --tasks "$tasks" \
+        --since-ms "$since" --timeout-s 300)"; then
+        stop_nodes
+        tail -n 20 "$dir"/node*.log >&2 || true
+        die "Cohort run failed; logs in $dir"
+    fi
+    stop_nodes
+    BENCH_RUN_COMMANDS=0
+    for ((i = 1; i <= nodes; i++)); do
+        stopped="$(grep 'stopped: ' "$dir/node$i.log" | tail -n 1)"
+        [ -n "$stopped" ] || die "node $i wrote no 'stopped:' line; see $dir/node$i.log"
+        BENCH_RUN_COMMANDS=$((BENCH_RUN_COMMANDS + $(value db_commands "$stopped")))
+    done
+    "$BUILD/tests/bench/probe" drop --database "$db" || true
 }

@@ -21,7 +21,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
-LOG_PREFIX=profile
+BENCH_NAME=profile
 # shellcheck source=tests/bench/lib.sh
 source "$ROOT/tests/bench/lib.sh"
 
@@ -52,7 +52,8 @@ command -v perf >/dev/null || die "perf is not installed (apt-get install linux-
 bench_build
 OUT="$BUILD/bench/profile-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
-bench_start_db profile-localdb
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 db="profile_$$"
 write_config "$OUT/enqueue.ini" "$db" profile-enqueue
@@ -85,7 +86,7 @@ printf 'Run %s: `bash tests/bench/profile.sh --tasks %d --nodes %d --workers %d 
 awk -v r="$(value tasks_per_s "$line")" -v c="$commands" -v n="$TASKS" -v cl="$client" \
     -v sv="$server" 'BEGIN { printf "%.0f tasks/s, %.3f commands/task, nodes %.0f ms and server %.0f ms CPU per 1,000 tasks\n\n", r, c / n, cl * 1000 / n, sv * 1000 / n }'
 echo '```'
-perf report -i "$OUT/perf.data" --no-children --sort dso --stdio 2>/dev/null \
+perf report -i "$OUT/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null \
     | grep -v '^#' | grep -v '^$' | head -n 12
 echo
 perf report -i "$OUT/perf.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null \

@@ -52,6 +52,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
+BENCH_NAME=bench
+# shellcheck source=tests/bench/lib.sh
+. "$ROOT/tests/bench/lib.sh"
 
 TASKS=2000
 REPEAT=5
@@ -69,8 +72,6 @@ RAW_ORDER=""
 TICK_MS=1000
 TAKEOVER_MS=10000
 
-# shellcheck source=tests/bench/lib.sh
-source "$ROOT/tests/bench/lib.sh"
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -113,7 +114,8 @@ mkdir -p "$OUT"
 RESULTS="$OUT/results.tsv"
 printf 'round\tconfig\ttasks_per_s\tactive_tasks_per_s\tcommands_per_task\tsteady_commands_per_task\tpoll_commands\tclaimed_by_node\tclient_cpu_ms\tserver_cpu_ms\n' >"$RESULTS"
 
-bench_start_db bench-localdb
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 # --- one run of each kind --------------------------------------------------------------
 
@@ -145,15 +147,20 @@ run_cohort() {
     ptc="${4:-$ptc}"
     local tasks="${5:-$TASKS}"
     mkdir -p "$dir"
+    for ((i = 1; i <= nodes; i++)); do
+        write_config "$dir/node$i.ini" "$db" "bench-$i" "$ptc" "${6:-}"
+    done
     local server client=0 pid
     server="$(cpu_ms "$SERVER_PID")" # like the raw loop's, it includes inserting the tasks
-    write_config "$dir/enqueue.ini" "$db" bench-enqueue
-    "$COHORTCTL" -c "$dir/enqueue.ini" enqueue noop --count "$tasks" >/dev/null \
+    "$COHORTCTL" -c "$dir/node1.ini" enqueue noop --count "$tasks" >/dev/null \
         || die "cohortctl enqueue failed (round $round, $config)"
 
     local since line
     since="$(date +%s%3N)"
-    start_nodes "$dir" "$db" "$nodes" "$ptc" "${6:-}"
+    for ((i = 1; i <= nodes; i++)); do
+        "$COHORTD" -c "$dir/node$i.ini" 2>"$dir/node$i.log" &
+        NODE_PIDS+=($!)
+    done
     if ! line="$("$PROBE" wait --database "$db" --tasks "$tasks" --since-ms "$since" \
         --interval-ms "$INTERVAL_MS" --timeout-s 300)"; then
         stop_nodes
@@ -168,7 +175,8 @@ run_cohort() {
 
     local commands=0 claimed=() stopped n
     for ((i = 1; i <= nodes; i++)); do
-        stopped="$(stopped_line "$dir" "$i")"
+        stopped="$(grep 'stopped: ' "$dir/node$i.log" | tail -n 1)"
+        [ -n "$stopped" ] || die "node $i wrote no 'stopped:' line; see $dir/node$i.log"
         n="$(value db_commands "$stopped")"
         commands=$((commands + n))
         claimed+=("$(value claimed "$stopped")")
@@ -212,22 +220,13 @@ run_config() {
 }
 
 log "$TASKS tasks per run, $REPEAT rounds, raw loop with 1 and $THREADS threads, Cohort with 1 and $NODES nodes of $WORKERS workers, claim_batch: default${BATCHES[*]:+ and ${BATCHES[*]}}; results in $OUT"
-if [ "$WARMUP" -eq 1 ]; then
-    log "warm-up round (not recorded): the server's JIT compiles its hot paths"
-    for config in "${CONFIGS[@]}"; do
-        run_config warmup "$config"
-    done
-fi
-for ((round = 1; round <= REPEAT; round++)); do
-    for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
-        run_config "$round" "${CONFIGS[$(((round - 1 + k) % ${#CONFIGS[@]}))]}"
-    done
-done
+run_rounds run_config "$WARMUP" "$REPEAT" "${CONFIGS[@]}"
 
 # --- summary ---------------------------------------------------------------------------
 
 # Where and on what the numbers were taken.
-SERVER="$(bench_server_name)"
+SERVER="the local mongo-java-server (in-memory) started by this script"
+[ -n "$LOCALDB_STATE" ] || SERVER="MONGODB_URI from the environment"
 CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
 {
     printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d --claim-batches %s%s`\n' \
@@ -353,7 +352,11 @@ if [ "$IDLE_SECONDS" -gt 0 ]; then
     db="bench_idle_$$"
     mkdir -p "$dir"
     started="$(date +%s%3N)"
-    start_nodes "$dir" "$db" "$NODES" "$PRIMARY_TASK_COUNT"
+    for ((i = 1; i <= NODES; i++)); do
+        write_config "$dir/node$i.ini" "$db" "bench-$i" "$PRIMARY_TASK_COUNT"
+        "$COHORTD" -c "$dir/node$i.ini" 2>"$dir/node$i.log" &
+        NODE_PIDS+=($!)
+    done
     sleep "$IDLE_SECONDS"
     stopping="$(date +%s%3N)"
     stop_nodes
@@ -362,7 +365,7 @@ if [ "$IDLE_SECONDS" -gt 0 ]; then
     {
         printf '\nIdle %d-node cluster (empty queue, %d ticks): commands per tick per node, start-up and step-down excluded:' "$NODES" "$ticks"
         for ((i = 1; i <= NODES; i++)); do
-            stopped="$(stopped_line "$dir" "$i")"
+            stopped="$(grep 'stopped: ' "$dir/node$i.log" | tail -n 1)"
             role=secondary
             fixed=2
             if grep -q 'became primary' "$dir/node$i.log"; then
