@@ -35,6 +35,9 @@
  *
  * P is how many services' config documents name the node as primary at the end.
  *
+ * claimed-by: how many tasks of the service matching --filter (JSON) each node claimed last,
+ * as "node=count node=count ..." on one line, in node order.
+ *
  * drop: drops the database (run.sh does it after stopping the nodes).
  */
 #include <stdio.h>
@@ -281,6 +284,49 @@ static int cmd_idle(const char *database, int64_t seconds)
     return 0;
 }
 
+static int cmd_claimed_by(const watch_t *w, const char *filter_json)
+{
+    bench_counter_t counter = {0};
+    mongoc_client_t *client = bench_client_new(&counter);
+    char queue_name[96];
+    snprintf(queue_name, sizeof queue_name, "queue_%s", w->service);
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, w->database, queue_name);
+    bson_error_t error;
+    bson_t *match = bson_new_from_json((const uint8_t *)filter_json, -1, &error);
+    if (!match)
+        bench_die("--filter: %s", error.message);
+    bson_t pipeline = BSON_INITIALIZER, stage;
+    BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage);
+    BSON_APPEND_DOCUMENT(&stage, "$match", match);
+    bson_append_document_end(&pipeline, &stage);
+    bson_t *rest = BCON_NEW("1", "{", "$group", "{", "_id", BCON_UTF8("$claimed_by"), "n", "{",
+                            "$sum", BCON_INT32(1), "}", "}", "}", "2", "{", "$sort", "{", "_id",
+                            BCON_INT32(1), "}", "}");
+    bson_concat(&pipeline, rest);
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(queue, MONGOC_QUERY_NONE, &pipeline, NULL, NULL);
+    const bson_t *doc;
+    const char *sep = "";
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        const char *id = bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it)
+                             ? bson_iter_utf8(&it, NULL)
+                             : "(none)";
+        printf("%s%s=%lld", sep, id, (long long)int_at(doc, "n"));
+        sep = " ";
+    }
+    printf("\n");
+    if (mongoc_cursor_error(cursor, &error))
+        bench_die("counting by claimed_by: %s", error.message);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(rest);
+    bson_destroy(&pipeline);
+    bson_destroy(match);
+    mongoc_collection_destroy(queue);
+    mongoc_client_destroy(client);
+    return 0;
+}
+
 static int cmd_drop(const char *database)
 {
     bench_counter_t counter = {0};
@@ -300,6 +346,7 @@ static void usage(void)
     fprintf(stderr, "usage: probe wait --database DB --tasks N --since-ms MS [--service NAME]\n"
                     "                  [--interval-ms I] [--timeout-s S]\n"
                     "       probe idle --database DB --seconds S\n"
+                    "       probe claimed-by --database DB [--service NAME] --filter JSON\n"
                     "       probe drop --database DB\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
@@ -312,6 +359,7 @@ int main(int argc, char **argv)
         usage();
     watch_t w = {.service = "noop", .interval_ms = 100, .timeout_s = 600};
     int64_t seconds = 0;
+    const char *filter = NULL;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--database") == 0 && i + 1 < argc)
             w.database = argv[++i];
@@ -323,6 +371,8 @@ int main(int argc, char **argv)
             w.since_ms = bench_parse_int("--since-ms", argv[++i], 1, INT64_MAX);
         else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc)
             w.interval_ms = bench_parse_int("--interval-ms", argv[++i], 1, 60000);
+        else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
+            filter = argv[++i];
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = bench_parse_int("--seconds", argv[++i], 1, 86400);
         else if (strcmp(argv[i], "--timeout-s") == 0 && i + 1 < argc)
@@ -343,6 +393,10 @@ int main(int argc, char **argv)
         if (seconds == 0)
             usage();
         rc = cmd_idle(w.database, seconds);
+    } else if (strcmp(argv[1], "claimed-by") == 0) {
+        if (!filter)
+            usage();
+        rc = cmd_claimed_by(&w, filter);
     } else if (strcmp(argv[1], "drop") == 0) {
         rc = cmd_drop(w.database);
     } else {

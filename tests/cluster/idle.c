@@ -104,7 +104,9 @@ Test(cluster_idle, an_idle_secondary_sends_one_command_per_tick)
         cluster_assert(c, ticks >= 8000 / TICK_MS / 2, "node %s pinged only %lld ticks apart",
                        c->nodes[i].id, (long long)ticks);
         double bound = led == 0 ? 1.0 : 1.0 + 4.0 * led;
-        cluster_assert(c, per_tick <= bound + 0.05,
+        /* 0.2: on a loaded machine a tick stretched past the heartbeat's bound adds the
+         * heartbeat thread's touch (node/heartbeat.h); a quiet one measures 1.00. */
+        cluster_assert(c, per_tick <= bound + 0.2,
                        "node %s (leading %d service(s)) sent %.2f commands per idle tick; the "
                        "budget is %.2f",
                        c->nodes[i].id, led, per_tick, bound);
@@ -125,7 +127,12 @@ Test(cluster_idle, idle_secondaries_take_work_the_primary_cannot)
     start_polling_nodes(c, "noop");
     cluster_primacy_t p;
     cluster_assert(c, cluster_read_primacy(c, "noop", &p), "cannot read the primacy");
-    test_sleep_ms(2000); /* idle: the primary's hint now says nothing is due */
+    /* The cap applies once the primary has counted its peers (its maintenance). */
+    cluster_node_t *primary = cluster_node_by_id(c, p.primary);
+    cluster_assert(c, primary && cluster_wait_log(primary, "other live node(s) serve", NULL,
+                                                  20000),
+                   "the primary did not count its peers");
+    test_sleep_ms(1000); /* idle: the primary's hint now says nothing is due */
     const char *enqueue[] = {"enqueue", "noop", "--count", "60", NULL};
     int64_t t0 = test_now_ms();
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cannot enqueue");

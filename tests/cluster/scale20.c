@@ -44,9 +44,11 @@
 /* The idle budget, in database commands per node and per tick (commands counted by each
  * node's libmongoc APM over the ticks it ran, each node on its own). Before issue 11's change
  * a secondary of 5 services measured 11.4-11.9 and a node leading one 14.7-17.7 (commit
- * 9aafbbd plus the spread). The 0.05 is rounding: a window's first or last ping. */
-#define IDLE_SECONDARY_MAX 1.05
-#define IDLE_PRIMARY_BASE 1.05
+ * 9aafbbd plus the spread); now 1.00 on a quiet machine. The 0.2 above 1 is for a loaded
+ * machine (20 nodes and the tests beside them on 2 cores): a tick stretched past the
+ * heartbeat's bound adds the heartbeat thread's touch (node/heartbeat.h). */
+#define IDLE_SECONDARY_MAX 1.2
+#define IDLE_PRIMARY_BASE 1.2
 #define IDLE_PER_LED_SERVICE 4.0
 
 static const char *const services[N_SERVICES] = {"s1", "s2", "s3", "s4", "s5"};
