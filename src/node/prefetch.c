@@ -23,10 +23,15 @@ void cohort_prefetch_note_run(cohort_prefetch_t *p, int64_t run_us)
         p->mean_us += (run_us - p->mean_us) / 4;
 }
 
-static int64_t window_us(int64_t tick_ms)
+int64_t cohort_prefetch_window_ms(int64_t tick_ms)
 {
     int64_t ms = tick_ms / 4 < COHORT_PREFETCH_WINDOW_MS ? tick_ms / 4 : COHORT_PREFETCH_WINDOW_MS;
-    return (ms < 1 ? 1 : ms) * 1000;
+    return ms < 1 ? 1 : ms;
+}
+
+static int64_t window_us(int64_t tick_ms)
+{
+    return cohort_prefetch_window_ms(tick_ms) * 1000;
 }
 
 size_t cohort_prefetch_want(const cohort_prefetch_t *p, const cohort_prefetch_input_t *in)

@@ -50,6 +50,10 @@ size_t cohort_prefetch_want(const cohort_prefetch_t *p, const cohort_prefetch_in
  * long ones from idle nodes. 0 when pinned or while runs are short. */
 size_t cohort_prefetch_surplus(const cohort_prefetch_t *p, const cohort_prefetch_input_t *in);
 
+/* The window of work a batch covers per idle worker: a quarter tick, at most
+ * COHORT_PREFETCH_WINDOW_MS. A run longer than this is long. */
+int64_t cohort_prefetch_window_ms(int64_t tick_ms);
+
 /* The most tasks a claim may ask for under `claim_batch` (auto: COHORT_PREFETCH_CAP): what
  * a worker's claim and outcome arrays are sized for. */
 size_t cohort_prefetch_capacity(int64_t claim_batch);

@@ -88,6 +88,7 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client, const bso
     pthread_mutex_unlock(&s->lock);
     cohort_filter_apply_switches(s);
     cohort_ready_give_back_stopped(s, client);
+    cohort_workers_give_back_unstartable(s, client);
     cohort_filter_refresh_busy_groups(s, client);
     int64_t epoch = cohort_election_epoch(&s->election);
     if (epoch > 0) {

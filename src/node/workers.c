@@ -373,6 +373,23 @@ static void give_back_surplus(worker_t *w)
         cohort_ready_give_back_last(s, w->ctx.client, surplus);
 }
 
+void cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_t *client)
+{
+    if (s->config->claim_batch != COHORT_CLAIM_BATCH_AUTO)
+        return;
+    int64_t now = cohort_clock_cluster_ms();
+    pthread_mutex_lock(&s->lock);
+    cohort_prefetch_input_t in = prefetch_input(s, 0);
+    int64_t window_ms = cohort_prefetch_window_ms(in.tick_ms);
+    bool stuck = in.ready_n > 0 && in.idle_workers == 0 && s->slots;
+    for (size_t i = 0; stuck && i < s->target_workers && i < s->n_threads; i++)
+        stuck = s->slots[i].busy && now - s->slots[i].started_at_ms > window_ms;
+    size_t n = stuck ? in.ready_n : 0;
+    pthread_mutex_unlock(&s->lock);
+    if (n > 0)
+        cohort_ready_give_back_last(s, client, n);
+}
+
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
  * allow): the first into w->docs[0] for this worker, the rest into the ready queue. False if
  * none. */

@@ -44,6 +44,11 @@ int cohort_workers_due_hint(cohort_service_t *service);
  * tick. Does nothing while the service stops or its budget is used up. */
 void cohort_workers_wake(cohort_service_t *service);
 
+/* Main thread, each tick: with claim_batch = auto, when every worker is busy with a run
+ * longer than the prefetch window and tasks wait in the ready queue, those tasks go back to
+ * pending at once, for idle nodes, instead of after the first long run ends (prefetch.h). */
+void cohort_workers_give_back_unstartable(cohort_service_t *service, mongoc_client_t *client);
+
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);
 
