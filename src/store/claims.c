@@ -54,6 +54,53 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
         append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
         bson_append_document_end(query, &group);
     }
+    if (filter->weight_room > 0 && !filter->weight_any_first) {
+        /* weight <= room, or no weight at all (a task written before weights, which weighs
+         * 1): {$not: {$gt}} matches both in one predicate, no $or. */
+        bson_t *fits = BCON_NEW("$not", "{", "$gt", BCON_INT64(filter->weight_room), "}");
+        BSON_APPEND_DOCUMENT(query, "weight", fits);
+        bson_destroy(fits);
+    }
+}
+
+int64_t cohort_store_task_weight(const bson_t *task)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, task, "weight") || !BSON_ITER_HOLDS_NUMBER(&it))
+        return 1;
+    int64_t weight = bson_iter_as_int64(&it);
+    return weight < 1 ? 1 : weight > COHORT_WEIGHT_MAX ? COHORT_WEIGHT_MAX : weight;
+}
+
+/* The ids of the candidates `query` finds (in the order `opts` sorts them) into `ids`, as
+ * far as their weights fit the filter's weight_room (see cohort_claim_filter_t); *found
+ * receives how many the find returned, fitting or not. */
+static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *opts,
+                            const cohort_claim_filter_t *filter, bson_t *ids, uint32_t *found,
+                            bson_error_t *error)
+{
+    int64_t room = filter ? filter->weight_room : 0, held = 0;
+    uint32_t kept = 0;
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, query, opts, NULL);
+    const bson_t *doc;
+    bson_iter_t it;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        int64_t weight = cohort_store_task_weight(doc);
+        bool first_any = kept == 0 && filter && filter->weight_any_first;
+        (*found)++;
+        if (room > 0 && !first_any && held + weight > room)
+            continue;
+        if (!bson_iter_init_find(&it, doc, "_id"))
+            continue;
+        held += weight;
+        char key[16];
+        const char *k;
+        bson_uint32_to_string(kept++, &k, key, sizeof key);
+        bson_append_value(ids, k, -1, bson_iter_value(&it));
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    return ok;
 }
 
 bson_t *store_claim_sort(void)
@@ -156,14 +203,14 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_DOCUMENT(&opts, "sort", sort);
     BSON_APPEND_INT64(&opts, "limit", (int64_t)max);
-    bson_t *projection = BCON_NEW("_id", BCON_INT32(1));
+    bson_t *projection = BCON_NEW("_id", BCON_INT32(1), "weight", BCON_INT32(1));
     BSON_APPEND_DOCUMENT(&opts, "projection", projection);
     bson_t ids = BSON_INITIALIZER;
     uint32_t found = 0;
-    bool ok = store_find_ids(tasks, &query, &opts, &ids, &found, error);
+    bool ok = find_candidates(tasks, &query, &opts, filter, &ids, &found, error);
 
     /* 2. Claim those still pending and due, under the call's token. */
-    if (ok && found > 0) {
+    if (ok && !bson_empty(&ids)) {
         bson_t in;
         BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
         BSON_APPEND_ARRAY(&in, "$in", &ids);

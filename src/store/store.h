@@ -244,7 +244,18 @@ typedef struct cohort_claim_filter {
     size_t n_stopped_kinds;
     const char *const *busy_groups;
     size_t n_busy_groups;
+    /* Load-aware claiming (node/capacity.h). weight_room > 0: the claimed tasks' weights (a
+     * task without `weight`, written before weights existed, weighs 1) add up to at most
+     * weight_room, so each weighs at most that; with weight_any_first, the first task in
+     * claim order is claimed whatever its weight (a node holding nothing), the others still
+     * within weight_room. 0: no limit (external workers, operators). */
+    int64_t weight_room;
+    bool weight_any_first;
 } cohort_claim_filter_t;
+
+/* A task document's weight: its `weight` field in [1, COHORT_WEIGHT_MAX], 1 if it has none
+ * (written before weights existed) or a bad one. */
+int64_t cohort_store_task_weight(const bson_t *task);
 
 /* A claim token: 24 hex digits and a NUL. Each claim call marks what it claims with one. */
 #define COHORT_CLAIM_TOKEN_SIZE 25
