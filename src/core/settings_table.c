@@ -125,9 +125,9 @@ const cohort_setting_t cohort_settings_table[] = {
      .def = 0, .def_text = "`workers`", .min = 0, .max = COHORT_CAPACITY_MAX, .reloads = true,
      .field = SERVICE(capacity), .live_field = NO_FIELD,
      .doc = "the weight of tasks this node holds at once (running, or claimed and waiting for a "
-            "worker): a task is claimed only while it fits, so heavy tasks go to nodes with "
-            "room and light ones still start. A node holding nothing claims any one task, "
-            "however heavy; `0`: the worker count"},
+            "worker): a worker claims a task only while it fits, so heavy tasks go to nodes "
+            "with room and light ones still start; batch claims prefetch only weight-1 tasks. "
+            "A node holding nothing claims any one task, however heavy; `0`: the worker count"},
     {.name = "max_attempts", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
      .def = 5, .min = 1, .max = 1000, .field = SERVICE(max_attempts), .live_field = NO_FIELD,
      .doc = "runs before a task stays failed (kept in the database for debugging)"},

@@ -4,8 +4,11 @@
  * count), so heavy tasks go to nodes with room while a busy node still takes light ones.
  *
  * The weight held is the sum of the weights of the tasks this node has claimed and not
- * finished, those waiting in the ready queue included. A claim in flight reserves all the
- * room left, so two claims of one node cannot both take a task that only one fits: a
+ * finished, those waiting in the ready queue included. A batch claim prefetches only light
+ * tasks (weight 1) beyond the one its worker starts, so prefetch keeps short light work
+ * flowing while weighted work is claimed only by a worker about to start it, when it fits;
+ * the held weight may then pass the capacity by the light tasks waiting, and no claim starts
+ * until it is below again. A claim in flight reserves all the room left, so two claims of one node cannot both take a task that only one fits: a
  * node's claims are made one at a time (a worker waits for the claim in flight, it does
  * not poll). A node holding nothing claims any one task, however heavy (a task heavier than
  * every node's capacity still runs, alone). The workers call these at their claim and

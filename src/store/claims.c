@@ -72,27 +72,26 @@ int64_t cohort_store_task_weight(const bson_t *task)
     return weight < 1 ? 1 : weight > COHORT_WEIGHT_MAX ? COHORT_WEIGHT_MAX : weight;
 }
 
-/* The ids of the candidates `query` finds (in the order `opts` sorts them) into `ids`, as
- * far as their weights fit the filter's weight_room (see cohort_claim_filter_t); *found
- * receives how many the find returned, fitting or not. */
+/* The ids of the candidates `query` finds (in the order `opts` sorts them) into `ids`, those
+ * whose weight the filter allows (see cohort_claim_filter_t: the first within the room, the
+ * rest light); *found receives how many the find returned, kept or not. */
 static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *opts,
                             const cohort_claim_filter_t *filter, bson_t *ids, uint32_t *found,
                             bson_error_t *error)
 {
-    int64_t room = filter ? filter->weight_room : 0, held = 0;
+    int64_t room = filter ? filter->weight_room : 0;
+    bool any_first = filter && filter->weight_any_first;
     uint32_t kept = 0;
     mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, query, opts, NULL);
     const bson_t *doc;
     bson_iter_t it;
     while (mongoc_cursor_next(cursor, &doc)) {
-        int64_t weight = cohort_store_task_weight(doc);
-        bool first_any = kept == 0 && filter && filter->weight_any_first;
+        int64_t limit = kept > 0 ? 1 : any_first ? COHORT_WEIGHT_MAX : room;
         (*found)++;
-        if (room > 0 && !first_any && held + weight > room)
+        if (room > 0 && cohort_store_task_weight(doc) > limit)
             continue;
         if (!bson_iter_init_find(&it, doc, "_id"))
             continue;
-        held += weight;
         char key[16];
         const char *k;
         bson_uint32_to_string(kept++, &k, key, sizeof key);

@@ -244,11 +244,11 @@ typedef struct cohort_claim_filter {
     size_t n_stopped_kinds;
     const char *const *busy_groups;
     size_t n_busy_groups;
-    /* Load-aware claiming (node/capacity.h). weight_room > 0: the claimed tasks' weights (a
-     * task without `weight`, written before weights existed, weighs 1) add up to at most
-     * weight_room, so each weighs at most that; with weight_any_first, the first task in
-     * claim order is claimed whatever its weight (a node holding nothing), the others still
-     * within weight_room. 0: no limit (external workers, operators). */
+    /* Load-aware claiming (node/capacity.h). weight_room > 0: the first task claimed weighs
+     * at most weight_room (a task without `weight`, written before weights existed, weighs
+     * 1), or anything with weight_any_first (a node holding nothing); the further tasks of a
+     * batch claim (prefetched for idle workers) weigh 1: weighted work is claimed only by a
+     * worker about to start it. 0: no limit (external workers). */
     int64_t weight_room;
     bool weight_any_first;
 } cohort_claim_filter_t;

@@ -1,8 +1,9 @@
 /*
  * weights.c - load-aware claiming against the local database, through the store calls: the
  * claim filter's weight room (a task heavier than the room is skipped, lighter ones behind it
- * are claimed; a task written before weights existed weighs 1), batch claims whose weights
- * add up to at most the room, the first-task-of-any-weight rule of a node holding nothing,
+ * are claimed; a task written before weights existed weighs 1), batch claims that take one
+ * task within the room and only light ones beyond it (prefetch), the first-task-of-any-weight
+ * rule of a node holding nothing,
  * and the `weight` field every new task is written with.
  */
 #include <criterion/criterion.h>
@@ -133,19 +134,19 @@ Test(weights, a_node_holding_nothing_claims_the_first_task_whatever_its_weight)
     cr_assert_str_eq(claim_one(0, false, name, sizeof name), "light", "room 0: no limit");
 }
 
-Test(weights, a_batch_claim_takes_tasks_whose_weights_add_up_to_the_room)
+Test(weights, a_batch_claim_takes_one_task_within_the_room_and_light_ones_beyond_it)
 {
-    insert("a2", 2, 9);
+    insert("a3", 3, 9);
     insert("b2", 2, 8);
-    insert("c2", 2, 7);
-    insert_legacy("d1", 6);
+    insert_legacy("c1", 7);
+    insert("d2", 2, 6);
     insert("e1", 1, 5);
     char names[128];
-    cr_assert_str_eq(claim_batch(5, false, 10, names, sizeof names), "a2 b2 d1",
-                     "2 + 2 + 1 = 5: c2 and e1 would pass the room");
+    cr_assert_str_eq(claim_batch(2, false, 10, names, sizeof names), "b2 c1 e1",
+                     "a3 is past the room; b2 fits; beyond it only light tasks are prefetched");
     cr_assert_eq(test_count(client, db, QUEUE, "{\"status\": \"claimed\"}"), 3,
-                 "only the tasks that fit are claimed");
-    cr_assert_str_eq(claim_batch(1, true, 10, names, sizeof names), "c2",
-                     "any first task, then nothing past the room");
-    cr_assert_str_eq(claim_batch(0, false, 10, names, sizeof names), "e1");
+                 "only the tasks kept are claimed");
+    cr_assert_str_eq(claim_batch(1, true, 10, names, sizeof names), "a3",
+                     "any first task, and no weighted one prefetched");
+    cr_assert_str_eq(claim_batch(0, false, 10, names, sizeof names), "d2", "room 0: no limit");
 }
