@@ -52,7 +52,8 @@ static const char outro[] =
     "  their retention with an indexed delete, at most 1,000 per status per run, so a backlog\n"
     "  never stalls the tick (while one remains it runs again on the next tick). Tracked tasks\n"
     "  of a batch whose callback has not run yet are kept.\n"
-    "- The primary advances tracked batches on every tick.\n"
+    "- The primary advances tracked batches on every tick while a batch is active, every 5 s "
+    "while none is.\n"
     "- A live setting set in the database wins over every node's file while it is set; every\n"
     "  node reads it on its next tick and logs the change.\n";
 

@@ -6,8 +6,10 @@
  */
 #include "node/batches.h"
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "node/context.h"
+#include "node/maintenance.h"
 
 /* Runs the handler's callback for the draining batch and records its completion. */
 static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t epoch,
@@ -73,6 +75,11 @@ static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t
 void cohort_batches_advance(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
     const cohort_service_config_t *c = s->config;
+    int64_t mono = cohort_clock_monotonic_ms();
+    if (s->batch_quiet && !s->batch_draining && s->election.due_hint == 0 &&
+        mono < s->next_batch_count_ms)
+        return;
+    s->next_batch_count_ms = mono + COHORT_UPKEEP_INTERVAL_MS;
     bson_error_t error;
     cohort_batch_counts_t counts;
     int64_t seq = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
@@ -91,6 +98,7 @@ void cohort_batches_advance(cohort_service_t *s, mongoc_client_t *client, int64_
                     (long long)seq, error.message);
         return;
     }
+    s->batch_quiet = counts.unfinished + counts.succeeded + counts.failed == 0;
     if (counts.unfinished > 0 || cohort_election_epoch(&s->election) == 0)
         return;
     if (s->batch_draining) {

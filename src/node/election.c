@@ -28,6 +28,8 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     e->primary = false;
     e->document_missing = false;
     e->highest_epoch = 0;
+    e->queue_due = true;
+    e->due_hint = -1;
     atomic_store(&e->epoch, 0);
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->alive_until_ms, 0);
@@ -126,7 +128,8 @@ bool cohort_election_renew(cohort_election_t *e, cohort_store_t *store, mongoc_c
     int64_t lease = lease_ms(e);
     out->sent_ms = cohort_clock_monotonic_ms();
     bool ok = cohort_store_renew_lease(store, client, e->service, e->node_id, out->epoch,
-                                       e->takeover_ms, e->tick_ms, &out->renewed, NULL, error);
+                                       e->takeover_ms, e->tick_ms, -1, &out->renewed, NULL,
+                                       error);
     out->received_ms = cohort_clock_monotonic_ms();
     if (!ok)
         return false;
@@ -153,61 +156,32 @@ static void lose(cohort_election_t *e, const char *why)
                 "lost primacy of epoch %lld: %s", (long long)epoch, why);
 }
 
-bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
-                          bson_error_t *error)
+/* The queue_due hint of a config document: true unless it says false. */
+static bool read_queue_due(const bson_t *doc)
 {
-    cohort_election_note_alive(e);
-    int64_t sent = cohort_clock_monotonic_ms();
-    int64_t lease = lease_ms(e);
-
-    if (e->primary) {
-        bool renewed = false;
-        bson_t doc;
-        if (!cohort_store_renew_lease(store, client, e->service, e->node_id,
-                                      atomic_load(&e->epoch), e->takeover_ms, e->tick_ms,
-                                      &renewed, &doc, error)) {
-            bson_destroy(&doc);
-            return false;
-        }
-        if (renewed) {
-            extend_lease(e, sent + lease, true);
-            cohort_store_parse_batch_state(&doc, &e->batches);
-            keep_settings(e, &doc);
-            bson_destroy(&doc);
-            return true;
-        }
-        bson_destroy(&doc);
-        lose(e, "another node took over or an operator cleared it");
-    }
-
-    if (!cohort_clock_synced())
-        return true; /* no trustworthy cluster time yet: no takeover */
-
-    /* Read first: most ticks of a secondary end here, with the settings learnt. */
-    bson_t doc;
-    bool found = false;
-    if (!cohort_store_read_service(store, client, e->service, &doc, &found, error)) {
-        bson_destroy(&doc);
-        return false;
-    }
-    e->document_missing = !found;
-    if (!found) {
-        bson_destroy(&doc);
-        return true; /* the node recreates it (node.c) */
-    }
-    keep_settings(e, &doc);
     bson_iter_t it;
-    if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it) &&
+    return !bson_iter_init_find(&it, doc, "queue_due") || !BSON_ITER_HOLDS_BOOL(&it) ||
+           bson_iter_bool(&it);
+}
+
+/* A secondary's look at the config document `doc` (found): learn its settings and, if its
+ * primary is gone, take the lease. `sent` is when the round started (monotonic). */
+static bool consider(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
+                     const bson_t *doc, int64_t sent, bson_error_t *error)
+{
+    keep_settings(e, doc);
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it) &&
         bson_iter_as_int64(&it) > e->highest_epoch)
         e->highest_epoch = bson_iter_as_int64(&it);
     const char *primary = NULL;
-    if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
+    if (bson_iter_init_find(&it, doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
         primary = bson_iter_utf8(&it, NULL);
     /* The lease the primary declared. A value edited by hand into nonsense (a string, 0, a
      * negative or an absurd number) is not waited for: this node's own takeover_ms applies,
      * and the takeover does not filter on it (last_active still fences a live primary). */
     int64_t declared = 0, seen = 0;
-    if (bson_iter_init_find(&it, &doc, "lease_ms")) {
+    if (bson_iter_init_find(&it, doc, "lease_ms")) {
         int64_t v = BSON_ITER_HOLDS_INT32(&it) || BSON_ITER_HOLDS_INT64(&it)
                         ? bson_iter_as_int64(&it)
                         : 0;
@@ -217,13 +191,15 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
             seen = -1;
     }
     int64_t last_active = 0;
-    if (bson_iter_init_find(&it, &doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it))
+    if (bson_iter_init_find(&it, doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it))
         last_active = bson_iter_date_time(&it);
+    /* The primary's hint holds while it renews; a silent primary's is a guess: look. */
+    int64_t now = cohort_clock_cluster_ms();
+    e->queue_due = read_queue_due(doc) || last_active < now - 2 * atomic_load(&e->tick_ms);
     /* Documents written before leases were declared: this node's own takeover_ms. */
     int64_t wait = declared > 0 ? declared : e->takeover_ms;
-    int64_t cutoff = cohort_clock_cluster_ms() - wait;
+    int64_t cutoff = now - wait;
     bool vacant = !primary || strcmp(primary, e->node_id) == 0 || last_active < cutoff;
-    bson_destroy(&doc);
     if (!vacant)
         return true;
 
@@ -235,7 +211,7 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
         return true;
     /* Publish the epoch before the lease so a reader never sees a lease without it. */
     atomic_store(&e->epoch, result.epoch);
-    atomic_store(&e->lease_until_ms, sent + lease);
+    atomic_store(&e->lease_until_ms, sent + lease_ms(e));
     e->primary = true;
     e->batches = result.batches;
     if (result.epoch > e->highest_epoch)
@@ -245,6 +221,58 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
                 "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
                 result.previous[0] ? result.previous : "none");
     return true;
+}
+
+bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
+                          const bson_t *doc, bson_error_t *error)
+{
+    cohort_election_note_alive(e);
+    int64_t sent = cohort_clock_monotonic_ms();
+    bool just_lost = false;
+
+    if (e->primary) {
+        bool renewed = false;
+        bson_t renewed_doc;
+        if (!cohort_store_renew_lease(store, client, e->service, e->node_id,
+                                      atomic_load(&e->epoch), e->takeover_ms, e->tick_ms,
+                                      e->due_hint, &renewed, &renewed_doc, error)) {
+            bson_destroy(&renewed_doc);
+            return false;
+        }
+        if (renewed) {
+            extend_lease(e, sent + lease_ms(e), true);
+            cohort_store_parse_batch_state(&renewed_doc, &e->batches);
+            keep_settings(e, &renewed_doc);
+            bson_destroy(&renewed_doc);
+            return true;
+        }
+        bson_destroy(&renewed_doc);
+        lose(e, "another node took over or an operator cleared it");
+        just_lost = true;
+    }
+
+    if (!cohort_clock_synced())
+        return true; /* no trustworthy cluster time yet: no takeover */
+
+    bson_t own;
+    bool found;
+    if (doc) {
+        found = !bson_empty(doc);
+    } else if (just_lost) {
+        /* Not in the node's read (it was primary then): read it now. */
+        if (!cohort_store_read_service(store, client, e->service, &own, &found, error)) {
+            bson_destroy(&own);
+            return false;
+        }
+        doc = &own;
+    } else {
+        return true; /* no read this tick (node.c): nothing new to act on */
+    }
+    e->document_missing = !found;
+    bool ok = !found || consider(e, store, client, doc, sent, error);
+    if (doc == &own)
+        bson_destroy(&own);
+    return ok;
 }
 
 bool cohort_election_has_lease(const cohort_election_t *e)

@@ -47,6 +47,11 @@ typedef struct cohort_election {
      * it): the node recreates it (node.c). */
     bool document_missing;
     int64_t highest_epoch; /* main thread: the largest epoch seen in the document */
+    /* Main thread: the document's `queue_due` hint as last read (true when there is none):
+     * whether the primary's last claim found due work. */
+    bool queue_due;
+    /* Main thread, set before each round: the hint a renewal writes (0 or 1; -1 writes none). */
+    int due_hint;
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,
@@ -58,15 +63,19 @@ int64_t cohort_election_guard_ms(int64_t takeover_ms);
 /* The largest clock-sample round trip that keeps the clock error inside the guard. */
 int64_t cohort_election_max_rtt_ms(int64_t takeover_ms);
 
-/* One election round: renew held primacy, or read the document and, if its primary is gone
- * (null, this node, or silent for longer than the lease it declared), take it. Every
+/* One election round: renew held primacy, or look at the document and, if its primary is gone
+ * (null, this node, or silent for longer than the lease it declared), take it. A secondary
+ * looks at `doc`, the node's read of this tick (node.c reads the documents of all its
+ * secondary services in one find; an empty `doc`: the document is missing), or, when `doc`
+ * is NULL (no read this tick), does nothing, unless it lost primacy in this very round and
+ * reads the document itself. Every
  * renewal and takeover declares this node's takeover_ms as the lease (lease_ms) in the same
  * write as last_active, and a takeover waits for the lease the current primary declared:
  * so a live change of takeover_ms cannot make two nodes disagree about when a primary may
  * be replaced. Logs every change of role. Returns false on a database error (the lease then
  * simply runs out). */
 bool cohort_election_tick(cohort_election_t *election, cohort_store_t *store,
-                          mongoc_client_t *client, bson_error_t *error);
+                          mongoc_client_t *client, const bson_t *doc, bson_error_t *error);
 
 /* The main thread is making progress (an election round, a handler callback starting): the
  * lease thread may renew for 10 more takeover periods. Called by the main thread. */

@@ -9,6 +9,19 @@
 #include "core/log.h"
 #include "core/status.h"
 
+/* A quarter of the shorter retention, between the maintenance's interval and
+ * COHORT_PURGE_INTERVAL_MS: short test retentions purge promptly, days-long ones rarely. */
+static int64_t purge_interval_ms(const cohort_settings_t *eff)
+{
+    int64_t shortest = eff->succeeded_retention_ms;
+    if (shortest == 0 || (eff->failed_retention_ms > 0 && eff->failed_retention_ms < shortest))
+        shortest = eff->failed_retention_ms;
+    int64_t every = shortest / 4;
+    if (every > COHORT_PURGE_INTERVAL_MS)
+        every = COHORT_PURGE_INTERVAL_MS;
+    return every;
+}
+
 void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
 {
     const cohort_service_config_t *c = s->config;
@@ -83,6 +96,9 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
                     (long long)reset, (long long)s->eff.stall_timeout_ms);
     }
 
+    if (mono < s->next_purge_ms)
+        return;
+    s->next_purge_ms = mono + purge_interval_ms(&s->eff);
     /* Tracked tasks of batches not completed yet stay: their callback has not seen them. */
     int64_t keep_from = s->batch_draining ? s->batch_draining : atomic_load(&s->batch_open);
     for (int i = 0; i < COHORT_STATUS_COUNT; i++) {
@@ -101,7 +117,7 @@ void cohort_maintenance_run(cohort_service_t *s, mongoc_client_t *client, int64_
             continue;
         }
         if (deleted >= COHORT_PURGE_PER_TICK)
-            s->next_maintenance_ms = 0; /* a backlog: go on next tick */
+            s->next_maintenance_ms = s->next_purge_ms = 0; /* a backlog: go on next tick */
         if (deleted > 0) {
             atomic_fetch_add(&s->stats.purged, (uint64_t)deleted);
             cohort_logf(COHORT_LOG_INFO, c->name, "primary", epoch,
@@ -128,6 +144,8 @@ void cohort_maintenance_expire_leases(cohort_service_t *s, mongoc_client_t *clie
                     "(the attempt counted)",
                     (long long)released);
     }
+    if (!s->config->external)
+        return; /* external workers only ever claim from services with handler = external */
     if (!cohort_store_expire_workers(s->store, client, now, &workers, &error))
         cohort_logf(COHORT_LOG_WARN, s->config->name, "primary", epoch,
                     "external worker expiry failed: %s", error.message);
@@ -164,6 +182,17 @@ void cohort_maintenance_count_queue(cohort_service_t *s, mongoc_client_t *client
     for (int i = 0; i < COHORT_STATUS_COUNT; i++)
         atomic_store(&s->queue_counts[i], cohort_status_count(&counts, (cohort_task_status_t)i));
     atomic_store(&s->queue_epoch, epoch);
+}
+
+void cohort_maintenance_upkeep(cohort_service_t *s, mongoc_client_t *client, int64_t epoch)
+{
+    int64_t mono = cohort_clock_monotonic_ms();
+    if (mono < s->next_upkeep_ms)
+        return;
+    s->next_upkeep_ms = mono + COHORT_UPKEEP_INTERVAL_MS;
+    cohort_maintenance_promote_overdue(s, client, epoch);
+    if (s->count_queue)
+        cohort_maintenance_count_queue(s, client, epoch);
 }
 
 int64_t cohort_maintenance_interval_ms(const cohort_settings_t *settings)

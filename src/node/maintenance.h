@@ -17,6 +17,10 @@
 /* Maintenance (reset, purge, repair) runs every stall_timeout_ms/3, at most this far apart,
  * and on the next tick again while a purge backlog remains. */
 #define COHORT_MAINTENANCE_INTERVAL_MS 5000
+/* The retention purge: at most this far apart (a quarter of the shorter retention if that is
+ * less; retentions are hours or days), and on the next maintenance again while a backlog
+ * remains. */
+#define COHORT_PURGE_INTERVAL_MS 60000
 /* The scan for malformed pending tasks: this often, or when a claim failed on the server. */
 #define COHORT_TYPE_CHECK_INTERVAL_MS 300000
 
@@ -34,7 +38,16 @@ void cohort_maintenance_run(cohort_service_t *service, mongoc_client_t *client, 
 void cohort_maintenance_expire_leases(cohort_service_t *service, mongoc_client_t *client,
                                       int64_t epoch);
 
-/* Every tick: pending tasks past their not_after are promoted, in one write. */
+/* The upkeep that does not wait for the maintenance but need not run every tick either, so
+ * that an idle primary sends only its renewal and its claim: the not_after promotion and the
+ * queue count for the metrics (with http_listen), at most this often. */
+#define COHORT_UPKEEP_INTERVAL_MS 5000
+
+/* The not_after promotion and the metrics' queue count, when due (see above). */
+void cohort_maintenance_upkeep(cohort_service_t *service, mongoc_client_t *client,
+                               int64_t epoch);
+
+/* Pending tasks past their not_after are promoted, in one write. */
 void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client_t *client,
                                         int64_t epoch);
 

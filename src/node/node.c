@@ -2,8 +2,10 @@
  * node.c - the node's main thread: a libevent loop with the tick and drain timers and the
  * SIGTERM, SIGINT and SIGHUP events (SIGHUP's reload is reload.c's).
  *
- * Each tick: ping (register, and sync the cluster clock from the server's $currentDate),
- * then every service's tick. If the database cannot be reached the node logs it once,
+ * Each tick: ping (register, and sync the cluster clock from the server's $currentDate) when
+ * due, the one read of the config documents of the services the node does not lead, then
+ * every service's tick. An idle node sends one command per tick: its ping every
+ * takeover_ms/4 replaces that tick's read (see ping_due()). If the database cannot be reached the node logs it once,
  * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
  * answers again; workers keep what they hold and retry their outcome writes.
  *
@@ -68,6 +70,9 @@ typedef struct node {
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
     cohort_run_t run;               /* this process's run of node_id (runs.h) */
     bool refused;                   /* another live process has node_id: exit non-zero */
+    int64_t pinged_ms;              /* monotonic: when the last successful ping was sent, 0 */
+    uint64_t work_at_ping;          /* what it had done by then (node_work()) */
+    int64_t ticks;                  /* ticks run (stats.ticks: commands per tick) */
 } node_t;
 
 void cohort_node_default_id(char *out, size_t len)
@@ -95,6 +100,7 @@ static void build_stats(node_t *n, bson_t *stats)
     cohort_store_stats_t db = cohort_store_stats(n->store);
     BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
     BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
+    BSON_APPEND_INT64(stats, "ticks", n->ticks);
     bson_t services, one;
     BSON_APPEND_DOCUMENT_BEGIN(stats, "services", &services);
     for (size_t i = 0; i < n->n_services; i++) {
@@ -193,6 +199,7 @@ static bool ping(node_t *n)
                      cohort_liveness_min_takeover_ms(n->services, n->n_services,
                                                      n->config->takeover_ms));
     cohort_heartbeat_note_ping(n->heartbeat, sent, n->run.standing_back);
+    n->pinged_ms = sent;
     /* The live takeover (cohortctl settings set may lower it), not the file's. */
     int64_t max_rtt =
         cohort_liveness_max_clock_rtt_ms(n->services, n->n_services, n->config->takeover_ms);
@@ -327,6 +334,97 @@ static bool start_run(node_t *n)
     return false;
 }
 
+/* What this node's workers and external workers did so far, over all its services (claims
+ * and outcomes): whether it worked since its last ping. */
+static uint64_t node_work(node_t *n)
+{
+    uint64_t work = 0;
+    for (size_t i = 0; i < n->n_services; i++) {
+        cohort_service_stats_t *st = &n->services[i]->stats;
+        work += atomic_load(&st->claimed) + atomic_load(&st->succeeded) +
+                atomic_load(&st->failed) + atomic_load(&st->retried) +
+                atomic_load(&st->timed_out) + atomic_load(&st->ext_claimed) +
+                atomic_load(&st->ext_succeeded) + atomic_load(&st->ext_failed) +
+                atomic_load(&st->ext_retried);
+    }
+    return work;
+}
+
+/* Whether an idle node's tick pings: as often as its liveness needs, every quarter of the
+ * smallest takeover_ms (the heartbeat thread's cadence, heartbeat.h), less half a tick so
+ * that the heartbeat thread has nothing to add. (A node that worked pings every tick, so its
+ * statistics in `nodes` stay fresh; the first tick and a run standing back ping too.) */
+static bool ping_due(node_t *n)
+{
+    if (n->pinged_ms == 0 || n->run.standing_back)
+        return true;
+    int64_t takeover =
+        cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
+    return cohort_clock_monotonic_ms() - n->pinged_ms >= takeover / 4 - tick_ms(n) / 2;
+}
+
+/* The node's one read of a tick: the config documents of the prepared services it does not
+ * lead, in one find, into docs[0..*n_docs), with read[i] pointing at service i's (empty if
+ * missing; NULL where not read). False: the database is away (backed off). */
+static bool read_services(node_t *n, bson_t *docs, size_t *n_docs, const bson_t **read)
+{
+    const char *names[n->n_services ? n->n_services : 1];
+    size_t at[n->n_services ? n->n_services : 1];
+    size_t k = 0;
+    for (size_t i = 0; i < n->n_services; i++) {
+        read[i] = NULL;
+        cohort_service_t *s = n->services[i];
+        if (s->prepared && !s->election.primary) {
+            at[k] = i;
+            names[k++] = s->config->name;
+        }
+    }
+    *n_docs = 0;
+    if (k == 0)
+        return true; /* it leads every service it has: the renewals read for it */
+    bool found[k];
+    bson_error_t error;
+    if (!cohort_store_read_services(n->store, n->client, names, k, docs, found, &error)) {
+        for (size_t j = 0; j < k; j++)
+            bson_destroy(&docs[j]);
+        back_off(n, &error);
+        return false;
+    }
+    for (size_t j = 0; j < k; j++)
+        read[at[j]] = &docs[j];
+    *n_docs = k;
+    return true;
+}
+
+/* Every service's tick, after the ping (if any). With `read`, the node first reads the config
+ * documents of its secondary services (one find); an idle tick that pinged does not, and its
+ * secondaries act on the next tick's read: an idle node sends one command per tick. */
+static void tick_services(node_t *n, bool read)
+{
+    size_t ns = n->n_services ? n->n_services : 1;
+    bson_t docs[ns];
+    const bson_t *docs_of[ns];
+    size_t n_docs = 0;
+    for (size_t i = 0; i < n->n_services; i++) {
+        docs_of[i] = NULL;
+        if (!n->run.standing_back && !n->stopping)
+            prepare(n, n->services[i]);
+    }
+    if (read && !n->run.standing_back && !read_services(n, docs, &n_docs, docs_of))
+        return;
+    for (size_t i = 0; i < n->n_services && !n->stopping; i++) {
+        cohort_service_t *s = n->services[i];
+        if (n->run.standing_back) {
+            cohort_service_stand_back(s, n->client);
+        } else if (s->prepared) {
+            cohort_service_tick(s, n->client, docs_of[i]);
+            recreate_if_missing(n, s);
+        }
+    }
+    for (size_t j = 0; j < n_docs; j++)
+        bson_destroy(&docs[j]);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -339,14 +437,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             schedule_tick(n, n->backoff_ms);
         return;
     }
-    if (ping(n)) {
-        for (size_t i = 0; i < n->n_services && !n->stopping; i++)
-            if (n->run.standing_back)
-                cohort_service_stand_back(n->services[i], n->client);
-            else if (prepare(n, n->services[i])) {
-                cohort_service_tick(n->services[i], n->client);
-                recreate_if_missing(n, n->services[i]);
-            }
+    n->ticks++;
+    uint64_t work = node_work(n);
+    bool worked = work != n->work_at_ping, first = n->pinged_ms == 0;
+    bool pinging = worked || ping_due(n);
+    if (!pinging || ping(n)) {
+        if (pinging)
+            n->work_at_ping = work;
+        tick_services(n, !pinging || worked || first);
         if (!n->stopping && all_prepared(n) && cohort_notify_ready())
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);

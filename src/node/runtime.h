@@ -87,9 +87,13 @@ typedef struct cohort_service {
     char settings_problem[BSON_ERROR_BUFFER_SIZE];
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
+    bool batch_quiet;           /* main thread: the last count found the batch empty */
+    int64_t next_batch_count_ms; /* main thread, monotonic: a quiet batch's next count */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
+    int64_t next_upkeep_ms;         /* main thread, monotonic: cohort_maintenance_upkeep() */
     int64_t history_minute_ms;      /* main thread, cluster clock: the minute recorded last */
     int64_t next_type_check_ms;     /* main thread, monotonic: the malformed-task scan */
+    int64_t next_purge_ms;          /* main thread, monotonic: the retention purge */
     _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves
      * metrics), the primary counts tasks by status once per tick (one aggregation). */

@@ -67,13 +67,14 @@ static void primary_work(cohort_service_t *s, mongoc_client_t *client, int64_t e
                     ctx.error[0] ? ctx.error : "(no message from the handler)");
 }
 
-void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
+void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client, const bson_t *doc)
 {
     bson_error_t error;
     cohort_checkins_run(s, client);
     if (s->config->isolation == COHORT_ISOLATION_THREAD)
         cohort_checkins_watch_timeouts(s, client);
-    if (!cohort_election_tick(&s->election, s->store, client, &error)) {
+    s->election.due_hint = cohort_workers_due_hint(s);
+    if (!cohort_election_tick(&s->election, s->store, client, doc, &error)) {
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
                     "election round failed: %s", error.message);
         return;
@@ -90,13 +91,11 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client)
     }
     if (epoch > 0 && cohort_election_epoch(&s->election) == epoch) {
         cohort_schedules_tick(s, client, epoch);
-        cohort_maintenance_promote_overdue(s, client, epoch);
         if (s->config->external)
             cohort_maintenance_expire_leases(s, client, epoch);
         cohort_maintenance_run(s, client, epoch);
         cohort_batches_advance(s, client, epoch);
-        if (s->count_queue)
-            cohort_maintenance_count_queue(s, client, epoch);
+        cohort_maintenance_upkeep(s, client, epoch);
         cohort_history_tick(s, client, epoch);
     }
     cohort_workers_refill(s);

@@ -41,8 +41,9 @@ cohort_service_t *cohort_service_new(const cohort_service_config_t *config, cons
  * needs config_path set). False with the reason in `error`. */
 bool cohort_service_start(cohort_service_t *service, bson_error_t *error);
 
-/* One tick on the main thread; `client` is the main thread's. */
-void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client);
+/* One tick on the main thread; `client` is the main thread's. `doc` is the service's config
+ * document as the node read it this tick, empty if missing, NULL if not read (election.h). */
+void cohort_service_tick(cohort_service_t *service, mongoc_client_t *client, const bson_t *doc);
 
 /* The tick of a process standing back (another live process has its node_id, runs.h): keeps
  * the claims it holds alive, gives primacy up, and claims nothing. */

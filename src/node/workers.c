@@ -527,19 +527,32 @@ void cohort_service_stop_claiming(cohort_service_t *s)
 
 void cohort_workers_refill(cohort_service_t *s)
 {
+    bool primary = cohort_election_has_lease(&s->election);
     pthread_mutex_lock(&s->lock);
+    bool worked = s->work_seen;
     if (!cohort_clock_synced())
         s->budget = 0; /* no claims before the cluster clock is known: due times, history
                         * stamps and timeouts are all on it, and the node's own may be off */
-    else if (cohort_election_has_lease(&s->election))
+    else if (primary)
         s->budget = s->peers == 0 ? -1 : s->eff.primary_task_count; /* alone: no cap */
     else
         s->budget = s->eff.secondary_task_count > 0 ? s->eff.secondary_task_count : -1;
-    s->drained = false;
+    /* An idle secondary waits for the primary's word that work is due (or a wake-up). */
+    s->drained = !primary && !worked && !s->election.queue_due;
     s->work_seen = false;
     s->probing = false;
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
+}
+
+int cohort_workers_due_hint(cohort_service_t *s)
+{
+    if (s->config->external)
+        return -1;
+    pthread_mutex_lock(&s->lock);
+    bool found_nothing = s->drained;
+    pthread_mutex_unlock(&s->lock);
+    return found_nothing ? 0 : 1;
 }
 
 void cohort_workers_hold(cohort_service_t *s)

@@ -26,8 +26,17 @@ bool cohort_service_set_workers(cohort_service_t *service, size_t workers, bson_
 void cohort_service_stop_claiming(cohort_service_t *service);
 
 /* Main thread, at the end of each tick: the claim budget for the next one, and every
- * parked worker woken to use it. */
+ * parked worker woken to use it. A secondary whose workers claimed nothing since the last
+ * refill, of a service whose primary's last claim found nothing due (the `queue_due` hint of
+ * the config document), does not look at the queue this tick: an idle secondary sends no
+ * claim (an enqueue's wake-up still starts one at once). */
 void cohort_workers_refill(cohort_service_t *service);
+
+/* Main thread, before the election round: the `queue_due` hint the primary's renewal writes.
+ * 0 if the last claim since the refill found nothing due, 1 otherwise (tasks were claimed,
+ * or no claim was tried: the workers were busy or had no budget), -1 for a service without
+ * workers (handler = external). */
+int cohort_workers_due_hint(cohort_service_t *service);
 
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);

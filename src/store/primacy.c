@@ -13,15 +13,22 @@
 
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
-                              bson_error_t *error)
+                              int64_t lease_ms, int64_t tick_ms, int queue_due, bool *renewed,
+                              bson_t *doc, bson_error_t *error)
 {
     mongoc_collection_t *services = store_collection(store, client, "services");
     bson_t *query = BCON_NEW("_id", BCON_UTF8(service), "primary", BCON_UTF8(node_id), "epoch",
                              BCON_INT64(epoch));
-    bson_t *update = BCON_NEW("$set", "{", "lease_ms", BCON_INT64(lease_ms), "tick_ms",
-                              BCON_INT64(tick_ms), "}", "$currentDate", "{", "last_active",
-                              BCON_BOOL(true), "}");
+    bson_t *update = bson_new(), set;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+    BSON_APPEND_INT64(&set, "lease_ms", lease_ms);
+    BSON_APPEND_INT64(&set, "tick_ms", tick_ms);
+    if (queue_due >= 0)
+        BSON_APPEND_BOOL(&set, "queue_due", queue_due > 0);
+    bson_append_document_end(update, &set);
+    bson_t *rest = BCON_NEW("$currentDate", "{", "last_active", BCON_BOOL(true), "}");
+    bson_concat(update, rest);
+    bson_destroy(rest);
     bson_t *fields = doc ? BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1),
                                     "settings", BCON_INT32(1), "lease_ms", BCON_INT32(1),
                                     "pause", BCON_INT32(1), "block", BCON_INT32(1))

@@ -10,6 +10,7 @@
 #include "store/internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
                            bson_error_t *error)
@@ -120,6 +121,54 @@ bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bool ok = store_find_one(services, filter, doc, found, error);
     bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
+                                const char *const *names, size_t n, bson_t *docs, bool *found,
+                                bson_error_t *error)
+{
+    for (size_t i = 0; i < n; i++) {
+        bson_init(&docs[i]);
+        found[i] = false;
+    }
+    if (n == 0)
+        return true;
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t filter = BSON_INITIALIZER, id, in;
+    BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
+    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
+    for (size_t i = 0; i < n; i++) {
+        char key[16];
+        const char *k;
+        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+        BSON_APPEND_UTF8(&in, k, names[i]);
+    }
+    bson_append_array_end(&id, &in);
+    bson_append_document_end(&filter, &id);
+    /* Generic data and the schedules' state may be large, and no election needs them. */
+    bson_t *opts = BCON_NEW("projection", "{", "data", BCON_INT32(0), "schedules",
+                            BCON_INT32(0), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(services, &filter, opts, NULL);
+    const bson_t *next;
+    while (mongoc_cursor_next(cursor, &next)) {
+        bson_iter_t it;
+        if (!bson_iter_init_find(&it, next, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
+            continue;
+        const char *name = bson_iter_utf8(&it, NULL);
+        for (size_t i = 0; i < n; i++)
+            if (!found[i] && strcmp(names[i], name) == 0) {
+                bson_destroy(&docs[i]);
+                bson_copy_to(next, &docs[i]);
+                found[i] = true;
+                break;
+            }
+    }
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(&filter);
     mongoc_collection_destroy(services);
     return ok;
 }

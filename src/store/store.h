@@ -78,6 +78,13 @@ bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, bson_t *doc, bool *found,
                                bson_error_t *error);
 
+/* Reads the config documents of `n` services in one find: the node's one read of a tick for
+ * all the services it does not lead. docs[i] is initialised by this call (destroy each) and
+ * found[i] says whether names[i] has a document. Generic data and schedules are left out. */
+bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
+                                const char *const *names, size_t n, bson_t *docs, bool *found,
+                                bson_error_t *error);
+
 /* Sets (value >= 0) or removes (value < 0) settings.<key> in the service's config document.
  * *found is false if the service has no document. */
 bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, const char *service,
@@ -107,11 +114,13 @@ typedef struct cohort_batch_state {
  * the node holds itself to, in the same write (and its tick_ms, for tools). *renewed tells
  * whether it did; `doc` (initialised by the call; destroy it) receives the renewed document
  * (settings, switches, batch state), which saves the primary a read every tick. `doc` may be
- * NULL when only the lease matters (the lease thread's renewals). */
+ * NULL when only the lease matters (the lease thread's renewals). `queue_due` (0 or 1; -1
+ * leaves it) writes the hint `queue_due`: whether the primary's last claim found due work,
+ * which tells the secondaries whether to look at the queue at all (workers.h). */
 bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, const char *node_id, int64_t epoch,
-                              int64_t lease_ms, int64_t tick_ms, bool *renewed, bson_t *doc,
-                              bson_error_t *error);
+                              int64_t lease_ms, int64_t tick_ms, int queue_due, bool *renewed,
+                              bson_t *doc, bson_error_t *error);
 
 typedef struct cohort_takeover {
     bool taken;

@@ -27,6 +27,14 @@
  * The probe's own commands (two per poll plus a few to finish) are counted apart, in
  * poll_commands, and never mixed with the nodes'.
  *
+ * idle: reads every cohortd node's stats.ticks and stats.db_commands (written together by
+ * its ping), waits S seconds (--seconds), reads them again, and prints one line per node that
+ * pinged in between (tests/bench/idle.sh reads them):
+ *
+ *   node id=ID primary_of=P ticks=T commands=C per_tick=X
+ *
+ * P is how many services' config documents name the node as primary at the end.
+ *
  * drop: drops the database (run.sh does it after stopping the nodes).
  */
 #include <stdio.h>
@@ -192,6 +200,87 @@ static int cmd_wait(watch_t *w)
     return 0;
 }
 
+typedef struct idle_node {
+    char id[129];
+    int64_t ticks[2], commands[2];
+    bool seen[2];
+} idle_node_t;
+
+/* Snapshot `at` (0 or 1) of every cohortd node's tick and command counters. */
+static void read_idle(mongoc_client_t *client, const char *database, idle_node_t *nodes,
+                      size_t *n, int at)
+{
+    mongoc_collection_t *coll = mongoc_client_get_collection(client, database, "nodes");
+    bson_t *filter = BCON_NEW("kind", "{", "$exists", BCON_BOOL(false), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "stats.ticks", BCON_INT32(1), "stats.db_commands",
+                            BCON_INT32(1), "}");
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+    const bson_t *doc;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
+            continue;
+        const char *id = bson_iter_utf8(&it, NULL);
+        size_t i = 0;
+        while (i < *n && strcmp(nodes[i].id, id) != 0)
+            i++;
+        if (i == *n) {
+            if (*n == MAX_NODES)
+                bench_die("more than %d nodes in %s.nodes", MAX_NODES, database);
+            memset(&nodes[i], 0, sizeof nodes[i]);
+            snprintf(nodes[i].id, sizeof nodes[i].id, "%s", id);
+            (*n)++;
+        }
+        nodes[i].ticks[at] = int_at(doc, "stats.ticks");
+        nodes[i].commands[at] = int_at(doc, "stats.db_commands");
+        nodes[i].seen[at] = true;
+    }
+    bson_error_t error;
+    if (mongoc_cursor_error(cursor, &error))
+        bench_die("reading %s.nodes: %s", database, error.message);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(coll);
+}
+
+/* How many services name `id` as their primary. */
+static int64_t primary_of(mongoc_client_t *client, const char *database, const char *id)
+{
+    mongoc_collection_t *coll = mongoc_client_get_collection(client, database, "services");
+    bson_t *filter = BCON_NEW("primary", BCON_UTF8(id));
+    bson_error_t error;
+    int64_t n = mongoc_collection_count_documents(coll, filter, NULL, NULL, NULL, &error);
+    if (n < 0)
+        bench_die("counting %s.services: %s", database, error.message);
+    bson_destroy(filter);
+    mongoc_collection_destroy(coll);
+    return n;
+}
+
+static int cmd_idle(const char *database, int64_t seconds)
+{
+    bench_counter_t counter = {0};
+    mongoc_client_t *client = bench_client_new(&counter);
+    idle_node_t nodes[MAX_NODES];
+    size_t n = 0;
+    read_idle(client, database, nodes, &n, 0);
+    sleep_ms(seconds * 1000);
+    read_idle(client, database, nodes, &n, 1);
+    for (size_t i = 0; i < n; i++) {
+        idle_node_t *x = &nodes[i];
+        int64_t ticks = x->ticks[1] - x->ticks[0];
+        if (!x->seen[0] || !x->seen[1] || ticks <= 0)
+            continue;
+        int64_t commands = x->commands[1] - x->commands[0];
+        printf("node id=%s primary_of=%lld ticks=%lld commands=%lld per_tick=%.3f\n", x->id,
+               (long long)primary_of(client, database, x->id), (long long)ticks,
+               (long long)commands, (double)commands / (double)ticks);
+    }
+    mongoc_client_destroy(client);
+    return 0;
+}
+
 static int cmd_drop(const char *database)
 {
     bench_counter_t counter = {0};
@@ -210,6 +299,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: probe wait --database DB --tasks N --since-ms MS [--service NAME]\n"
                     "                  [--interval-ms I] [--timeout-s S]\n"
+                    "       probe idle --database DB --seconds S\n"
                     "       probe drop --database DB\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
@@ -221,6 +311,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         usage();
     watch_t w = {.service = "noop", .interval_ms = 100, .timeout_s = 600};
+    int64_t seconds = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--database") == 0 && i + 1 < argc)
             w.database = argv[++i];
@@ -232,6 +323,8 @@ int main(int argc, char **argv)
             w.since_ms = bench_parse_int("--since-ms", argv[++i], 1, INT64_MAX);
         else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc)
             w.interval_ms = bench_parse_int("--interval-ms", argv[++i], 1, 60000);
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = bench_parse_int("--seconds", argv[++i], 1, 86400);
         else if (strcmp(argv[i], "--timeout-s") == 0 && i + 1 < argc)
             w.timeout_s = bench_parse_int("--timeout-s", argv[++i], 1, 86400);
         else
@@ -246,6 +339,10 @@ int main(int argc, char **argv)
         if (w.tasks == 0 || w.since_ms == 0)
             usage();
         rc = cmd_wait(&w);
+    } else if (strcmp(argv[1], "idle") == 0) {
+        if (seconds == 0)
+            usage();
+        rc = cmd_idle(w.database, seconds);
     } else if (strcmp(argv[1], "drop") == 0) {
         rc = cmd_drop(w.database);
     } else {

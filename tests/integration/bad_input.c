@@ -149,7 +149,7 @@ static bool tick_until_final(const char *filter, int64_t timeout_ms, bson_t *doc
 {
     int64_t deadline = test_now_ms() + timeout_ms;
     for (;;) {
-        cohort_service_tick(service, client);
+        test_service_tick(service, client);
         cr_assert(test_find_one(client, db, QUEUE, filter, doc), "task %s is gone", filter);
         const char *status = str_field(doc, "status");
         if (status && (strcmp(status, "succeeded") == 0 || strcmp(status, "failed") == 0))
@@ -250,7 +250,7 @@ Test(bad_task, unknown_or_missing_status_is_left_alone_and_counted)
     expect_succeeded(filter);
     free(filter);
     for (int i = 0; i < 10; i++) { /* more ticks: still untouched */
-        cohort_service_tick(service, client);
+        test_service_tick(service, client);
         test_sleep_ms(20);
     }
     cr_assert(status_is("{\"_id\": {\"$oid\": \"650000000000000000000004\"}}", "on-hold"));
@@ -337,7 +337,7 @@ static int64_t tick_until_primary(int64_t timeout_ms, char **log)
     test_stderr_begin();
     int64_t deadline = test_now_ms() + timeout_ms, epoch = 0;
     while (test_now_ms() < deadline) {
-        cohort_service_tick(service, client);
+        test_service_tick(service, client);
         epoch = cohort_election_epoch(&service->election);
         if (epoch > 0)
             break;

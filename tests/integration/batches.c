@@ -79,7 +79,7 @@ static test_node_t *start_node(size_t i, const char *node_id, bool workers, cons
 
 static void tick(test_node_t *n)
 {
-    cohort_service_tick(n->service, fx.client);
+    test_service_tick(n->service, fx.client);
 }
 
 /* ---- tasks ------------------------------------------------------------------------------ */
@@ -693,7 +693,7 @@ static bool take_over_during_callback(cohort_ctx_t *ctx, cohort_batch_t *batch, 
     while (!cohort_election_has_lease(e) && test_now_ms() < deadline) {
         resync();
         bson_error_t db_error;
-        if (!cohort_election_tick(e, fx.store, own, &db_error))
+        if (!test_election_tick(e, fx.store, own, &db_error))
             break;
         if (!cohort_election_has_lease(e))
             test_sleep_ms(20);

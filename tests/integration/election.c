@@ -50,7 +50,7 @@ TestSuite(election, .init = setup, .fini = teardown, .timeout = 30);
 static void tick(cohort_election_t *e)
 {
     bson_error_t error;
-    cr_assert(cohort_election_tick(e, store, client, &error), "election tick of %s failed: %s",
+    cr_assert(test_election_tick(e, store, client, &error), "election tick of %s failed: %s",
               e->node_id, error.message);
 }
 
@@ -248,7 +248,7 @@ static void *race_tick(void *arg)
     mongoc_client_t *own = cohort_store_pop(store);
     bson_error_t error;
     pthread_barrier_wait(r->start);
-    r->ok = cohort_election_tick(&r->election, store, own, &error);
+    r->ok = test_election_tick(&r->election, store, own, &error);
     if (!r->ok)
         snprintf(r->error, sizeof r->error, "%s", error.message);
     cohort_store_push(store, own);

@@ -57,7 +57,7 @@ static test_node_t *make_node(size_t i, const char *node_id)
 
 static void tick(test_node_t *n)
 {
-    cohort_service_tick(n->service, fx.client);
+    test_service_tick(n->service, fx.client);
 }
 
 /* A context like a worker's (unfenced) or like primary_work's (fenced) for node n. */

@@ -84,14 +84,17 @@ static void make_service(settings_t s)
 
 /* One tick that runs the maintenance; its log (everything written to stderr) is returned
  * (caller frees). Maintenance has its own cadence (every stall_timeout_ms / 3, at most
- * COHORT_MAINTENANCE_INTERVAL_MS apart, and on the next tick while a purge backlog remains);
- * these tests are about what it does, so they make it due on the ticks they ask for. The
- * cadence itself is exercised by the tests that tick with cohort_service_tick() alone. */
+ * COHORT_MAINTENANCE_INTERVAL_MS apart, and on the next tick while a purge backlog remains),
+ * and so has the purge within it (COHORT_PURGE_INTERVAL_MS, or a quarter of the shorter
+ * retention); these tests are about what it does, so they make both due on the ticks they
+ * ask for. The cadence itself is exercised by the tests that tick with test_service_tick()
+ * alone. */
 static char *tick_logged(void)
 {
     service->next_maintenance_ms = 0;
+    service->next_purge_ms = 0;
     test_stderr_begin();
-    cohort_service_tick(service, client);
+    test_service_tick(service, client);
     return test_stderr_end();
 }
 
@@ -351,12 +354,12 @@ Test(maintenance, a_purge_backlog_goes_on_at_most_purge_per_tick_per_tick)
     int64_t old = cohort_clock_cluster_ms() - 10 * MINUTE;
     insert_many("succeeded", old, COHORT_PURGE_PER_TICK + 50, 1);
     insert_many("failed", old, 20, COHORT_PURGE_PER_TICK + 51);
-    cohort_service_tick(service, client);
+    test_service_tick(service, client);
     cr_assert_eq(count("{\"status\": \"succeeded\"}"), 50, "one tick deleted %lld of %d",
                  (long long)(COHORT_PURGE_PER_TICK + 50 - count("{\"status\": \"succeeded\"}")),
                  COHORT_PURGE_PER_TICK + 50);
     cr_assert_eq(count("{\"status\": \"failed\"}"), 0, "the failed tasks have their own limit");
-    cohort_service_tick(service, client); /* the very next tick, not 5 s later */
+    test_service_tick(service, client); /* the very next tick, not 5 s later */
     cr_assert_eq(count("{}"), 0, "the backlog waited for the next maintenance interval");
 }
 
@@ -492,7 +495,7 @@ Test(maintenance, a_task_kept_checked_in_is_never_reset)
         cr_assert(
             cohort_store_checkin_tasks(store, client, SERVICE, "node-y", &wrong_node, 1, &error),
             "%s", error.message);
-        cohort_service_tick(service, client); /* maintenance on its own cadence: stall / 3 */
+        test_service_tick(service, client); /* maintenance on its own cadence: stall / 3 */
         assert_status(&kept, "claimed", "node-x", "the task kept checked in");
         char s[16], by[64];
         task_status(&wrong_node, s, by);
@@ -527,7 +530,7 @@ Test(maintenance, a_running_task_is_checked_in_by_its_node)
     int64_t deadline = test_now_ms() + 15000;
     for (;;) {
         cr_assert_lt(test_now_ms(), deadline, "the task did not finish within 15 s");
-        cohort_service_tick(service, client); /* maintenance every 200 ms, check-ins too */
+        test_service_tick(service, client); /* maintenance every 200 ms, check-ins too */
         char s[16], by[64];
         task_status(&oid, s, by);
         if (strcmp(s, "succeeded") == 0)

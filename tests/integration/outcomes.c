@@ -159,7 +159,7 @@ static void tick_until_status(const bson_oid_t *oid, const char *status, int64_t
 {
     int64_t deadline = test_now_ms() + timeout_ms;
     for (;;) {
-        cohort_service_tick(service, client);
+        test_service_tick(service, client);
         read_task(oid, doc);
         const char *now = test_doc_str(doc, "status");
         if (now && strcmp(now, status) == 0)
@@ -260,7 +260,7 @@ Test(outcomes, retries_exhausted_fail_the_task)
 
     /* it stays failed: nothing claims it again */
     for (int i = 0; i < 5; i++) {
-        cohort_service_tick(service, client);
+        test_service_tick(service, client);
         test_sleep_ms(20);
     }
     bson_destroy(&doc);

@@ -236,7 +236,7 @@ static void tick_until_count(const char *filter, int64_t want, int64_t timeout_m
     for (;;) {
         for (size_t i = 0; i < 2; i++)
             if (services[i])
-                cohort_service_tick(services[i], client);
+                test_service_tick(services[i], client);
         int64_t n = count(filter);
         if (n == want)
             return;
@@ -252,7 +252,7 @@ static void tick_idle(int n)
     for (int k = 0; k < n; k++) {
         for (size_t i = 0; i < 2; i++)
             if (services[i])
-                cohort_service_tick(services[i], client);
+                test_service_tick(services[i], client);
         test_sleep_ms(30);
     }
 }
@@ -536,7 +536,7 @@ Test(scheduling, the_primary_promotes_on_its_tick_and_a_secondary_does_not)
     prepare(1, "probe")->not_after_boost = 100;
     cohort_service_t *a = make_service(0, "node-a");
     cohort_service_t *b = make_service(1, "node-b");
-    cohort_service_tick(a, client);
+    test_service_tick(a, client);
     cr_assert_gt(cohort_election_epoch(&a->election), 0, "node-a did not become primary");
 
     char late[25], high[25];
@@ -547,7 +547,7 @@ Test(scheduling, the_primary_promotes_on_its_tick_and_a_secondary_does_not)
     must_create("{\"i\": 1}", "{\"tracked\": false, \"priority\": 50}", high);
     bson_oid_t late_id = oid_from_hex(late);
 
-    cohort_service_tick(b, client);
+    test_service_tick(b, client);
     cr_assert_eq(cohort_election_epoch(&b->election), 0, "node-b became primary");
     bson_t doc;
     read_task(&late_id, &doc);
@@ -555,14 +555,17 @@ Test(scheduling, the_primary_promotes_on_its_tick_and_a_secondary_does_not)
     cr_assert_not(test_doc_has(&doc, "promoted_at"));
     bson_destroy(&doc);
 
-    cohort_service_tick(a, client);
+    a->next_upkeep_ms = 0; /* the promotion's cadence (COHORT_UPKEEP_INTERVAL_MS) is due */
+    test_service_tick(a, client);
     read_task(&late_id, &doc);
     cr_assert_eq(test_doc_int(&doc, "priority"), 101, "the primary's tick did not promote");
     cr_assert_eq(test_doc_int(&doc, "base_priority"), 1);
     cr_assert(test_doc_has(&doc, "promoted_at"));
     bson_destroy(&doc);
-    cohort_service_tick(a, client);
-    cohort_service_tick(a, client);
+    for (int i = 0; i < 2; i++) {
+        a->next_upkeep_ms = 0;
+        test_service_tick(a, client);
+    }
     read_task(&late_id, &doc);
     cr_assert_eq(test_doc_int(&doc, "priority"), 101, "promoted on more than one tick");
     bson_destroy(&doc);
@@ -696,7 +699,7 @@ Test(scheduling, a_running_task_finishes_when_the_service_is_paused)
     start(services[0]);
     tick_until_count("{\"status\": \"claimed\"}", 1, 10000);
     set_switch("pause", "*", true, "draining");
-    cohort_service_tick(services[0], client); /* the node sees the pause */
+    test_service_tick(services[0], client); /* the node sees the pause */
     must_create("{}", "{\"tracked\": false}", waiting);
     bson_oid_t running_id = oid_from_hex(running), waiting_id = oid_from_hex(waiting);
     tick_until_count("{\"status\": \"succeeded\"}", 1, 10000);

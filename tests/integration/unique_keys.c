@@ -220,7 +220,7 @@ Test(unique_keys, a_new_primary_cannot_recreate_what_the_old_one_created)
 {
     cohort_service_t *a = make_node(0, "node-a");
     cohort_service_t *b = make_node(1, "node-b");
-    cohort_service_tick(a, client);
+    test_service_tick(a, client);
     cr_assert_eq(cohort_election_epoch(&a->election), 1);
     cohort_ctx_t as_a;
     cohort_ctx_init(&as_a, a, client, true); /* what primary_work gets */
@@ -229,7 +229,7 @@ Test(unique_keys, a_new_primary_cannot_recreate_what_the_old_one_created)
 
     /* node-a dies; node-b takes over with a new epoch and redoes primary_work */
     cohort_election_step_down(&a->election, store, client);
-    cohort_service_tick(b, client);
+    test_service_tick(b, client);
     cr_assert_eq(cohort_election_epoch(&b->election), 2);
     cohort_ctx_t as_b;
     cohort_ctx_init(&as_b, b, client, true);

@@ -536,3 +536,32 @@ void test_probe_fixture_close(test_probe_fixture_t *fx)
     test_service_db_close(&fx->db, &fx->store, &fx->client);
     *fx = (test_probe_fixture_t){0};
 }
+
+bool test_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
+                        bson_error_t *error)
+{
+    bson_t doc;
+    bool found = false;
+    bool ok = e->primary || cohort_store_read_service(store, client, e->service, &doc, &found,
+                                                      error);
+    if (e->primary)
+        bson_init(&doc);
+    ok = ok && cohort_election_tick(e, store, client, e->primary ? NULL : &doc, error);
+    bson_destroy(&doc);
+    return ok;
+}
+
+void test_service_tick(cohort_service_t *s, mongoc_client_t *client)
+{
+    bson_t doc;
+    bool found = false;
+    bson_error_t error;
+    if (s->election.primary) {
+        cohort_service_tick(s, client, NULL);
+        return;
+    }
+    if (!cohort_store_read_service(s->store, client, s->config->name, &doc, &found, &error))
+        bson_reinit(&doc); /* the tick finds the database away too */
+    cohort_service_tick(s, client, &doc);
+    bson_destroy(&doc);
+}

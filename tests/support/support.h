@@ -66,6 +66,14 @@ cohort_service_t *test_service_new(const cohort_service_config_t *config, const 
                                    int64_t takeover_ms, cohort_store_t *store,
                                    mongoc_client_t *client);
 
+/* One tick of `service` as a node runs it (node.c): the read of its config document (which
+ * the node makes once for all the services it does not lead), then cohort_service_tick(). */
+void test_service_tick(cohort_service_t *service, mongoc_client_t *client);
+
+/* One election round as a node runs it: the config document read, then the round. */
+bool test_election_tick(cohort_election_t *election, cohort_store_t *store,
+                        mongoc_client_t *client, bson_error_t *error);
+
 /* What a program did: its exit status and everything it wrote. */
 typedef struct test_run_result {
     int exit_code;  /* the exit status; -1 if it was killed by a signal or timed out */
