@@ -38,10 +38,16 @@ void cohort_capacity_claimed(cohort_service_t *s, const bson_t *docs, size_t n)
         weight += cohort_store_task_weight(&docs[i]);
     pthread_mutex_lock(&s->lock);
     s->weight_held += weight;
+    s->weight_missed = n == 0 && !s->weight_any;
     s->weight_reserved = 0;
     s->weight_any = false;
     pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->lock);
+}
+
+bool cohort_capacity_missed_by_weight(const cohort_service_t *s)
+{
+    return s->weight_missed;
 }
 
 void cohort_capacity_release(cohort_service_t *s, const bson_t *task)

@@ -36,6 +36,10 @@ void cohort_capacity_filter(cohort_service_t *service, cohort_claim_filter_t *fi
  * held from now on and the reservation ends; waiting workers are woken. */
 void cohort_capacity_claimed(cohort_service_t *service, const bson_t *docs, size_t n);
 
+/* Lock held. True if the last claim found nothing only because it was limited to the room
+ * left: not a sign that the queue has nothing due (the primary's `queue_due` hint). */
+bool cohort_capacity_missed_by_weight(const cohort_service_t *service);
+
 /* Takes the lock. A held task finished, or was given back untouched. */
 void cohort_capacity_release(cohort_service_t *service, const bson_t *task);
 

@@ -550,7 +550,7 @@ int cohort_workers_due_hint(cohort_service_t *s)
     if (s->config->external)
         return -1;
     pthread_mutex_lock(&s->lock);
-    bool found_nothing = s->drained;
+    bool found_nothing = s->drained && !cohort_capacity_missed_by_weight(s);
     pthread_mutex_unlock(&s->lock);
     return found_nothing ? 0 : 1;
 }

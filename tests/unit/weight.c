@@ -223,3 +223,32 @@ Test(weight, capacity_overrides_the_worker_count_and_can_change)
     cohort_capacity_read(&service, &capacity, &held);
     cr_assert_eq(capacity, 4, "0: the worker count");
 }
+
+/* A claim through capacity.c that comes back empty. */
+static void claim_nothing(void)
+{
+    pthread_mutex_lock(&service.lock);
+    cohort_capacity_reserve(&service);
+    pthread_mutex_unlock(&service.lock);
+    cohort_capacity_claimed(&service, NULL, 0);
+}
+
+static bool missed_by_weight(void)
+{
+    pthread_mutex_lock(&service.lock);
+    bool missed = cohort_capacity_missed_by_weight(&service);
+    pthread_mutex_unlock(&service.lock);
+    return missed;
+}
+
+Test(weight, an_empty_claim_limited_by_room_is_no_sign_of_an_empty_queue)
+{
+    make_service(0, 3);
+    claim_nothing();
+    cr_assert_not(missed_by_weight(), "holding nothing, the claim had no limit: nothing due");
+    claim(2);
+    claim_nothing();
+    cr_assert(missed_by_weight(), "room 1: heavier tasks may be due");
+    claim(1);
+    cr_assert_not(missed_by_weight(), "a claim that found a task clears it");
+}
