@@ -458,8 +458,8 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
             i++;
         if (i == N_TASK_FIELDS)
             return bad_request(err, "unknown field '%s%.64s' (known: data, tracked, priority, "
-                                    "weight, delay_ms, not_before, not_after, not_after_ms, kind, group, "
-                                    "coalesce_key, unique_key, timeout_ms)",
+                                    "weight, delay_ms, not_before, not_after, not_after_ms, "
+                                    "kind, group, coalesce_key, unique_key, timeout_ms)",
                                where, key);
         if (seen[i])
             return bad_request(err, "field '%s%s' given twice", where, key);

@@ -8,11 +8,12 @@
  * tasks (weight 1) beyond the one its worker starts, so prefetch keeps short light work
  * flowing while weighted work is claimed only by a worker about to start it, when it fits;
  * the held weight may then pass the capacity by the light tasks waiting, and no claim starts
- * until it is below again. A claim in flight reserves all the room left, so two claims of one node cannot both take a task that only one fits: a
- * node's claims are made one at a time (a worker waits for the claim in flight, it does
- * not poll). A node holding nothing claims any one task, however heavy (a task heavier than
- * every node's capacity still runs, alone). The workers call these at their claim and
- * finish points; everything here is guarded by the service's lock.
+ * until it is below again. A claim in flight reserves all the room left, so two claims of
+ * one node cannot both take a task that only one fits: a node's claims are made one at a
+ * time (a worker waits for the claim in flight, it does not poll). A node holding nothing
+ * claims any one task, however heavy (a task heavier than every node's capacity still runs,
+ * alone). The workers call these at their claim and finish points; everything here is
+ * guarded by the service's lock.
  */
 #ifndef COHORT_CAPACITY_H
 #define COHORT_CAPACITY_H

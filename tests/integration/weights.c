@@ -98,7 +98,8 @@ static const char *claim_batch(int64_t room, bool any_first, size_t max, char *n
     names[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         size_t used = strlen(names);
-        snprintf(names + used, len - used, "%s%s", i ? " " : "", test_doc_str(&docs[i], "data.name"));
+        snprintf(names + used, len - used, "%s%s", i ? " " : "",
+                 test_doc_str(&docs[i], "data.name"));
         bson_destroy(&docs[i]);
     }
     return names;
