@@ -1,8 +1,8 @@
 /*
  * weight.c - load-aware claiming on three real nodes (issue 13, item 6): heavy tasks spread
  * over the nodes instead of piling onto the first claimer, light tasks still start within
- * about a tick while the heavy ones run, and a task heavier than every node's capacity still
- * runs, alone.
+ * about a tick while the heavy ones run, a task heavier than every node's capacity still
+ * runs, alone, and a SIGHUP changes a node's capacity.
  *
  * Each node has 3 workers and so a capacity of 3 (the default: the worker count). A heavy
  * task weighs 2, so a node runs one at a time and keeps room for one light task (weight 1).
@@ -168,5 +168,35 @@ Test(cluster_weight, a_task_heavier_than_every_node_runs_alone)
                            runs[i].start_ms >= huge->end_ms - CLOCK_TOLERANCE_MS ||
                            runs[i].end_ms <= huge->start_ms + CLOCK_TOLERANCE_MS,
                        "%s ran task %s next to the task of weight 1000", node, runs[i].id);
+    free(runs);
+}
+
+Test(cluster_weight, a_sighup_changes_the_capacity)
+{
+    cluster_options_t options = {
+        .tag = "weight-reload",
+        .tick_ms = TICK_MS,
+        .services = {{.name = SERVICE,
+                      .settings = "workers = 3\n"
+                                  "capacity = 3\n"
+                                  "journal = @DIR@/journal.txt",
+                      .handler = SLEEPER}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_primacy_t primacy;
+    cluster_start_elected(c, 1, SERVICE, 10000, &primacy);
+    cluster_node_t *n = &c->nodes[0];
+    cluster_node_config_set(n, "capacity", "1");
+    cluster_node_reload(n);
+    cluster_assert(c, cluster_wait_log(n, "capacity = 1 (was 3", NULL, 10000),
+                   "the node did not log its new capacity");
+    for (int i = 0; i < 3; i++)
+        cluster_enqueue(c, SERVICE, "{\"sleep_ms\": 400}", "{\"kind\": \"light\"}", NULL);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 3, 10000), "not every task succeeded");
+    cluster_run_t *runs = NULL;
+    size_t k = read_runs(c, &runs);
+    cr_assert_eq(k, 3);
+    int at_once = most_at_once(runs, k, n->id, "light");
+    cluster_assert(c, at_once == 1, "%d tasks of weight 1 ran at once with capacity 1", at_once);
     free(runs);
 }
