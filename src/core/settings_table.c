@@ -201,7 +201,7 @@ const cohort_setting_t cohort_settings_table[] = {
      .def_text = "none", .pattern = true, .reloads = true, .field = NO_FIELD,
      .live_field = NO_FIELD,
      .doc = "a recurring task: `CRON ; key=value ; ...`. CRON has 5 fields (or 6, seconds "
-            "first) or an alias (`@hourly`, `@daily`, ...); options: `kind`, `priority`, "
+            "first) or an alias (`@hourly`, `@daily`, ...); options: `kind`, `priority`, `weight`, "
             "`data` (a JSON object), `timeout`, `deadline`, `group`, `tracked` (as "
             "`cohortctl enqueue`), `tz` (a zone of the tz database; `UTC`), `catch_up` "
             "(`none`, `latest` or `all`: slots missed while no primary ran are skipped, the "
