@@ -2,13 +2,15 @@
 # Local MongoDB-compatible server (mongo-java-server) for Cohort dev and tests.
 #
 # usage:
-#   localdb.sh start STATE_DIR [--h2 FILE] [--port N] [--oplog]
+#   localdb.sh start STATE_DIR [--h2 FILE] [--port N] [--no-oplog]
 #       Build if needed, start the server in the background and print one
 #       line to stdout: mongodb://127.0.0.1:PORT
 #       STATE_DIR gets: pid, port, localdb.log.
 #       --h2 FILE  keep data in an H2 MVStore file (survives stop/start)
 #       --port N   bind port N instead of a free one
-#       --oplog    enable oplog emulation (change streams)
+#       --no-oplog without oplog emulation: change streams are refused, as on a
+#                  standalone mongod (the oplog is on by default; --oplog is
+#                  accepted and changes nothing)
 #   localdb.sh stop STATE_DIR      stop it (TERM, then KILL); idempotent
 #   localdb.sh status STATE_DIR    print the URI and exit 0 if running, else exit 1
 #   localdb.sh build               (re)build target/classes and target/lib
@@ -17,6 +19,8 @@
 #   LOCALDB_START_TIMEOUT  seconds to wait for the server to bind (default 60)
 #   LOCALDB_STOP_TIMEOUT   seconds between TERM and KILL (default 5)
 #   LOCALDB_JAVA_OPTS      extra JVM options (e.g. -Xmx1g)
+#   LOCALDB_OPLOG          0: as --no-oplog (for scripts that start it indirectly)
+#   LOCALDB_OPLOG_WINDOW_S oplog entries older than this are dropped (default 600)
 #
 # Installs default-jdk-headless and maven with apt-get if java/javac/mvn are
 # missing. Everything except the URI goes to stderr.
@@ -162,7 +166,8 @@ cleanup_start() {
 
 cmd_start() {
     [ $# -ge 1 ] || usage
-    local state h2="" port="" oplog=""
+    local state h2="" port="" oplog=1
+    [ "${LOCALDB_OPLOG:-1}" = 0 ] && oplog=""
     state="$(abspath "$1")"
     shift
     while [ $# -gt 0 ]; do
@@ -170,6 +175,7 @@ cmd_start() {
             --h2) [ $# -ge 2 ] || usage; h2="$(abspath "$2")"; shift 2 ;;
             --port) [ $# -ge 2 ] || usage; port="$2"; shift 2 ;;
             --oplog) oplog=1; shift ;;
+            --no-oplog) oplog=""; shift ;;
             *) usage ;;
         esac
     done

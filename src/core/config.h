@@ -28,6 +28,13 @@ typedef enum cohort_isolation {
     COHORT_ISOLATION_PROCESS = 1,
 } cohort_isolation_t;
 
+/* How an idle node learns of a new task: a change stream on each hosted queue wakes a worker
+ * at once (node/watch.h), or only the next tick's claim finds it. */
+typedef enum cohort_wake_mode {
+    COHORT_WAKE_CHANGE_STREAM = 0,
+    COHORT_WAKE_POLL = 1,
+} cohort_wake_mode_t;
+
 /* Defaults for the scheduling options of tasks created without them: per service, and per
  * kind (`kind.NAME.KEY = VALUE` in the service's section), the kind's winning where set. */
 typedef struct cohort_task_defaults {
@@ -93,6 +100,8 @@ typedef struct cohort_config {
     int64_t api_threads;     /* threads answering the HTTP API */
     int64_t api_max_wait_ms; /* the longest an external worker's claim is held */
     int64_t http_max_connections; /* HTTP connections open at once; the oldest goes past it */
+    cohort_wake_mode_t wake; /* change streams wake idle workers, or the tick alone */
+    int64_t wake_await_ms;   /* a change stream's getMore waits this long (maxAwaitTimeMS) */
     cohort_service_config_t *services;
     size_t n_services;
 } cohort_config_t;

@@ -21,6 +21,7 @@
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const isolations[] = {"thread", "process", NULL};
+static const char *const wake_modes[] = {"change_stream", "poll", NULL};
 
 /* log_level also takes "warning" and any case, as cohort_log_parse_level does. */
 static bool parse_log_level(const char *text, int64_t *value)
@@ -97,6 +98,20 @@ const cohort_setting_t cohort_settings_table[] = {
      .doc = "the most HTTP connections open at once; a new one past it closes the oldest idle "
             "one (logged), so idle clients cannot lock out health checks. Keep it well under "
             "the process's file descriptor limit"},
+    {.name = "wake", .section = COHORT_SECTION_CLUSTER, .type = COHORT_SETTING_ENUM,
+     .def = COHORT_WAKE_CHANGE_STREAM, .choices = wake_modes, .field = CLUSTER(wake),
+     .live_field = NO_FIELD,
+     .doc = "`change_stream`: each node watches its queues' inserts and wakes an idle worker "
+            "at once; where change streams are refused (no replica set) or break, it logs "
+            "once, claims on each tick meanwhile and reopens the stream from its resume token. "
+            "`poll`: idle workers claim on each tick only"},
+    {.name = "wake_await_ms", .section = COHORT_SECTION_CLUSTER,
+     .type = COHORT_SETTING_DURATION_MS, .def = 1000, .min = 10, .max = 60000,
+     .field = CLUSTER(wake_await_ms), .live_field = NO_FIELD,
+     .doc = "how long the server holds each change stream's empty getMore "
+            "(`maxAwaitTimeMS`): an idle node sends one getMore per hosted queue per this "
+            "period, and stopping waits for the one in flight. A server that answers at once "
+            "(the local test server) is asked again only after this period"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,

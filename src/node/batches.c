@@ -76,7 +76,8 @@ void cohort_batches_advance(cohort_service_t *s, mongoc_client_t *client, int64_
 {
     const cohort_service_config_t *c = s->config;
     int64_t mono = cohort_clock_monotonic_ms();
-    if (s->batch_quiet && !s->batch_draining && s->election.due_hint == 0 &&
+    bool grew = atomic_exchange(&s->queue_grew, false);
+    if (s->batch_quiet && !s->batch_draining && s->election.due_hint == 0 && !grew &&
         mono < s->next_batch_count_ms)
         return;
     s->next_batch_count_ms = mono + COHORT_UPKEEP_INTERVAL_MS;

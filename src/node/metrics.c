@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "node/election.h"
 #include "node/runtime.h"
+#include "node/watch.h"
 #include "store/store.h"
 
 static void family(FILE *out, const char *name, const char *type, const char *help)
@@ -204,6 +205,25 @@ static void gauges(FILE *out, const cohort_metrics_source_t *src)
     }
 }
 
+/* The change streams (watch.h): shown with wake = change_stream only. */
+static void wake_ups(FILE *out, const cohort_metrics_source_t *src)
+{
+    if (!src->watcher)
+        return;
+    family(out, "cohort_wakeups_total", "counter",
+           "Inserts into the service's queue whose change stream event woke its idle workers.");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_wakeups_total{service=\"%s\"} %llu\n",
+                src->services[i]->config->name,
+                (unsigned long long)cohort_watcher_wakeups(src->watcher, i));
+    family(out, "cohort_wake_stream_up", "gauge",
+           "1 while the change stream on the service's queue is open; 0 while new tasks are "
+           "found on each tick only (polling).");
+    for (size_t i = 0; i < src->n_services; i++)
+        fprintf(out, "cohort_wake_stream_up{service=\"%s\"} %d\n",
+                src->services[i]->config->name, cohort_watcher_up(src->watcher, i) ? 1 : 0);
+}
+
 static void node_wide(FILE *out, const cohort_metrics_source_t *src)
 {
     cohort_store_stats_t db = cohort_store_stats(src->store);
@@ -235,6 +255,7 @@ char *cohort_metrics_render(const cohort_metrics_source_t *src, size_t *len)
     for (size_t i = 0; i < src->n_services; i++)
         histogram(out, src->services[i]->config->name, &src->services[i]->stats.task_duration);
     gauges(out, src);
+    wake_ups(out, src);
     node_wide(out, src);
     bool failed_writing = ferror(out) != 0;
     if (fclose(out) != 0 || failed_writing) {

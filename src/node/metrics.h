@@ -2,7 +2,8 @@
  * metrics.h - what a node exposes to Prometheus, rendered in the text exposition format
  * (version 0.0.4): the services' counters (cohort_service_t.stats, the election's leader
  * changes), a task duration histogram, gauges (primacy, epoch, queue depth, running tasks)
- * and node-wide counters (database commands, start time, build info).
+ * the change streams' wake-ups and state (watch.h), and node-wide counters (database commands,
+ * start time, build info).
  *
  * The counters are the ones the node already keeps for its log summary and its `nodes`
  * document; this module only reads them. The histogram is the one thing recorded here: a
@@ -20,12 +21,14 @@
 
 struct cohort_service;
 struct cohort_store;
+struct cohort_watcher;
 
 /* What the node shows: everything is borrowed for the duration of the call. */
 typedef struct cohort_metrics_source {
     struct cohort_service *const *services;
     size_t n_services;
     const struct cohort_store *store; /* database command counters */
+    const struct cohort_watcher *watcher; /* change stream wake-ups; NULL: wake = poll */
     int64_t started_at_ms;            /* the node's start, ms since the epoch */
     const char *version;
 } cohort_metrics_source_t;

@@ -32,6 +32,7 @@
 #include "node/lease.h"
 #include "node/liveness.h"
 #include "node/metrics.h"
+#include "node/watch.h"
 #include "core/log.h"
 #include "node/notify.h"
 #include "node/reload.h"
@@ -54,6 +55,7 @@ typedef struct node {
     size_t n_services;
     cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
     cohort_heartbeat_t *heartbeat; /* keeps the node alive between pings (heartbeat.h) */
+    cohort_watcher_t *watcher; /* wakes idle workers on inserts (watch.h); NULL: wake = poll */
 
     struct event_base *base;
     struct event *tick;
@@ -351,8 +353,8 @@ static uint64_t node_work(node_t *n)
 }
 
 /* Whether an idle node's tick pings: as often as its liveness needs, every quarter of the
- * smallest takeover_ms (the heartbeat thread's cadence, heartbeat.h), less half a tick so
- * that the heartbeat thread has nothing to add. (A node that worked pings every tick, so its
+ * smallest takeover_ms (the heartbeat thread's cadence, heartbeat.h), less a tick so that
+ * the heartbeat thread has nothing to add. (A node that worked pings every tick, so its
  * statistics in `nodes` stay fresh; the first tick and a run standing back ping too.) */
 static bool ping_due(node_t *n)
 {
@@ -360,7 +362,7 @@ static bool ping_due(node_t *n)
         return true;
     int64_t takeover =
         cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
-    return cohort_clock_monotonic_ms() - n->pinged_ms >= takeover / 4 - tick_ms(n) / 2;
+    return cohort_clock_monotonic_ms() - n->pinged_ms >= takeover / 4 - tick_ms(n);
 }
 
 /* The node's one read of a tick: the config documents of the prepared services it does not
@@ -563,6 +565,7 @@ static char *http_metrics(void *arg, size_t *len)
     cohort_metrics_source_t source = {.services = n->services,
                                       .n_services = n->n_services,
                                       .store = n->store,
+                                      .watcher = n->watcher,
                                       .started_at_ms = n->started_at_ms,
                                       .version = COHORT_VERSION};
     return cohort_metrics_render(&source, len);
@@ -623,7 +626,8 @@ static bool start_http(node_t *n)
     return true;
 }
 
-/* The lease and heartbeat threads, which keep primacy and liveness up between ticks. */
+/* The lease and heartbeat threads, which keep primacy and liveness up between ticks, and the
+ * change stream threads that wake idle workers between them. */
 static bool start_keepers(node_t *n)
 {
     cohort_election_t *elections[n->n_services ? n->n_services : 1];
@@ -634,15 +638,23 @@ static bool start_keepers(node_t *n)
     if (n->lease)
         n->heartbeat = cohort_heartbeat_start(n->store, n->node_id, n->run.run_id, elections,
                                               n->n_services, &err);
-    if (!n->heartbeat)
+    bool ok = n->heartbeat != NULL;
+    if (ok && n->config->wake == COHORT_WAKE_CHANGE_STREAM) {
+        n->watcher = cohort_watcher_start(n->store, n->services, n->n_services,
+                                          n->config->wake_await_ms, &err);
+        ok = n->watcher != NULL;
+    }
+    if (!ok)
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
-    return n->heartbeat != NULL;
+    return ok;
 }
 
 /* Before the elections they read are freed, and before the run's entry is removed (a touch
  * after that would write it again). */
 static void stop_keepers(node_t *n)
 {
+    cohort_watcher_stop(n->watcher);
+    n->watcher = NULL;
     cohort_heartbeat_stop(n->heartbeat);
     n->heartbeat = NULL;
     cohort_lease_keeper_stop(n->lease);

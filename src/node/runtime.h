@@ -88,6 +88,7 @@ typedef struct cohort_service {
     _Atomic int64_t batch_open; /* the batch tracked tasks join; refreshed by the primary */
     int64_t batch_draining;     /* main thread: the closed batch awaiting its callback, or 0 */
     bool batch_quiet;           /* main thread: the last count found the batch empty */
+    atomic_bool queue_grew;     /* a wake-up saw an insert since the last batch count */
     int64_t next_batch_count_ms; /* main thread, monotonic: a quiet batch's next count */
     int64_t next_maintenance_ms;    /* main thread, monotonic: when maintain() runs next */
     int64_t next_upkeep_ms;         /* main thread, monotonic: cohort_maintenance_upkeep() */

@@ -555,6 +555,19 @@ int cohort_workers_due_hint(cohort_service_t *s)
     return found_nothing ? 0 : 1;
 }
 
+void cohort_workers_wake(cohort_service_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&s->queue_grew, true); /* the batch may have grown too (batches.c) */
+    if (!s->stopping && s->budget != 0) {
+        s->drained = false;
+        s->work_seen = false;
+        s->probing = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 void cohort_workers_hold(cohort_service_t *s)
 {
     pthread_mutex_lock(&s->lock);

@@ -4,8 +4,9 @@
  * The main thread refills the budget once per tick (primary_task_count on the primary,
  * secondary_task_count elsewhere, 0 meaning no limit). Worker threads claim and run tasks
  * while budget remains and the queue had work; a claim that finds nothing parks the workers
- * until the next tick. After a tick one worker probes first and the others follow only if
- * it found work, so an idle service costs one query per tick.
+ * until the next tick, or until an insert into the queue wakes them (watch.h). After a tick
+ * (or a wake-up) one worker probes first and the others follow only if it found work, so an
+ * idle service costs one query per tick.
  */
 #ifndef COHORT_WORKERS_H
 #define COHORT_WORKERS_H
@@ -38,6 +39,11 @@ void cohort_workers_refill(cohort_service_t *service);
  * light enough for the node's room, capacity.h), -1 for a service without
  * workers (handler = external). */
 int cohort_workers_due_hint(cohort_service_t *service);
+
+/* Any thread (the change stream watcher, watch.h): the queue gained a task, so parked
+ * workers look again now, within what is left of this tick's budget, instead of on the next
+ * tick. Does nothing while the service stops or its budget is used up. */
+void cohort_workers_wake(cohort_service_t *service);
 
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);

@@ -27,6 +27,15 @@ struct cohort_store {
     _Atomic uint64_t command_errors;
 };
 
+/* ---- clients ------------------------------------------------------------------------------ */
+
+/* A client outside the pool, for a thread that holds one connection for a long time: the
+ * store's URI with its socketTimeoutMS raised to at least `min_socket_timeout_ms`, its commands
+ * counted like the pool's. NULL with `error` set on failure; mongoc_client_destroy() it. */
+STORE_INTERNAL mongoc_client_t *store_client_new(cohort_store_t *store,
+                                                 int32_t min_socket_timeout_ms,
+                                                 bson_error_t *error);
+
 /* ---- collections (the caller destroys what these return) ------------------------------- */
 
 /* The collection `name` of the store's database. */

@@ -57,7 +57,8 @@ cleanup() { bash "$ROOT/deploy/localdb/localdb.sh" stop "$STATE" >/dev/null 2>&1
 trap cleanup EXIT
 cleanup
 export LOCALDB_JAVA_OPTS="${LOCALDB_JAVA_OPTS:--Xmx6g}"
-URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$STATE")"
+# No oplog: it would copy every inserted task (memory) and nothing here watches a stream.
+URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$STATE" --no-oplog)"
 SERVER_PID="$(tr -dc '0-9' <"$STATE/pid")"
 log "local database at $URI (pid $SERVER_PID, LOCALDB_JAVA_OPTS=$LOCALDB_JAVA_OPTS); output in $OUT"
 

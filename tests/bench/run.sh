@@ -49,6 +49,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${COHORT_BUILD_DIR:-$ROOT/build}"
+BENCH_NAME=bench
+# shellcheck source=tests/bench/lib.sh
+. "$ROOT/tests/bench/lib.sh"
 
 TASKS=2000
 REPEAT=5
@@ -65,12 +68,6 @@ ONLY_BATCHES=0
 TICK_MS=1000
 TAKEOVER_MS=10000
 
-log() { printf 'bench: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-    exit "${1:-2}"
-}
 number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 '$2' must be a positive whole number"; }
 
 while [ $# -gt 0 ]; do
@@ -106,9 +103,7 @@ fi
 
 bash "$ROOT/deploy/setup.sh" "$BUILD"
 # What was built (the tree may move on while the benchmark runs).
-COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-[ -z "$(git -C "$ROOT" status --porcelain -- src include handlers 2>/dev/null)" ] \
-    || COMMIT="$COMMIT + uncommitted changes in src/, include/ or handlers/"
+COMMIT="$(bench_commit)"
 BENCH_BIN="$BUILD/tests/bench"
 if [ ! -d "$BENCH_BIN/CMakeFiles" ]; then
     # CMake does not build them (tests/CMakeLists.txt lacks add_subdirectory(bench), or
@@ -135,59 +130,8 @@ mkdir -p "$OUT"
 RESULTS="$OUT/results.tsv"
 printf 'round\tconfig\ttasks_per_s\tactive_tasks_per_s\tcommands_per_task\tsteady_commands_per_task\tpoll_commands\tclaimed_by_node\tclient_cpu_ms\tserver_cpu_ms\n' >"$RESULTS"
 
-NODE_PIDS=()
-stop_nodes() {
-    local pid i
-    for pid in "${NODE_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${NODE_PIDS[@]}"; do
-        for ((i = 0; i < 150; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "node pid $pid ignored SIGTERM for 15 s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    NODE_PIDS=()
-}
-
-LOCALDB_STATE=""
-cleanup() {
-    stop_nodes
-    if [ -n "$LOCALDB_STATE" ]; then
-        bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    fi
-}
-trap cleanup EXIT
-
-if [ -z "${MONGODB_URI:-}" ]; then
-    LOCALDB_STATE="$BUILD/bench-localdb"
-    mkdir -p "$LOCALDB_STATE"
-    bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB_STATE")"
-    log "local database at $MONGODB_URI"
-else
-    log "using MONGODB_URI from the environment"
-fi
-export MONGODB_URI
-SERVER_PID=""
-[ -n "$LOCALDB_STATE" ] && SERVER_PID="$(tr -dc '0-9' <"$LOCALDB_STATE/pid")"
-CLK_TCK="$(getconf CLK_TCK)"
-
-# cpu_ms PID: CPU time (user + system) the process has used so far, 0 if it is not ours to see
-cpu_ms() {
-    local stat
-    [ -n "$1" ] && stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
-    # fields after "pid (comm) ": state is the 1st, utime the 12th, stime the 13th
-    awk -v tck="$CLK_TCK" '{ printf "%d", ($12 + $13) * 1000 / tck }' <<<"${stat##*) }"
-}
-
-# value KEY LINE: the value of KEY=value in a result line
-value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 # --- one run of each kind --------------------------------------------------------------
 
@@ -316,17 +260,7 @@ run_config() {
 }
 
 log "$TASKS tasks per run, $REPEAT rounds, raw loop with 1 and $THREADS threads, Cohort with 1 and $NODES nodes of $WORKERS workers, claim_batch: default${BATCHES[*]:+ and ${BATCHES[*]}}; results in $OUT"
-if [ "$WARMUP" -eq 1 ]; then
-    log "warm-up round (not recorded): the server's JIT compiles its hot paths"
-    for config in "${CONFIGS[@]}"; do
-        run_config warmup "$config"
-    done
-fi
-for ((round = 1; round <= REPEAT; round++)); do
-    for ((k = 0; k < ${#CONFIGS[@]}; k++)); do
-        run_config "$round" "${CONFIGS[$(((round - 1 + k) % ${#CONFIGS[@]}))]}"
-    done
-done
+run_rounds run_config "$WARMUP" "$REPEAT" "${CONFIGS[@]}"
 
 # --- summary ---------------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ cleanup() {
 trap cleanup EXIT
 if [ -z "${MONGODB_URI:-}" ]; then
     LOCALDB="$DIR/db"
-    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB")"
+    # No oplog: it would copy the million tasks, and every change stream getMore scans it.
+    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB" --no-oplog)"
 fi
 export MONGODB_URI
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"

@@ -10,10 +10,19 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Instant;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 import de.bwaldvogel.mongo.MongoBackend;
+import de.bwaldvogel.mongo.MongoCollection;
+import de.bwaldvogel.mongo.MongoDatabase;
 import de.bwaldvogel.mongo.MongoServer;
+import de.bwaldvogel.mongo.backend.AbstractMongoBackend;
+import de.bwaldvogel.mongo.bson.BsonTimestamp;
+import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
 
@@ -35,7 +44,10 @@ import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
  * instead of memory. Data is flushed by the MVStore background writer
  * (~1 s) and on clean shutdown; a SIGKILL may lose the last writes.</li>
  * <li>{@code --oplog}: enable mongo-java-server's oplog emulation
- * (needed only for change streams).</li>
+ * (needed only for change streams). Its oplog is a plain collection that
+ * every change stream getMore scans in full, so entries older than
+ * {@code LOCALDB_OPLOG_WINDOW_S} seconds (default 600) are removed every
+ * 10 s, as a replica set's capped oplog drops its oldest entries.</li>
  * </ul>
  *
  * Prints exactly one line to stdout once bound:
@@ -99,6 +111,7 @@ public final class LocalDb {
         MongoServer server = new MongoServer(backend);
         if (oplog) {
             server.enableOplog();
+            trimOplog(backend);
         }
         InetSocketAddress bound;
         try {
@@ -145,6 +158,37 @@ public final class LocalDb {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    /** Removes the oplog's entries older than the window every 10 s (daemon thread). */
+    private static void trimOplog(MongoBackend backend) {
+        long windowS = 600;
+        String env = System.getenv("LOCALDB_OPLOG_WINDOW_S");
+        if (env != null && !env.isEmpty()) {
+            try {
+                windowS = Long.parseLong(env);
+            } catch (NumberFormatException e) {
+                fail("invalid LOCALDB_OPLOG_WINDOW_S: " + env);
+            }
+        }
+        final long window = windowS;
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "cohort-localdb-oplog-trim");
+            t.setDaemon(true);
+            return t;
+        });
+        timer.scheduleWithFixedDelay(() -> {
+            try {
+                MongoDatabase local = ((AbstractMongoBackend) backend).resolveDatabase("local");
+                MongoCollection<?> log = local.resolveCollection("oplog.rs", false);
+                if (log != null) {
+                    BsonTimestamp before = new BsonTimestamp(Instant.now().minusSeconds(window), 0);
+                    log.deleteDocuments(new Document("ts", new Document("$lt", before)), 0);
+                }
+            } catch (RuntimeException e) {
+                System.err.println("cohort-localdb: cannot trim the oplog: " + e);
+            }
+        }, 10, 10, TimeUnit.SECONDS);
     }
 
     private static void writeAtomically(Path target, String content) throws IOException {
