@@ -71,7 +71,7 @@ typedef struct cohort_service_config {
     int64_t history_retention_ms;   /* the per-minute history (store/history.h) */
     cohort_task_defaults_t defaults;   /* priority, not_after_ms, task_timeout_ms */
     int64_t not_after_boost;           /* added to a task's priority when its not_after passes */
-    int64_t claim_batch;               /* tasks a worker claims per claim */
+    int64_t claim_batch;               /* tasks per claim; COHORT_CLAIM_BATCH_AUTO: adaptive */
     int64_t capacity; /* weight this node runs at once (node/capacity.h); 0: `workers` */
     cohort_isolation_t isolation;
     cohort_kind_config_t *kinds; /* per-kind defaults; owned */

@@ -50,6 +50,8 @@ bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value,
                                                               : row->name;
     if (row->type == COHORT_SETTING_ENUM)
         return parse_enum(row, value, out, error);
+    if (row->parse && row->parse(value, out))
+        return true;
     if (!*value) {
         cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
                          "%s is empty (expected a number)", key);

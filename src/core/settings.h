@@ -31,6 +31,7 @@
 #define COHORT_CLAIM_BATCH_MAX 256
 #define COHORT_WEIGHT_MAX 1000        /* a task's weight lies in [1, MAX] (node/capacity.h) */
 #define COHORT_CAPACITY_MAX 1000000   /* a node's capacity, in weight units */
+#define COHORT_CLAIM_BATCH_AUTO 0 /* claim_batch = auto: node/prefetch.h sizes each claim */
 
 typedef enum cohort_setting_section {
     COHORT_SECTION_CLUSTER, /* [cluster] */
@@ -62,7 +63,8 @@ typedef struct cohort_setting {
     const char *def_text; /* text: the default (NULL: unset); others: how the docs show it */
     int64_t min, max;     /* numbers: the range */
     const char *const *choices; /* enums: the names, NULL-terminated, values 0, 1, ... */
-    /* enums: a parser accepting more than `choices` (aliases, any case); NULL: exact names */
+    /* enums: a parser accepting more than `choices` (aliases, any case); NULL: exact names.
+     * Counts: a word accepted besides numbers (claim_batch's `auto`); NULL: numbers only */
     bool (*parse)(const char *text, int64_t *value);
     /* text: extra rule; false with `error` set (the message names the key and value) */
     bool (*check)(const char *value, bson_error_t *error);

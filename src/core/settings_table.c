@@ -23,6 +23,15 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const isolations[] = {"thread", "process", NULL};
 static const char *const wake_modes[] = {"change_stream", "poll", NULL};
 
+/* claim_batch = auto: each claim sized by node/prefetch.c. */
+static bool parse_claim_batch(const char *text, int64_t *value)
+{
+    if (strcmp(text, "auto") != 0)
+        return false;
+    *value = COHORT_CLAIM_BATCH_AUTO;
+    return true;
+}
+
 /* log_level also takes "warning" and any case, as cohort_log_parse_level does. */
 static bool parse_log_level(const char *text, int64_t *value)
 {
@@ -106,12 +115,13 @@ const cohort_setting_t cohort_settings_table[] = {
             "once, claims on each tick meanwhile and reopens the stream from its resume token. "
             "`poll`: idle workers claim on each tick only"},
     {.name = "wake_await_ms", .section = COHORT_SECTION_CLUSTER,
-     .type = COHORT_SETTING_DURATION_MS, .def = 1000, .min = 10, .max = 60000,
+     .type = COHORT_SETTING_DURATION_MS, .def = 30000, .min = 10, .max = 60000,
      .field = CLUSTER(wake_await_ms), .live_field = NO_FIELD,
      .doc = "how long the server holds each change stream's empty getMore "
             "(`maxAwaitTimeMS`): an idle node sends one getMore per hosted queue per this "
-            "period, and stopping waits for the one in flight. A server that answers at once "
-            "(the local test server) is asked again only after this period"},
+            "period (an insert is delivered at once whatever it is). Stopping does not wait "
+            "for a getMore in flight. A server that answers empty getMores at once (the local "
+            "test server) is asked again every tick, or every this period if shorter"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,
@@ -223,12 +233,14 @@ const cohort_setting_t cohort_settings_table[] = {
             "latest runs, or each runs; `latest`), `catch_up_max` (1-1000; 10). ID: 1-64 of "
             "`A-Z a-z 0-9 _ -`. Each slot runs once (README, Recurring tasks)"},
     {.name = "claim_batch", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
-     /* 1: a batch claim prefetches, which docs/BENCHMARKS.md shows pays off for short tasks
-      * only (a batch holds its tasks while the first ones run). */
-     .def = 1, .min = 1, .max = COHORT_CLAIM_BATCH_MAX, .field = SERVICE(claim_batch),
+     .def = COHORT_CLAIM_BATCH_AUTO, .def_text = "`auto`", .parse = parse_claim_batch,
+     .min = 1, .max = COHORT_CLAIM_BATCH_MAX, .field = SERVICE(claim_batch),
      .live_field = NO_FIELD,
-     .doc = "tasks a worker claims at once, in three database commands; their outcomes go in "
-            "one bulk write. Raise it for short tasks"},
+     .doc = "`auto`, or how many tasks a worker claims at once (a batch takes three database "
+            "commands; its outcomes go in one bulk write). `auto`: as many as the idle "
+            "workers and the recent run times justify, short tasks up to 64 at once (about "
+            "50 ms of work per idle worker, at most a quarter tick), long ones one per idle "
+            "worker, so no task waits here while another node idles. A number pins it"},
     {.name = "isolation", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_ENUM,
      .def = COHORT_ISOLATION_THREAD, .choices = isolations, .field = SERVICE(isolation),
      .live_field = NO_FIELD,

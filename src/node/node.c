@@ -35,6 +35,7 @@
 #include "node/watch.h"
 #include "core/log.h"
 #include "node/notify.h"
+#include "node/ready.h"
 #include "node/reload.h"
 #include "node/runs.h"
 #include "node/service.h"
@@ -56,6 +57,7 @@ typedef struct node {
     cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
     cohort_heartbeat_t *heartbeat; /* keeps the node alive between pings (heartbeat.h) */
     cohort_watcher_t *watcher; /* wakes idle workers on inserts (watch.h); NULL: wake = poll */
+    bool streams_left; /* stopped with change stream getMores in flight (watch.h) */
 
     struct event_base *base;
     struct event *tick;
@@ -497,6 +499,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     evtimer_del(n->tick);
     for (size_t i = 0; i < n->n_services; i++) {
         cohort_service_stop_claiming(n->services[i]);
+        /* Prefetched tasks no worker started go back now, for the other nodes to run
+         * during the grace (workers give back any a claim in flight still adds). */
+        cohort_ready_give_back_all(n->services[i], n->client);
         cohort_election_step_down(&n->services[i]->election, n->store, n->client);
     }
     n->stop_deadline_ms = cohort_clock_monotonic_ms() + n->config->shutdown_grace_ms;
@@ -641,7 +646,7 @@ static bool start_keepers(node_t *n)
     bool ok = n->heartbeat != NULL;
     if (ok && n->config->wake == COHORT_WAKE_CHANGE_STREAM) {
         n->watcher = cohort_watcher_start(n->store, n->services, n->n_services,
-                                          n->config->wake_await_ms, &err);
+                                          n->config->wake_await_ms, tick_ms(n), &err);
         ok = n->watcher != NULL;
     }
     if (!ok)
@@ -653,7 +658,7 @@ static bool start_keepers(node_t *n)
  * after that would write it again). */
 static void stop_keepers(node_t *n)
 {
-    cohort_watcher_stop(n->watcher);
+    n->streams_left = !cohort_watcher_stop(n->watcher);
     n->watcher = NULL;
     cohort_heartbeat_stop(n->heartbeat);
     n->heartbeat = NULL;
@@ -799,6 +804,12 @@ out:;
     if (n.base)
         event_base_free(n.base);
     cohort_store_push(n.store, n.client);
+    if (n.streams_left) {
+        /* Change stream threads still wait in getMores that reach the store's counters: the
+         * caller ends the process without freeing it (cohortd does, with _exit()). */
+        *abandoned = true;
+        return rc;
+    }
     cohort_store_destroy(n.store);
     return rc;
 }

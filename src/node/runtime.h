@@ -24,6 +24,7 @@
 #include "node/election.h"
 #include "node/histogram.h"
 #include "node/plugin.h"
+#include "node/prefetch.h"
 #include "store/store.h"
 
 #define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
@@ -122,11 +123,13 @@ typedef struct cohort_service {
     char switches_summary[512]; /* main thread: the switches last logged */
     _Atomic bool uses_groups;      /* a grouped task was claimed: refresh busy groups each tick */
     /* Tasks a batch claim took beyond the claiming worker's own (guarded by the lock): any
-     * idle worker runs them next, so a long task never makes them wait. A ring of
-     * claim_batch documents; check-ins cover them. */
+     * idle worker runs them next, so a long task never makes them wait. A ring of twice
+     * the largest claim (prefetch.h); check-ins cover them, and ready.h gives them back. */
     bson_t **ready;
     size_t ready_head, ready_n, ready_cap;
     size_t ready_reserved; /* room promised to batch claims in flight */
+    cohort_prefetch_t prefetch; /* the workers' recent run times: sizes claims (guarded) */
+    int64_t claim_tick_ms;      /* eff.tick_ms, copied each tick for the workers (guarded) */
     int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
     _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
     /* Main thread, as primary: other live nodes hosting the service, counted with the

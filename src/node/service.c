@@ -18,6 +18,7 @@
 #include "node/history.h"
 #include "node/isolate.h"
 #include "node/maintenance.h"
+#include "node/ready.h"
 #include "node/schedules.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
@@ -32,7 +33,9 @@ bool cohort_service_start(cohort_service_t *s, bson_error_t *error)
     s->threads = calloc(COHORT_MAX_WORKERS, sizeof *s->threads);
     s->slots = calloc(COHORT_MAX_WORKERS, sizeof *s->slots);
     /* Room for two batch claims' extras at once; a claim asks only for the room left. */
-    s->ready_cap = 2 * (size_t)s->config->claim_batch;
+    s->ready_cap = 2 * cohort_prefetch_capacity(s->config->claim_batch);
+    cohort_prefetch_init(&s->prefetch);
+    s->claim_tick_ms = s->eff.tick_ms;
     s->ready = calloc(s->ready_cap, sizeof *s->ready);
     if (!s->threads || !s->slots || !s->ready)
         return cohort_error_nomem(error, "the worker slots");
@@ -80,7 +83,11 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client, const bso
         return;
     }
     cohort_live_settings_apply(s);
+    pthread_mutex_lock(&s->lock);
+    s->claim_tick_ms = s->eff.tick_ms; /* prefetch's window follows the tick */
+    pthread_mutex_unlock(&s->lock);
     cohort_filter_apply_switches(s);
+    cohort_ready_give_back_stopped(s, client);
     cohort_filter_refresh_busy_groups(s, client);
     int64_t epoch = cohort_election_epoch(&s->election);
     if (epoch > 0) {

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -19,13 +20,22 @@
 
 #define RETRY_FIRST_MS 1000
 #define RETRY_MAX_MS 30000
+/* How long cohort_watcher_stop() waits for the threads before it leaves those still in a
+ * getMore behind (see there). */
+#define STOP_WAIT_MS 300
 
 typedef struct stream {
     cohort_store_t *store;
     cohort_service_t *service;
     int64_t await_ms;
+    int64_t poll_ms; /* a server that answers empty getMores at once is asked this often */
     pthread_t thread;
     bool started;
+    /* Under `lock`: the node stopped without this thread (a getMore held it): it must not
+     * touch the service, the stream or the store's objects again, only return. */
+    pthread_mutex_t lock;
+    bool abandoned;
+    atomic_bool done; /* the thread returned */
     cohort_wake_t stop; /* its sleeps, cut short by cohort_watcher_stop() */
     _Atomic uint64_t wakeups;
     atomic_bool up;
@@ -109,8 +119,20 @@ static void save_token(stream_t *t, bool ok)
 
 static void wake_service(stream_t *t)
 {
-    cohort_workers_wake(t->service);
-    atomic_fetch_add_explicit(&t->wakeups, 1, memory_order_relaxed);
+    pthread_mutex_lock(&t->lock);
+    if (!t->abandoned) {
+        cohort_workers_wake(t->service);
+        atomic_fetch_add_explicit(&t->wakeups, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+static bool abandoned(stream_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    bool gone = t->abandoned;
+    pthread_mutex_unlock(&t->lock);
+    return gone;
 }
 
 /* One step: open the stream, or wait for its next insert. Returns when to step again
@@ -131,6 +153,8 @@ static int64_t step(stream_t *t)
     }
     bool inserted = false;
     bool ok = cohort_store_watch_next(t->watch, &inserted, &error);
+    if (abandoned(t))
+        return -1; /* the node has gone on without this thread */
     save_token(t, ok);
     if (!ok) {
         fall_back(t, &error);
@@ -141,23 +165,29 @@ static int64_t step(stream_t *t)
         return started;
     }
     /* An empty answer: a server that held the getMore for the await asks again at once; one
-     * that answered at once (the local test server ignores maxAwaitTimeMS) after the rest. */
-    return started + t->await_ms;
+     * that answered at once (the local test server ignores maxAwaitTimeMS) is asked again
+     * after poll_ms (a tick), not after the whole await, or a wake-up would wait that long. */
+    return started + (t->poll_ms < t->await_ms ? t->poll_ms : t->await_ms);
 }
 
 static void *stream_main(void *arg)
 {
     stream_t *t = arg;
-    while (cohort_wake_sleep_until(&t->stop, step(t)))
+    int64_t at;
+    while ((at = step(t)) >= 0 && cohort_wake_sleep_until(&t->stop, at))
         ;
-    cohort_store_watch_close(t->watch);
-    t->watch = NULL;
-    atomic_store(&t->up, false);
+    if (at >= 0) {
+        cohort_store_watch_close(t->watch);
+        t->watch = NULL;
+        atomic_store(&t->up, false);
+    }
+    atomic_store(&t->done, true);
     return NULL;
 }
 
 cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *const *services,
-                                       size_t n, int64_t await_ms, bson_error_t *error)
+                                       size_t n, int64_t await_ms, int64_t poll_ms,
+                                       bson_error_t *error)
 {
     cohort_watcher_t *w = calloc(1, sizeof *w);
     stream_t *streams = calloc(n ? n : 1, sizeof *streams);
@@ -173,6 +203,9 @@ cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *
         t->store = store;
         t->service = services[i];
         t->await_ms = await_ms;
+        t->poll_ms = poll_ms;
+        pthread_mutex_init(&t->lock, NULL);
+        atomic_store(&t->done, false);
         t->retry_ms = RETRY_FIRST_MS;
         bson_init(&t->token);
         atomic_store(&t->wakeups, 0);
@@ -191,21 +224,53 @@ cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *
     return w;
 }
 
-void cohort_watcher_stop(cohort_watcher_t *w)
+static void nap(void)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+bool cohort_watcher_stop(cohort_watcher_t *w)
 {
     if (!w)
-        return;
-    for (size_t i = 0; i < w->n; i++) /* all at once: their getMores end in parallel */
+        return true;
+    for (size_t i = 0; i < w->n; i++) /* all at once: they end in parallel */
         cohort_wake_stop(&w->streams[i].stop);
+    /* A thread asleep between getMores ends at once; one in a getMore that the server holds
+     * for the await cannot be cut short (libmongoc has no way to), so after STOP_WAIT_MS it is
+     * left behind: marked abandoned, it touches nothing when its getMore returns, and the
+     * process exits meanwhile. Its stream, its client and the store stay allocated. */
+    int64_t deadline = cohort_clock_monotonic_ms() + STOP_WAIT_MS;
+    bool all = true;
     for (size_t i = 0; i < w->n; i++) {
         stream_t *t = &w->streams[i];
+        while (t->started && !atomic_load(&t->done) && cohort_clock_monotonic_ms() < deadline)
+            nap();
+        pthread_mutex_lock(&t->lock);
+        bool gone = t->started && !atomic_load(&t->done);
+        t->abandoned = gone;
+        pthread_mutex_unlock(&t->lock);
+        if (gone) {
+            pthread_detach(t->thread);
+            all = false;
+            continue;
+        }
         if (t->started)
             pthread_join(t->thread, NULL);
-        cohort_wake_destroy(&t->stop);
-        bson_destroy(&t->token);
+    }
+    if (!all) {
+        cohort_log_node(COHORT_LOG_INFO, "stopping without waiting for the change streams' "
+                                         "getMores in flight (up to wake_await_ms)");
+        return false; /* the abandoned threads still use the streams: nothing is freed */
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        cohort_wake_destroy(&w->streams[i].stop);
+        bson_destroy(&w->streams[i].token);
+        pthread_mutex_destroy(&w->streams[i].lock);
     }
     free(w->streams);
     free(w);
+    return true;
 }
 
 uint64_t cohort_watcher_wakeups(const cohort_watcher_t *w, size_t service)

@@ -14,9 +14,11 @@
  * last resume token it saw and wakes the workers once for inserts made meanwhile.
  *
  * Cost and stopping: each getMore waits up to wake_await_ms on the server, so an idle node
- * sends one getMore per hosted queue per wake_await_ms (one per second by default), and
- * stopping waits at most for the getMore in flight (wake_await_ms plus a round trip): no
- * libmongoc call can be cut short from another thread, so the await bounds the shutdown.
+ * sends one getMore per hosted queue per wake_await_ms (one per 30 s by default). A server
+ * that answers an empty getMore at once (the local test server ignores maxAwaitTimeMS) is
+ * asked again after a tick instead. No libmongoc call can be cut short from another thread,
+ * so stopping does not wait for a getMore in flight: after a short wait the threads still in
+ * one are left behind, marked so that they touch nothing, and the process exits.
  */
 #ifndef COHORT_WATCH_H
 #define COHORT_WATCH_H
@@ -33,11 +35,14 @@ typedef struct cohort_watcher cohort_watcher_t;
  * cohort_watcher_stop()), each on a client of its own. NULL with `error` set if a thread
  * cannot start. */
 cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *const *services,
-                                       size_t n, int64_t await_ms, bson_error_t *error);
+                                       size_t n, int64_t await_ms, int64_t poll_ms,
+                                       bson_error_t *error);
 
-/* Stops and joins every thread (waiting for the getMores in flight) and frees the watcher
- * (NULL is fine). */
-void cohort_watcher_stop(cohort_watcher_t *watcher);
+/* Stops every thread and frees the watcher (NULL is fine), waiting a moment for them. False
+ * if some were still in a getMore and were left behind: then the watcher is not freed, and
+ * the store (whose counters their getMores still reach) must not be destroyed nor libmongoc
+ * cleaned up before the process exits. After this call no thread touches a service. */
+bool cohort_watcher_stop(cohort_watcher_t *watcher);
 
 /* For metrics, by the service's index in `services` (any thread): the wake-ups the stream
  * caused, and whether it is open now. A NULL watcher (wake = poll) has neither. */

@@ -1,7 +1,7 @@
 /*
  * workers.c - a service's worker threads (see workers.h): the claim budget, claims (one task,
- * or a batch whose extras wait in the ready queue for any idle worker), running each task
- * and handing its outcome on.
+ * or a batch sized by prefetch.h whose extras wait in the ready queue for any idle worker),
+ * running each task (its run time feeds prefetch.h) and handing its outcome on.
  *
  * Workers share one mutex and condition per service. The lock guards only the budget and
  * flags, never a database call, so claiming and processing run in parallel.
@@ -20,6 +20,8 @@
 #include "node/capacity.h"
 #include "node/filter.h"
 #include "node/outcomes.h"
+#include "node/prefetch.h"
+#include "node/ready.h"
 #include "node/task.h"
 
 typedef enum take {
@@ -117,7 +119,7 @@ typedef struct worker {
     cohort_service_t *service;
     size_t slot;
     cohort_ctx_t ctx;
-    size_t batch;            /* claim_batch */
+    size_t batch;            /* the largest claim (cohort_prefetch_capacity) */
     bson_t *docs;            /* [batch] claimed documents */
     cohort_task_run_t *runs; /* [batch] outcomes waiting for the bulk write */
     bson_oid_t *held;        /* [batch] their ids, for check-ins */
@@ -211,9 +213,11 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         pthread_mutex_unlock(&s->lock);
     }
 
+    int64_t run_started_us = bson_get_monotonic_time();
     cohort_task_run(&w->ctx, w->slot, doc, run);
 
     pthread_mutex_lock(&s->lock);
+    cohort_prefetch_note_run(&s->prefetch, bson_get_monotonic_time() - run_started_us);
     bool timed_out = slot->timed_out;
     if (timed_out)
         atomic_fetch_sub(&s->wedged_slots, 1);
@@ -335,41 +339,51 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
     return ok;
 }
 
-/* Gives back, untouched, the ready tasks no worker will start (shutdown). */
-static void give_back_ready(worker_t *w)
+/* What prefetch.h decides from (lock held); `self` is 1 when the calling worker is counted
+ * in `running` (a claim in flight) but is about to be idle. */
+static cohort_prefetch_input_t prefetch_input(cohort_service_t *s, size_t self)
 {
-    cohort_service_t *s = w->service;
-    for (;;) {
-        bson_t *doc = NULL;
-        pthread_mutex_lock(&s->lock);
-        bool any = s->ready_n > 0;
-        if (any) {
-            doc = s->ready[s->ready_head];
-            s->ready_head = (s->ready_head + 1) % s->ready_cap;
-            s->ready_n--;
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (!any)
-            return;
-        bson_iter_t id, at;
-        bson_error_t error;
-        if (bson_iter_init_find(&id, doc, "_id") && bson_iter_init_find(&at, doc, "attempts") &&
-            BSON_ITER_HOLDS_NUMBER(&at) &&
-            cohort_store_unclaim(s->store, w->ctx.client, s->config->name, bson_iter_value(&id),
-                                 s->node_id, (int32_t)bson_iter_as_int64(&at), coalesce_key(doc),
-                                 &error))
-            atomic_fetch_sub(&s->stats.claimed, 1); /* undone */
-        cohort_capacity_release(s, doc);
-        bson_destroy(doc);
-    }
+    size_t busy = s->running > self ? s->running - self : 0;
+    return (cohort_prefetch_input_t){
+        .claim_batch = s->config->claim_batch,
+        .idle_workers = s->target_workers > busy ? s->target_workers - busy : 0,
+        .ready_n = s->ready_n,
+        .tick_ms = s->claim_tick_ms,
+    };
 }
 
-/* Claims up to claim_batch tasks (as far as the budget and the ready queue allow): the first
- * into w->docs[0] for this worker, the rest into the ready queue. False if none. */
+/* How many tasks this claim asks for, the worker's own included (prefetch.h). */
+static size_t claim_size(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    pthread_mutex_lock(&s->lock);
+    cohort_prefetch_input_t in = prefetch_input(s, 1);
+    size_t want = cohort_prefetch_want(&s->prefetch, &in);
+    pthread_mutex_unlock(&s->lock);
+    return want < w->batch ? want : w->batch;
+}
+
+/* After a run: runs turned long, so the tasks a batch prefetched beyond one per idle worker
+ * go back for other nodes (prefetch.h). */
+static void give_back_surplus(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    pthread_mutex_lock(&s->lock);
+    cohort_prefetch_input_t in = prefetch_input(s, 0);
+    size_t surplus = cohort_prefetch_surplus(&s->prefetch, &in);
+    pthread_mutex_unlock(&s->lock);
+    if (surplus > 0)
+        cohort_ready_give_back_last(s, w->ctx.client, surplus);
+}
+
+/* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
+ * allow): the first into w->docs[0] for this worker, the rest into the ready queue. False if
+ * none. */
 static bool claim_some(worker_t *w, int64_t *last_error_log)
 {
     cohort_service_t *s = w->service;
-    size_t extra = w->batch > 1 ? take_more(s, w->batch - 1) : 0;
+    size_t size = claim_size(w);
+    size_t extra = size > 1 ? take_more(s, size - 1) : 0;
     size_t want = 1 + extra;
     cohort_filter_refresh(s, &w->filter);
     if (w->n_lost > 0)
@@ -440,10 +454,11 @@ static void worker_loop(worker_t *w)
         s->running--;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
+        give_back_surplus(w);
     }
     flush_outcomes(w);
     hold(w);
-    give_back_ready(w);
+    cohort_ready_give_back_all(s, w->ctx.client); /* prefetched, never started */
 }
 
 typedef struct worker_arg {
@@ -457,9 +472,7 @@ static void *worker_main(void *arg)
     worker_t w = {.service = a->service, .slot = a->slot};
     free(a);
     cohort_service_t *s = w.service;
-    w.batch = (size_t)s->config->claim_batch;
-    if (w.batch < 1)
-        w.batch = 1;
+    w.batch = cohort_prefetch_capacity(s->config->claim_batch); /* the largest claim */
     w.docs = calloc(w.batch, sizeof *w.docs);
     w.runs = calloc(w.batch, sizeof *w.runs);
     w.held = calloc(2 * w.batch, sizeof *w.held); /* not started + outcomes waiting */

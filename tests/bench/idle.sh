@@ -35,12 +35,9 @@ SECONDS_MEASURED=30
 WARMUP=15
 WAKE=""
 
-log() { printf 'idle: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
-    exit "${1:-2}"
-}
+BENCH_NAME=idle
+# shellcheck source=tests/bench/lib.sh
+source "$ROOT/tests/bench/lib.sh"
 list() { [[ "$2" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "$1 '$2' must be a list like 1,3"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -55,35 +52,13 @@ while [ $# -gt 0 ]; do
 done
 
 bash "$ROOT/deploy/setup.sh" "$BUILD"
-COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-[ -z "$(git -C "$ROOT" status --porcelain -- src include handlers 2>/dev/null)" ] \
-    || COMMIT="$COMMIT + uncommitted changes in src/, include/ or handlers/"
+COMMIT="$(bench_commit)"
 PROBE="$BUILD/tests/bench/probe"
 [ -x "$PROBE" ] || die "no $PROBE: build with the tests (deploy/setup.sh builds them)"
 OUT="$BUILD/bench/idle-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
-
-NODE_PIDS=()
-stop_nodes() {
-    local pid
-    for pid in "${NODE_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${NODE_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    NODE_PIDS=()
-}
-LOCALDB_STATE=""
-cleanup() {
-    stop_nodes
-    [ -z "$LOCALDB_STATE" ] || bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" \
-        >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-if [ -z "${MONGODB_URI:-}" ]; then
-    LOCALDB_STATE="$BUILD/bench-localdb"
-    mkdir -p "$LOCALDB_STATE"
-    bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB_STATE" >/dev/null 2>&1 || true
-    MONGODB_URI="$(bash "$ROOT/deploy/localdb/localdb.sh" start "$LOCALDB_STATE")"
-fi
-export MONGODB_URI
+trap 'stop_nodes; database_stop' EXIT
+database_start
 
 # write_config FILE DATABASE NODE_ID SERVICES
 write_config() {
@@ -125,12 +100,12 @@ for nodes in "${NODES_TO_RUN[@]}"; do
         "$PROBE" idle --database "$db" --seconds "$SECONDS_MEASURED" >"$dir/probe.txt"
         stop_nodes
         "$PROBE" drop --database "$db" >/dev/null || true
-        value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+        field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
         measured="$(grep -c '^node ' "$dir/probe.txt" || true)"
         [ "$measured" -eq "$nodes" ] || die "only $measured of $nodes nodes pinged; see $dir"
-        secondaries="$(awk '$3 == "primary_of=0"' "$dir/probe.txt" | value per_tick | stats)"
-        primaries="$(awk '$3 != "primary_of=0"' "$dir/probe.txt" | value per_tick | stats)"
-        total="$(value commands <"$dir/probe.txt" | awk -v s="$SECONDS_MEASURED" \
+        secondaries="$(awk '$3 == "primary_of=0"' "$dir/probe.txt" | field per_tick | stats)"
+        primaries="$(awk '$3 != "primary_of=0"' "$dir/probe.txt" | field per_tick | stats)"
+        total="$(field commands <"$dir/probe.txt" | awk -v s="$SECONDS_MEASURED" \
             '{ c += $1 } END { printf "%.1f", c / s }')"
         ROWS+=("| $nodes | $services | $secondaries | $primaries | $total |")
     done

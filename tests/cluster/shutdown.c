@@ -77,7 +77,8 @@ static bool given_back(cluster_t *c, const char id[25], const char *node)
     return n == 1;
 }
 
-/* The claim_batch the harness writes (COHORT_TEST_CLAIM_BATCH; cluster.h), else 1. */
+/* The claim_batch the harness writes (COHORT_TEST_CLAIM_BATCH; cluster.h), else 1: the
+ * default, auto, claims one task at a time until runs were measured, and these are long. */
 static int64_t claim_batch(void)
 {
     const char *batch = getenv("COHORT_TEST_CLAIM_BATCH");

@@ -945,11 +945,23 @@ Test(config, scheduling_keys_and_kind_defaults)
     cohort_config_destroy(c);
 }
 
+Test(config, claim_batch_takes_auto_or_a_number)
+{
+    cohort_config_t *c = load_good("[cluster]\n[service:a]\nhandler = " NOOP_SO "\n"
+                                   "claim_batch = auto\n[service:b]\nhandler = " NOOP_SO "\n"
+                                   "claim_batch = 256\n");
+    cr_assert_eq(c->services[0].claim_batch, COHORT_CLAIM_BATCH_AUTO);
+    cr_assert_eq(c->services[1].claim_batch, 256);
+    cohort_config_destroy(c);
+    load_bad("[cluster]\n[service:a]\nhandler = " NOOP_SO "\nclaim_batch = automatic\n");
+    expect_problem(4, "claim_batch", "not a number");
+}
+
 Test(config, scheduling_defaults_when_omitted)
 {
     cohort_config_t *c = load_good("[cluster]\n[service:a]\nhandler = " NOOP_SO "\n");
     const cohort_service_config_t *s = &c->services[0];
-    cr_assert_eq(s->claim_batch, 1);
+    cr_assert_eq(s->claim_batch, COHORT_CLAIM_BATCH_AUTO, "claim_batch defaults to auto");
     cr_assert_eq(s->isolation, COHORT_ISOLATION_THREAD);
     cr_assert_eq(s->not_after_boost, 10);
     cr_assert_eq(s->defaults.priority, 0);
