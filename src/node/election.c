@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "node/spread.h"
 
 void cohort_election_init(cohort_election_t *e, const char *service, const char *node_id,
                           int64_t takeover_ms)
@@ -30,6 +31,8 @@ void cohort_election_init(cohort_election_t *e, const char *service, const char 
     e->highest_epoch = 0;
     e->queue_due = true;
     e->due_hint = -1;
+    e->node_primacies = NULL;
+    e->vacant_since_ms = 0;
     atomic_store(&e->epoch, 0);
     atomic_store(&e->lease_until_ms, 0);
     atomic_store(&e->alive_until_ms, 0);
@@ -152,6 +155,7 @@ static void lose(cohort_election_t *e, const char *why)
     atomic_store(&e->epoch, 0);
     e->primary = false;
     atomic_fetch_add(&e->leader_changes, 1);
+    cohort_spread_count(e->node_primacies, -1);
     cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
                 "lost primacy of epoch %lld: %s", (long long)epoch, why);
 }
@@ -200,8 +204,8 @@ static bool consider(cohort_election_t *e, cohort_store_t *store, mongoc_client_
     int64_t wait = declared > 0 ? declared : e->takeover_ms;
     int64_t cutoff = now - wait;
     bool vacant = !primary || strcmp(primary, e->node_id) == 0 || last_active < cutoff;
-    if (!vacant)
-        return true;
+    if (cohort_spread_defer(e->node_primacies, vacant, &e->vacant_since_ms, sent, e->tick_ms))
+        return true; /* not vacant, or left a while to a node that leads fewer (spread.h) */
 
     cohort_takeover_t result;
     if (!cohort_store_take_lease(store, client, e->service, e->node_id, cutoff, seen,
@@ -213,6 +217,8 @@ static bool consider(cohort_election_t *e, cohort_store_t *store, mongoc_client_
     atomic_store(&e->epoch, result.epoch);
     atomic_store(&e->lease_until_ms, sent + lease_ms(e));
     e->primary = true;
+    e->vacant_since_ms = 0;
+    cohort_spread_count(e->node_primacies, 1);
     e->batches = result.batches;
     if (result.epoch > e->highest_epoch)
         e->highest_epoch = result.epoch;
@@ -299,6 +305,7 @@ void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
     atomic_store(&e->epoch, 0);
     e->primary = false;
     atomic_fetch_add(&e->leader_changes, 1);
+    cohort_spread_count(e->node_primacies, -1);
     bson_error_t error;
     if (cohort_store_step_down(store, client, e->service, e->node_id, epoch, &error))
         cohort_logf(COHORT_LOG_INFO, e->service, "secondary", epoch,

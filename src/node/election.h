@@ -52,6 +52,11 @@ typedef struct cohort_election {
     bool queue_due;
     /* Main thread, set before each round: the hint a renewal writes (0 or 1; -1 writes none). */
     int due_hint;
+    /* Main thread: spreading primacy over nodes (spread.h). The node's count of primacies
+     * held, one counter shared by its services' elections (NULL: no spreading), and when this
+     * node first found this primacy vacant (monotonic; 0: not vacant). */
+    int64_t *node_primacies;
+    int64_t vacant_since_ms;
 } cohort_election_t;
 
 void cohort_election_init(cohort_election_t *election, const char *service, const char *node_id,

@@ -232,6 +232,15 @@ static void node_wide(FILE *out, const cohort_metrics_source_t *src)
     family(out, "cohort_db_command_errors_total", "counter",
            "MongoDB commands of this node that failed.");
     fprintf(out, "cohort_db_command_errors_total %llu\n", (unsigned long long)db.command_errors);
+    family(out, "cohort_claims_attempted_total", "counter",
+           "Claim attempts of this node's workers (a findAndModify or a batch claim round).");
+    fprintf(out, "cohort_claims_attempted_total %llu\n", (unsigned long long)db.claims_attempted);
+    family(out, "cohort_claims_empty_total", "counter", "Claim attempts that claimed nothing.");
+    fprintf(out, "cohort_claims_empty_total %llu\n", (unsigned long long)db.claims_empty);
+    family(out, "cohort_claim_candidates_lost_total", "counter",
+           "Batch claim candidates another claimer took between the find and the update.");
+    fprintf(out, "cohort_claim_candidates_lost_total %llu\n",
+            (unsigned long long)db.claim_candidates_lost);
     family(out, "cohort_node_start_time_seconds", "gauge",
            "Start time of this node since the Unix epoch, in seconds.");
     fprintf(out, "cohort_node_start_time_seconds %lld.%03lld\n",

@@ -77,6 +77,8 @@ typedef struct node {
     int64_t pinged_ms;              /* monotonic: when the last successful ping was sent, 0 */
     uint64_t work_at_ping;          /* what it had done by then (node_work()) */
     int64_t ticks;                  /* ticks run (stats.ticks: commands per tick) */
+    bool read_skipped;              /* the last tick pinged instead of reading */
+    int64_t primacies; /* main thread: services this node leads (spread.h) */
 } node_t;
 
 void cohort_node_default_id(char *out, size_t len)
@@ -105,6 +107,10 @@ static void build_stats(node_t *n, bson_t *stats)
     BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
     BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
     BSON_APPEND_INT64(stats, "ticks", n->ticks);
+    /* Contention at the queue head (store.h, docs/SCALING.md). */
+    BSON_APPEND_INT64(stats, "claims_attempted", (int64_t)db.claims_attempted);
+    BSON_APPEND_INT64(stats, "claims_empty", (int64_t)db.claims_empty);
+    BSON_APPEND_INT64(stats, "claim_candidates_lost", (int64_t)db.claim_candidates_lost);
     bson_t services, one;
     BSON_APPEND_DOCUMENT_BEGIN(stats, "services", &services);
     for (size_t i = 0; i < n->n_services; i++) {
@@ -448,7 +454,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (!pinging || ping(n)) {
         if (pinging)
             n->work_at_ping = work;
-        tick_services(n, !pinging || worked || first);
+        /* An idle ping replaces the read, but never two in a row (a takeover_ms under 8
+         * ticks has a ping due every tick). */
+        bool read = !pinging || worked || first || n->read_skipped;
+        n->read_skipped = !read;
+        tick_services(n, read);
         if (!n->stopping && all_prepared(n) && cohort_notify_ready())
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);
@@ -539,11 +549,14 @@ static void log_summary(node_t *n)
     }
     cohort_log_node(COHORT_LOG_INFO,
                     "stopped: claimed=%llu succeeded=%llu failed=%llu retried=%llu "
-                    "db_commands=%llu db_command_errors=%llu timed_out=%llu",
+                    "db_commands=%llu db_command_errors=%llu timed_out=%llu "
+                    "claims_attempted=%llu claims_empty=%llu claim_candidates_lost=%llu",
                     (unsigned long long)claimed, (unsigned long long)succeeded,
                     (unsigned long long)failed, (unsigned long long)retried,
                     (unsigned long long)db.commands, (unsigned long long)db.command_errors,
-                    (unsigned long long)timed_out);
+                    (unsigned long long)timed_out, (unsigned long long)db.claims_attempted,
+                    (unsigned long long)db.claims_empty,
+                    (unsigned long long)db.claim_candidates_lost);
 }
 
 /* /readyz: the last ping reached the database and every service is prepared there. */
@@ -707,6 +720,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
             goto out;
         }
         s->config_path = config->path; /* isolation = process: the children load it */
+        s->election.node_primacies = &n.primacies; /* spread primacy over nodes (spread.h) */
         cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
                     "handler '%s' loaded from %s (ABI version %d)",
                     s->plugin->handler->name ? s->plugin->handler->name : "(unnamed)",

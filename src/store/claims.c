@@ -9,7 +9,9 @@
 #include "store/internal.h"
 
 #include "core/config.h" /* COHORT_CLAIM_BATCH_MAX */
+#include "core/error.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
@@ -31,7 +33,19 @@ static void append_strings(bson_t *doc, const char *key, const char *const *valu
     bson_append_array_end(doc, &array);
 }
 
-/* {status: pending, run_at <= now} and the filter's kinds and groups. */
+/* One claim attempt for the store's contention counters (store.h): `won` tasks claimed, of
+ * `candidates` the attempt saw (a findAndModify sees the one it claims, or none). */
+static void count_claim(cohort_store_t *store, uint32_t candidates, int64_t won)
+{
+    atomic_fetch_add_explicit(&store->claims_attempted, 1, memory_order_relaxed);
+    if (won <= 0)
+        atomic_fetch_add_explicit(&store->claims_empty, 1, memory_order_relaxed);
+    if ((int64_t)candidates > won)
+        atomic_fetch_add_explicit(&store->claim_candidates_lost,
+                                  (uint64_t)((int64_t)candidates - won), memory_order_relaxed);
+}
+
+/* {status: pending, run_at <= now} and the filter's partition, kinds and groups. */
 static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter_t *filter)
 {
     bson_t range, kind, group;
@@ -41,6 +55,8 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     bson_append_document_end(query, &range);
     if (!filter)
         return;
+    if (filter->by_partition)
+        BSON_APPEND_INT32(query, "partition", filter->partition);
     if (filter->served_kinds || filter->n_stopped_kinds > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
         if (filter->served_kinds) /* null: tasks without a kind */
@@ -70,36 +86,6 @@ int64_t cohort_store_task_weight(const bson_t *task)
         return 1;
     int64_t weight = bson_iter_as_int64(&it);
     return weight < 1 ? 1 : weight > COHORT_WEIGHT_MAX ? COHORT_WEIGHT_MAX : weight;
-}
-
-/* The ids of the candidates `query` finds (in the order `opts` sorts them) into `ids`, those
- * whose weight the filter allows (see cohort_claim_filter_t: the first within the room, the
- * rest light); *found receives how many the find returned, kept or not. */
-static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *opts,
-                            const cohort_claim_filter_t *filter, bson_t *ids, uint32_t *found,
-                            bson_error_t *error)
-{
-    int64_t room = filter ? filter->weight_room : 0;
-    bool any_first = filter && filter->weight_any_first;
-    uint32_t kept = 0;
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, query, opts, NULL);
-    const bson_t *doc;
-    bson_iter_t it;
-    while (mongoc_cursor_next(cursor, &doc)) {
-        int64_t limit = kept > 0 ? 1 : any_first ? COHORT_WEIGHT_MAX : room;
-        (*found)++;
-        if (room > 0 && cohort_store_task_weight(doc) > limit)
-            continue;
-        if (!bson_iter_init_find(&it, doc, "_id"))
-            continue;
-        char key[16];
-        const char *k;
-        bson_uint32_to_string(kept++, &k, key, sizeof key);
-        bson_append_value(ids, k, -1, bson_iter_value(&it));
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
-    return ok;
 }
 
 bson_t *store_claim_sort(void)
@@ -178,6 +164,8 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
     bool ok = store_find_and_modify(tasks, &query, sort, update, fields, true, false, claimed,
                                     found, error);
+    if (ok)
+        count_claim(store, *found ? 1 : 0, *found ? 1 : 0);
     bson_destroy(fields);
     bson_destroy(update);
     bson_destroy(sort);
@@ -186,27 +174,97 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     return ok;
 }
 
+/* A batch round that lost every candidate to other claimers looks again (CLAIM_ROUNDS) with
+ * its candidates spread: it reads CLAIM_SPREAD times as many in claim order and, if more than
+ * `max` of them share the top priority, claims a random window of `max` among those. Strict
+ * run_at order within that priority gives way to fewer collisions; between priorities the
+ * order holds, since no task of a lower priority is taken while more of the top one are due
+ * than the window holds. A first round always takes the first `max` in claim order. */
+#define CLAIM_SPREAD 4
+
+/* The candidates' ids into `ids` (an array) and their number into *n. With the filter's
+ * weight room (cohort_claim_filter_t), of the candidates chosen the first is kept (the query
+ * let it through: within the room, or any when the node holds nothing) and after it only
+ * tasks of weight 1: a batch prefetches light work only. */
+static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *sort,
+                            size_t max, bool spread, const cohort_claim_filter_t *filter,
+                            bson_t *ids, uint32_t *n, bson_error_t *error)
+{
+    bool weighed = filter && filter->weight_room > 0;
+    size_t limit = spread ? max * CLAIM_SPREAD : max;
+    bson_t *opts = BCON_NEW("limit", BCON_INT64((int64_t)limit), "projection", "{", "_id",
+                            BCON_INT32(1), "priority", BCON_INT32(1), "weight", BCON_INT32(1),
+                            "}");
+    BSON_APPEND_DOCUMENT(opts, "sort", sort);
+    if (!spread && !weighed) {
+        bool ok = store_find_ids(tasks, query, opts, ids, n, error);
+        bson_destroy(opts);
+        return ok;
+    }
+    bson_value_t *seen = calloc(limit, sizeof *seen);
+    bool *light = calloc(limit, sizeof *light);
+    size_t got = 0, tier = 0;
+    int32_t top = 0;
+    mongoc_cursor_t *cursor = seen && light
+                                  ? mongoc_collection_find_with_opts(tasks, query, opts, NULL)
+                                  : NULL;
+    const bson_t *doc;
+    while (cursor && got < limit && mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        if (!bson_iter_init_find(&it, doc, "_id"))
+            continue;
+        bson_value_copy(bson_iter_value(&it), &seen[got]);
+        light[got] = cohort_store_task_weight(doc) <= 1;
+        int32_t priority = bson_iter_init_find(&it, doc, "priority") &&
+                                   BSON_ITER_HOLDS_INT32(&it)
+                               ? bson_iter_int32(&it)
+                               : 0;
+        if (got == 0)
+            top = priority;
+        if (priority == top && tier == got)
+            tier++;
+        got++;
+    }
+    bool ok = cursor && !mongoc_cursor_error(cursor, error);
+    if (!seen || !light)
+        ok = cohort_error_nomem(error, "a batch claim's candidates");
+    size_t from = spread && tier > max ? (size_t)random() % (tier - max + 1) : 0;
+    uint32_t kept = 0;
+    for (size_t i = from; ok && i < got && i < from + max; i++) {
+        (*n)++;
+        if (weighed && kept > 0 && !light[i])
+            continue;
+        char key[16];
+        const char *k;
+        bson_uint32_to_string(kept++, &k, key, sizeof key);
+        bson_append_value(ids, k, -1, &seen[i]);
+    }
+    for (size_t i = 0; i < got; i++)
+        bson_value_destroy(&seen[i]);
+    free(light);
+    free(seen);
+    if (cursor)
+        mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    return ok;
+}
+
 /* One round of a batch claim; *candidates receives how many tasks the find returned. */
 static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
                              const char *service, const char *node_id, int64_t now_ms,
                              int64_t lease_until_ms, const cohort_claim_filter_t *filter,
-                             size_t max, bson_t *claimed, size_t *n, uint32_t *candidates,
-                             const char *token, bson_error_t *error)
+                             size_t max, bool spread, bson_t *claimed, size_t *n,
+                             uint32_t *candidates, const char *token, bson_error_t *error)
 {
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
     bson_t *sort = store_claim_sort();
 
-    /* 1. The candidates, in claim order. */
-    bson_t opts = BSON_INITIALIZER;
-    BSON_APPEND_DOCUMENT(&opts, "sort", sort);
-    BSON_APPEND_INT64(&opts, "limit", (int64_t)max);
-    bson_t *projection = BCON_NEW("_id", BCON_INT32(1), "weight", BCON_INT32(1));
-    BSON_APPEND_DOCUMENT(&opts, "projection", projection);
+    /* 1. The candidates, in claim order (after a collision, a window of the top tier). */
     bson_t ids = BSON_INITIALIZER;
     uint32_t found = 0;
-    bool ok = find_candidates(tasks, &query, &opts, filter, &ids, &found, error);
+    bool ok = find_candidates(tasks, &query, sort, max, spread, filter, &ids, &found, error);
 
     /* 2. Claim those still pending and due, under the call's token. */
     if (ok && !bson_empty(&ids)) {
@@ -256,9 +314,9 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         }
     }
     *candidates = found;
+    if (ok)
+        count_claim(store, found, found > 0 ? (int64_t)*n : 0);
     bson_destroy(&ids);
-    bson_destroy(projection);
-    bson_destroy(&opts);
     bson_destroy(sort);
     bson_destroy(&query);
     mongoc_collection_destroy(tasks);
@@ -291,7 +349,7 @@ bool store_claim_tasks(cohort_store_t *store, mongoc_client_t *client, const cha
     uint32_t candidates = 1;
     for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
         ok = claim_tasks_once(store, client, service, node_id, now_ms, lease_until_ms, filter,
-                              max, claimed, n, &candidates, token, error);
+                              max, round > 0, claimed, n, &candidates, token, error);
     return ok;
 }
 

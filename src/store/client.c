@@ -135,8 +135,12 @@ mongoc_client_t *cohort_store_primacy_client(cohort_store_t *store)
 
 cohort_store_stats_t cohort_store_stats(const cohort_store_t *store)
 {
+    cohort_store_t *m = (cohort_store_t *)store;
     return (cohort_store_stats_t){
-        .commands = atomic_load(&((cohort_store_t *)store)->commands),
-        .command_errors = atomic_load(&((cohort_store_t *)store)->command_errors),
+        .commands = atomic_load(&m->commands),
+        .command_errors = atomic_load(&m->command_errors),
+        .claims_attempted = atomic_load(&m->claims_attempted),
+        .claims_empty = atomic_load(&m->claims_empty),
+        .claim_candidates_lost = atomic_load(&m->claim_candidates_lost),
     };
 }

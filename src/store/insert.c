@@ -4,13 +4,36 @@
  *
  * Uniqueness and coalescing are settled by the server's unique indexes (unique_key,
  * coalesce_pending), never by a read before the write, so concurrent creators cannot both
- * win. Bulk inserts go in bounded chunks so memory stays flat whatever the count.
+ * win. Bulk inserts go in bounded chunks so memory stays flat whatever the count. Every task
+ * carries its partition (always 0 today; docs/SCALING.md says what more would be for).
  */
 #include "store/internal.h"
 
 #include <string.h>
 
 #define INSERT_CHUNK 10000 /* documents per bulk insert */
+
+/* FNV-1a, 32 bits: a stable hash of a key (the same partition on every node and release). */
+static uint32_t key_hash(const char *key)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+int32_t cohort_store_task_partition(const cohort_new_task_t *task, const bson_oid_t *oid,
+                                    int32_t partitions)
+{
+    if (partitions <= 1)
+        return 0;
+    const char *key = task->unique_key        ? task->unique_key
+                      : task->idempotency_key ? task->idempotency_key
+                      : task->coalesce_key    ? task->coalesce_key
+                                              : task->group;
+    uint32_t h = key ? key_hash(key) : bson_oid_hash(oid);
+    return (int32_t)(h % (uint32_t)partitions);
+}
 
 static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oid_t *oid)
 {
@@ -36,6 +59,8 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
     int64_t due = task->not_before_ms > task->now_ms ? task->not_before_ms : task->now_ms;
     BSON_APPEND_DATE_TIME(doc, "run_at", due);
     BSON_APPEND_INT32(doc, "attempts", 0);
+    BSON_APPEND_INT32(doc, "partition",
+                      cohort_store_task_partition(task, oid, COHORT_TASK_PARTITIONS));
     BSON_APPEND_INT32(doc, "priority", (int32_t)task->priority);
     BSON_APPEND_INT32(doc, "base_priority", (int32_t)task->priority);
     BSON_APPEND_INT32(doc, "weight", task->weight > 0 ? (int32_t)task->weight : 1);

@@ -25,6 +25,8 @@ struct cohort_store {
     char *database; /* owned */
     _Atomic uint64_t commands;
     _Atomic uint64_t command_errors;
+    /* Claim attempts by this process's workers (claims.c): see cohort_store_stats_t. */
+    _Atomic uint64_t claims_attempted, claims_empty, claim_candidates_lost;
 };
 
 /* ---- clients ------------------------------------------------------------------------------ */

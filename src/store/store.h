@@ -37,6 +37,13 @@ typedef struct cohort_store cohort_store_t;
 typedef struct cohort_store_stats {
     uint64_t commands;       /* commands started */
     uint64_t command_errors; /* commands that failed */
+    /* Contention at the queue head (claims.c): claim attempts (a findAndModify, or one round
+     * of a batch claim), those that claimed nothing, and a batch round's candidates another
+     * claimer took between its find and its update. A findAndModify that loses its first
+     * candidate to another claimer is retried inside the server, which these do not see. */
+    uint64_t claims_attempted;
+    uint64_t claims_empty;
+    uint64_t claim_candidates_lost;
 } cohort_store_stats_t;
 
 /* Connects lazily (libmongoc connects on first use). Applies short default timeouts unless
@@ -229,6 +236,21 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
 
 /* cohort_new_task_t (core/taskopts.h): the task to create, its options applied. */
 
+/* How many partitions a queue's tasks are spread over: 1, so every task is in partition 0 and
+ * nothing claims by partition. A sharded queue (docs/SCALING.md) would shard on
+ * {partition, _id} and let each node claim in its own partition first. */
+#define COHORT_TASK_PARTITIONS 1
+
+/* The partition of a new task among `partitions` (>= 1): the tasks that share a key whose
+ * uniqueness the server enforces (unique_key, idempotency_key, coalesce_key, group lock) share
+ * a partition, chosen by a hash of that key, since a unique index of a sharded collection
+ * holds only within one shard key prefix; a task without one is placed by its id. The first
+ * of unique_key, idempotency_key, coalesce_key and group decides (docs/SCALING.md: a task
+ * with two of them keeps only the first one's guarantee across partitions). Written into
+ * every task document as `partition` (int32). Pure. */
+int32_t cohort_store_task_partition(const cohort_new_task_t *task, const bson_oid_t *oid,
+                                    int32_t partitions);
+
 /* Inserts one task; `oid` (may be NULL) receives its id. With a unique_key that exists
  * already, returns false with *exists true (and nothing inserted). With a coalesce_key that
  * a pending task holds, that task takes the new data instead (*coalesced true, `oid` its id). */
@@ -283,6 +305,10 @@ typedef struct cohort_claim_filter {
     size_t n_stopped_kinds;
     const char *const *busy_groups;
     size_t n_busy_groups;
+    /* Claim only in partition `partition` (see cohort_store_task_partition()); false (the
+     * default): in any partition, and the claim query does not name the field. */
+    bool by_partition;
+    int32_t partition;
     /* Load-aware claiming (node/capacity.h). weight_room > 0: the first task claimed weighs
      * at most weight_room (a task without `weight`, written before weights existed, weighs
      * 1), or anything with weight_any_first (a node holding nothing); the further tasks of a

@@ -1612,3 +1612,30 @@ Test(scheduling, delay_ms_and_not_before_exclude_each_other_even_with_a_zero_del
                   "accepted both delay_ms (0) and not_before");
     cr_assert_eq(error.code, COHORT_ERROR_INVALID);
 }
+
+/* Every task carries its partition (0: one partition, COHORT_TASK_PARTITIONS), and a claim
+ * that names a partition takes tasks of that partition only; one that names none takes any
+ * (docs/SCALING.md: a sharded queue claims by partition). */
+Test(scheduling, tasks_carry_partition_zero_and_a_claim_may_name_its_partition)
+{
+    prepare(0, "probe");
+    cohort_new_task_t task = new_task(0);
+    bson_oid_t oid = insert(&task);
+    bson_t doc;
+    read_task(&oid, &doc);
+    bson_iter_t it;
+    cr_assert(bson_iter_init_find(&it, &doc, "partition") && BSON_ITER_HOLDS_INT32(&it),
+              "the task document has no int32 partition");
+    cr_assert_eq(bson_iter_int32(&it), 0);
+    bson_destroy(&doc);
+
+    int64_t now = cohort_clock_cluster_ms();
+    cohort_claim_filter_t other = {.by_partition = true, .partition = 1};
+    cr_assert_not(claim_one(NODE, now, &other, &doc), "a claim in partition 1 took one of 0");
+    cohort_claim_filter_t mine = {.by_partition = true, .partition = 0};
+    cr_assert(claim_one(NODE, now, &mine, &doc), "a claim in partition 0 found nothing");
+    bson_destroy(&doc);
+    insert(&task);
+    cr_assert(claim_one(NODE, now, NULL, &doc), "a claim in any partition found nothing");
+    bson_destroy(&doc);
+}

@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CLUSTER_MAX_NODES 8
-#define CLUSTER_MAX_SERVICES 4
+#define CLUSTER_MAX_NODES 24
+#define CLUSTER_MAX_SERVICES 6
 #define CLUSTER_MAX_ENV 4
 #define CLUSTER_ID_MAX 129
 #define CLUSTER_MAX_PROCESSES 16
