@@ -153,19 +153,21 @@ int64_t bench_count_status(mongoc_collection_t *coll, const char *status)
 
 int64_t bench_extreme_date(mongoc_collection_t *coll, const char *key, int direction)
 {
-    bson_t filter = BSON_INITIALIZER;
+    /* Only the tasks that have the date: in a queue not drained, most have no claimed_at. */
+    bson_t *filter = BCON_NEW(key, "{", "$type", BCON_UTF8("date"), "}");
     bson_t *opts = BCON_NEW("sort", "{", key, BCON_INT32(direction), "}", "limit", BCON_INT64(1),
                             "projection", "{", key, BCON_INT32(1), "}");
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, &filter, opts, NULL);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
     const bson_t *doc;
     bson_error_t error;
     if (!mongoc_cursor_next(cursor, &doc)) {
         if (mongoc_cursor_error(cursor, &error))
             bench_die("reading %s: %s", key, error.message);
-        bench_die("reading %s: %s is empty", key, mongoc_collection_get_name(coll));
+        bench_die("reading %s: no task in %s has it", key, mongoc_collection_get_name(coll));
     }
     int64_t ms = bench_date_field(doc, key, "a finished task");
     mongoc_cursor_destroy(cursor);
     bson_destroy(opts);
+    bson_destroy(filter);
     return ms;
 }

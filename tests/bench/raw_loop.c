@@ -3,7 +3,8 @@
  * loop against the same server, issuing the same two commands per task that a Cohort worker
  * does and nothing else (no process, no ticks, no election, no handler).
  *
- *   raw_loop [--tasks N] [--threads T] [--poll-ms I] [--database NAME] [--keep] [--history]
+ *   raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I] [--database NAME] [--keep]
+ *            [--history] [--ordered]
  *
  * It fills queue_noop of a fresh database with N pending tasks shaped like Cohort's (status,
  * data, tracked, created_at, created_by, run_at, attempts) and the same {status, run_at}
@@ -14,7 +15,8 @@
  *   updateOne {_id, status: claimed, claimed_by}
  *       -> status succeeded, finished_at = $currentDate
  *
- * until a claim finds nothing. Insertion is neither timed nor counted. The timed part starts
+ * until a claim finds nothing, or, with --claims K, until K tasks in all are done (the rate of
+ * claiming from a queue of N; tests/bench/growth.sh). Insertion is neither timed nor counted. The timed part starts
  * when the threads are released together and ends when the last one has seen the empty
  * queue; it includes each client's first connection. Commands are counted with the APM
  * "command started" callback, as in Cohort's store, and include each thread's final empty
@@ -23,6 +25,10 @@
  * --history (a diagnostic, not used by run.sh) also does the rest of what Cohort's two commands
  * do: the claim leaves out the history field, the completion filters on the attempt and
  * pushes a history entry with $slice -10. It measures what Cohort's per-task record costs.
+ *
+ * --ordered claims in Cohort's claim order instead (sort {priority: -1, run_at: 1, _id: 1}, the
+ * tasks with priority 0 and the claim_order index as Cohort creates it): the same sort the
+ * server does for every Cohort claim, which on the local server costs more than one key.
  *
  * --poll-ms I adds the load the benchmark's probe puts on a Cohort run: a thread with its
  * own client counts the succeeded tasks every I ms until all are done. Its commands are
@@ -34,9 +40,10 @@
  *       commands=C commands_per_task=CPT steady_commands_per_task=SCPT cpu_ms=U polls=P
  *       poll_commands=PC
  *
- * cpu_ms is this process's CPU time (user + system) during the timed part.
- * active_* is the span from the first claimed_at to the last finished_at (server clock), the
- * same measure run.sh reports for Cohort. The database is dropped at the end unless --keep.
+ * tasks is the number completed (K with --claims). cpu_ms is this process's CPU time (user +
+ * system) during the timed part. active_* is the span from the first claimed_at to the last
+ * finished_at (server clock), the same measure run.sh reports for Cohort. The database is
+ * dropped at the end unless --keep.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -56,12 +63,15 @@ typedef struct run {
     bench_counter_t counter; /* the workers' commands */
     const char *database;
     int64_t tasks;
+    int64_t claims;             /* tasks to complete in all: `tasks`, or fewer with --claims */
+    _Atomic int64_t reserved;   /* claims the threads have started */
     pthread_barrier_t start;
     _Atomic int64_t completed;
     int64_t mark_10, mark_90;                  /* completed counts of the steady-state window */
     _Atomic uint64_t commands_10, commands_90; /* the counter when each mark was reached */
     int64_t poll_ms;                           /* 0: no poller */
     bool history;                              /* write history entries as Cohort does */
+    bool ordered;                              /* Cohort's claim order */
     int64_t polls;
     bench_counter_t poll_counter;
 } run_t;
@@ -73,13 +83,17 @@ typedef struct worker {
     int64_t done;
 } worker_t;
 
-static void create_queue(mongoc_client_t *client, const char *database, int64_t tasks)
+static void create_queue(mongoc_client_t *client, const char *database, int64_t tasks,
+                         bool ordered)
 {
     bson_error_t error;
     mongoc_collection_t *coll = mongoc_client_get_collection(client, database, COLLECTION);
     bson_t *cmd = BCON_NEW("createIndexes", BCON_UTF8(COLLECTION), "indexes", "[", "{", "key", "{",
                            "status", BCON_INT32(1), "run_at", BCON_INT32(1), "}", "name",
-                           BCON_UTF8("status_run_at"), "}", "]");
+                           BCON_UTF8("status_run_at"), "}", "{", "key", "{", "status",
+                           BCON_INT32(1), "priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                           "_id", BCON_INT32(1), "}", "name", BCON_UTF8("claim_order"), "}",
+                           "]");
     if (!mongoc_collection_write_command_with_opts(coll, cmd, NULL, NULL, &error))
         bench_die("createIndexes on %s.%s: %s", database, COLLECTION, error.message);
     bson_destroy(cmd);
@@ -95,6 +109,8 @@ static void create_queue(mongoc_client_t *client, const char *database, int64_t 
                                    BCON_BOOL(false), "created_at", BCON_DATE_TIME(now),
                                    "created_by", BCON_UTF8("raw_loop"), "run_at",
                                    BCON_DATE_TIME(now), "attempts", BCON_INT32(0));
+            if (ordered)
+                BSON_APPEND_INT32(doc, "priority", 0);
             mongoc_bulk_operation_insert(bulk, doc);
             bson_destroy(doc);
         }
@@ -110,11 +126,15 @@ static void create_queue(mongoc_client_t *client, const char *database, int64_t 
 }
 
 /* Claims the oldest due pending task. Returns false when there is none. */
-static bool claim(mongoc_collection_t *coll, const char *worker_name, bool history, bson_oid_t *id)
+static bool claim(mongoc_collection_t *coll, const char *worker_name, const run_t *run,
+                  bson_oid_t *id)
 {
+    bool history = run->history;
     bson_t *query = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
                              BCON_DATE_TIME(bench_realtime_ms()), "}");
-    bson_t *sort = BCON_NEW("run_at", BCON_INT32(1));
+    bson_t *sort = run->ordered ? BCON_NEW("priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                                           "_id", BCON_INT32(1))
+                                : BCON_NEW("run_at", BCON_INT32(1));
     bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
                               BCON_UTF8(worker_name), "}", "$inc", "{", "attempts", BCON_INT32(1),
                               "}", "$currentDate", "{", "claimed_at", BCON_BOOL(true), "}");
@@ -193,7 +213,8 @@ static void *worker_main(void *arg)
     mongoc_collection_t *coll = mongoc_client_get_collection(client, w->run->database, COLLECTION);
     pthread_barrier_wait(&w->run->start);
     bson_oid_t id;
-    while (claim(coll, w->name, w->run->history, &id)) {
+    while (atomic_fetch_add(&w->run->reserved, 1) < w->run->claims &&
+           claim(coll, w->name, w->run, &id)) {
         complete(coll, w->name, w->run->history, &id);
         w->done++;
         record_progress(w->run);
@@ -211,7 +232,7 @@ static void *poller_main(void *arg)
     mongoc_collection_t *coll = mongoc_client_get_collection(client, run->database, COLLECTION);
     pthread_barrier_wait(&run->start);
     int64_t succeeded = 0;
-    while (succeeded < run->tasks) {
+    while (succeeded < run->claims) {
         struct timespec ts = {.tv_sec = run->poll_ms / 1000,
                               .tv_nsec = (run->poll_ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
@@ -235,8 +256,8 @@ static int64_t cpu_ms(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: raw_loop [--tasks N] [--threads T] [--poll-ms I] [--database NAME] "
-                    "[--keep] [--history]\n"
+    fprintf(stderr, "usage: raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I]\n"
+                    "                [--database NAME] [--keep] [--history] [--ordered]\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
 }
@@ -244,12 +265,14 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     bench_set_program("raw_loop");
-    int64_t tasks = 2000, threads = 1, poll_ms = 0;
+    int64_t tasks = 2000, claims = 0, threads = 1, poll_ms = 0;
     const char *database = NULL;
-    bool keep = false, history = false;
+    bool keep = false, history = false, ordered = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc)
             tasks = bench_parse_int("--tasks", argv[++i], 1, 10000000);
+        else if (strcmp(argv[i], "--claims") == 0 && i + 1 < argc)
+            claims = bench_parse_int("--claims", argv[++i], 1, 10000000);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = bench_parse_int("--threads", argv[++i], 1, 256);
         else if (strcmp(argv[i], "--poll-ms") == 0 && i + 1 < argc)
@@ -260,9 +283,13 @@ int main(int argc, char **argv)
             keep = true;
         else if (strcmp(argv[i], "--history") == 0)
             history = true;
+        else if (strcmp(argv[i], "--ordered") == 0)
+            ordered = true;
         else
             usage();
     }
+    if (claims == 0 || claims > tasks)
+        claims = tasks;
     char default_name[64];
     if (!database) {
         snprintf(default_name, sizeof default_name, "bench_raw_%ld_%lld", (long)getpid(),
@@ -273,14 +300,16 @@ int main(int argc, char **argv)
     mongoc_init();
     run_t run = {.database = database,
                  .tasks = tasks,
-                 .mark_10 = tasks / 10,
-                 .mark_90 = tasks * 9 / 10,
+                 .claims = claims,
+                 .mark_10 = claims / 10,
+                 .mark_90 = claims * 9 / 10,
                  .poll_ms = poll_ms,
-                 .history = history};
+                 .history = history,
+                 .ordered = ordered};
     run.pool = bench_pool_new(&run.counter);
     mongoc_client_pool_max_size(run.pool, (uint32_t)threads + 1);
     mongoc_client_t *main_client = mongoc_client_pool_pop(run.pool);
-    create_queue(main_client, database, tasks);
+    create_queue(main_client, database, tasks, ordered);
 
     worker_t *workers = calloc((size_t)threads, sizeof *workers);
     if (!workers)
@@ -314,10 +343,10 @@ int main(int argc, char **argv)
 
     mongoc_collection_t *coll = mongoc_client_get_collection(main_client, database, COLLECTION);
     int64_t succeeded = bench_count_status(coll, "succeeded");
-    if (done != tasks || succeeded != tasks)
-        bench_die("%lld tasks inserted, %lld completed by the threads, %lld succeeded in the "
+    if (done != claims || succeeded != claims)
+        bench_die("%lld tasks to complete, %lld completed by the threads, %lld succeeded in the "
                   "database",
-                  (long long)tasks, (long long)done, (long long)succeeded);
+                  (long long)claims, (long long)done, (long long)succeeded);
     int64_t first_claim = bench_extreme_date(coll, "claimed_at", 1);
     int64_t last_finish = bench_extreme_date(coll, "finished_at", -1);
     mongoc_collection_destroy(coll);
@@ -328,8 +357,8 @@ int main(int argc, char **argv)
         active = 0.001;
     printf("raw threads=%lld tasks=%lld seconds=%.3f tasks_per_s=%.1f active_seconds=%.3f "
            "active_tasks_per_s=%.1f commands=%llu commands_per_task=%.3f",
-           (long long)threads, (long long)tasks, seconds, (double)tasks / seconds, active,
-           (double)tasks / active, (unsigned long long)commands, (double)commands / tasks);
+           (long long)threads, (long long)claims, seconds, (double)claims / seconds, active,
+           (double)claims / active, (unsigned long long)commands, (double)commands / claims);
     if (run.mark_10 > 0 && run.mark_90 > run.mark_10)
         printf(" steady_commands_per_task=%.3f",
                (double)(atomic_load(&run.commands_90) - atomic_load(&run.commands_10)) /

@@ -6,7 +6,7 @@
 #   bash tests/bench/run.sh [--tasks N] [--repeat R] [--workers W] [--nodes K]
 #                           [--primary-task-count P] [--interval-ms I] [--capped-tasks M]
 #                           [--idle-seconds S] [--claim-batches LIST] [--only-batches]
-#                           [--no-warmup]
+#                           [--no-warmup] [--ordered]
 #
 #   --tasks N               tasks per run (default 2000; the local server scans the whole
 #                           queue for every claim, so a run costs O(N^2): keep N small)
@@ -30,6 +30,9 @@
 #                           with `claim_batch = k` in the service section, in the same rounds
 #   --only-batches          rounds run the raw loops and the claim_batch configurations only
 #                           (not Cohort at the product's default claim_batch)
+#   --ordered               the raw loops claim in Cohort's claim order (raw_loop --ordered: sort
+#                           {priority: -1, run_at: 1, _id: 1}, which the local server does for
+#                           each claim by comparing three keys) instead of by run_at alone
 #   --no-warmup             skip the warm-up round (every configuration once, not recorded:
 #                           the local server is a JVM whose first runs are slow)
 #
@@ -65,10 +68,10 @@ IDLE_SECONDS=10
 CAPPED_TASKS=100
 CLAIM_BATCHES=1,8,32
 ONLY_BATCHES=0
+RAW_ORDER=""
 TICK_MS=1000
 TAKEOVER_MS=10000
 
-number() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 '$2' must be a positive whole number"; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -83,6 +86,7 @@ while [ $# -gt 0 ]; do
         --claim-batches) [ $# -ge 2 ] || usage; CLAIM_BATCHES="$2"; shift 2 ;;
         --only-batches) ONLY_BATCHES=1; shift ;;
         --no-warmup) WARMUP=0; shift ;;
+        --ordered) RAW_ORDER=--ordered; shift ;;
         -h | --help) usage 0 ;;
         *) usage ;;
     esac
@@ -101,27 +105,7 @@ fi
 
 # --- build -----------------------------------------------------------------------------
 
-bash "$ROOT/deploy/setup.sh" "$BUILD"
-# What was built (the tree may move on while the benchmark runs).
-COMMIT="$(bench_commit)"
-BENCH_BIN="$BUILD/tests/bench"
-if [ ! -d "$BENCH_BIN/CMakeFiles" ]; then
-    # CMake does not build them (tests/CMakeLists.txt lacks add_subdirectory(bench), or
-    # COHORT_TESTS=OFF): compile the two programs directly, every time, so they are never stale.
-    log "building the bench programs with cc into $BENCH_BIN"
-    mkdir -p "$BENCH_BIN"
-    read -r -a MONGOC_FLAGS <<<"$(pkg-config --cflags --libs libmongoc-1.0)"
-    for prog in raw_loop probe; do
-        cc -std=gnu11 -O2 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$BENCH_BIN/$prog" \
-            "$ROOT/tests/bench/$prog.c" "$ROOT/tests/bench/bench_common.c" \
-            "${MONGOC_FLAGS[@]}" -pthread
-    done
-fi
-RAW_LOOP="$BENCH_BIN/raw_loop"
-PROBE="$BENCH_BIN/probe"
-COHORTD="$BUILD/cohortd"
-COHORTCTL="$BUILD/cohortctl"
-HANDLER="$BUILD/handlers/cohort_noop.so"
+bench_build
 
 # --- database and output ---------------------------------------------------------------
 
@@ -139,7 +123,7 @@ database_start
 run_raw() {
     local line server
     server="$(cpu_ms "$SERVER_PID")"
-    line="$("$RAW_LOOP" --tasks "$TASKS" --threads "$3" --poll-ms "$INTERVAL_MS" \
+    line="$("$RAW_LOOP" --tasks "$TASKS" --threads "$3" --poll-ms "$INTERVAL_MS" $RAW_ORDER \
         --database "bench_raw_$$_$1_$3")" \
         || die "raw loop failed (round $1, $3 threads)"
     server=$(($(cpu_ms "$SERVER_PID") - server))
@@ -149,30 +133,6 @@ run_raw() {
         "$(value active_tasks_per_s "$line")" "$(value commands_per_task "$line")" \
         "$(value steady_commands_per_task "$line")" "$(value poll_commands "$line")" - \
         "$(value cpu_ms "$line")" "$server" >>"$RESULTS"
-}
-
-# write_config FILE DATABASE NODE_ID PRIMARY_TASK_COUNT [CLAIM_BATCH]
-# (no CLAIM_BATCH: the key is not written, so the node uses the product default)
-write_config() {
-    cat >"$1" <<EOF
-; Written by tests/bench/run.sh for one benchmark run. The server is MONGODB_URI's.
-[cluster]
-database          = $2
-tick_ms           = $TICK_MS
-takeover_ms       = $TAKEOVER_MS
-shutdown_grace_ms = 5000
-node_id           = $3
-log_level         = info
-
-[service:noop]
-handler              = $HANDLER
-workers              = $WORKERS
-primary_task_count   = $4
-secondary_task_count = 0
-EOF
-    if [ -n "${5:-}" ]; then
-        printf 'claim_batch          = %s\n' "$5" >>"$1"
-    fi
 }
 
 # run_cohort ROUND CONFIG NODES [PRIMARY_TASK_COUNT [TASKS [CLAIM_BATCH]]] (empty: default)
@@ -271,34 +231,14 @@ CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head 
 {
     printf 'Run %s: `bash tests/bench/run.sh --tasks %d --repeat %d --workers %d --nodes %d --primary-task-count %d --interval-ms %d --claim-batches %s%s`\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$TASKS" "$REPEAT" "$WORKERS" "$NODES" "$PRIMARY_TASK_COUNT" "$INTERVAL_MS" "$CLAIM_BATCHES" \
-        "$([ "$ONLY_BATCHES" -eq 0 ] || echo ' --only-batches')"
+        "$([ "$ONLY_BATCHES" -eq 0 ] || echo ' --only-batches')${RAW_ORDER:+ $RAW_ORDER}"
     printf 'Cohort at %s; %s cores (%s); database: %s.\n\n' "$COMMIT" "$(nproc)" "${CPU:-unknown CPU}" "$SERVER"
 } | tee "$OUT/summary.md"
 
 # The table: medians over the rounds with min-max, and ratios to the raw loop computed per
 # round (each Cohort run against the raw runs of the same round), then their median.
 awk -F'\t' -v threads="$THREADS" -v nodes="$NODES" -v workers="$WORKERS" \
-    -v tasks="$TASKS" -v rounds="$REPEAT" -v server_cpu="${SERVER_PID:+1}" '
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++)
-        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    if (n == 0) return "n/a"
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function extreme(list, want_max,    a, n, i, v) {
-    n = split(list, a, " ")
-    v = a[1]
-    for (i = 2; i <= n; i++)
-        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
-    return v
-}
-function ratio(key) {
-    if (!(key in lists)) return "-"
-    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
-                   100 * extreme(lists[key], 1))
-}
-function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+    -v tasks="$TASKS" -v rounds="$REPEAT" -v server_cpu="${SERVER_PID:+1}" "$AWK_STATS"'
 NR > 1 {
     add($2 " rate", $3); add($2 " active", $4); add($2 " cpt", $5)
     if ($6 != "n/a") add($2 " steady", $6)
@@ -357,27 +297,7 @@ END {
 if [ "${#BATCHES[@]}" -gt 0 ]; then
     awk -F'\t' -v threads="$THREADS" -v nodes="$NODES" -v workers="$WORKERS" \
         -v tasks="$TASKS" -v rounds="$REPEAT" -v batches="${BATCHES[*]}" \
-        -v server_cpu="${SERVER_PID:+1}" '
-function median(list,    a, n, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++)
-        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    if (n == 0) return "n/a"
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function extreme(list, want_max,    a, n, i, v) {
-    n = split(list, a, " ")
-    v = a[1]
-    for (i = 2; i <= n; i++)
-        if ((want_max && a[i] + 0 > v + 0) || (!want_max && a[i] + 0 < v + 0)) v = a[i]
-    return v
-}
-function ratio(key) {
-    if (!(key in lists)) return "-"
-    return sprintf("%.0f%% (%.0f-%.0f%%)", 100 * median(lists[key]), 100 * extreme(lists[key], 0),
-                   100 * extreme(lists[key], 1))
-}
-function add(key, v) { lists[key] = (key in lists) ? lists[key] " " v : v }
+        -v server_cpu="${SERVER_PID:+1}" "$AWK_STATS"'
 NR > 1 {
     add($2 " rate", $3); add($2 " active", $4); add($2 " cpt", $5)
     if ($6 != "n/a") add($2 " steady", $6)
