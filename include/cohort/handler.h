@@ -225,6 +225,10 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
  *     `coalesced`) and `id` receives its id. Once claimed, a new one can be created.
  *   task_timeout_ms (int, >= 0; 0: none): a run longer than this ends the task timed_out,
  *     a final state that is never retried.
+ *   weight (int, 1..1000, default the kind's or the service's `weight`, else 1): the load the
+ *     task puts on the node running it; a node claims it only while the weight it holds plus
+ *     this fits its `capacity` (docs/CONFIGURATION.md). An option, not an ABI change: the
+ *     ABI version stays, and a cohortd older than the option refuses it as unknown.
  * From primary_work() the call is fenced: it fails with COHORT_ERROR_NOT_PRIMARY once the
  * primary lease has run out, and the task records the creating epoch. On success, if `id`
  * is not NULL it receives the new task's id (25 bytes: 24 hex digits and a NUL).

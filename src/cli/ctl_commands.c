@@ -75,6 +75,10 @@ const cli_command_t ctl_commands[] = {
           NULL},
          {"priority", "N", 'S', CLI_LONG_ONLY, "higher is claimed first (-1000000..1000000)",
           NULL},
+         {"weight", "N", 'S', CLI_LONG_ONLY,
+          "the load a task puts on a node (1..1000; default the kind's or service's `weight`, "
+          "1): a node claims it only while it fits its `capacity`",
+          NULL},
          {"delay", "DUR", 'S', CLI_LONG_ONLY, "not claimable before server now + DUR", NULL},
          {"not-before", "TIME", 'S', CLI_LONG_ONLY, "not claimable before TIME", NULL},
          {"not-after", "TIME", 'S', CLI_LONG_ONLY,

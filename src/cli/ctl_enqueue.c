@@ -31,6 +31,7 @@ static const struct enqueue_flag {
     flag_type_t type;
 } enqueue_flags[] = {
     {"--priority", "priority", FLAG_INT},
+    {"--weight", "weight", FLAG_INT},
     {"--delay", "delay_ms", FLAG_DURATION},
     {"--not-before", "not_before", FLAG_TIME},
     {"--not-after", "not_after", FLAG_TIME},

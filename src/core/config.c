@@ -470,6 +470,7 @@ static void kind_key(parser_t *p, cohort_service_config_t *s, int line, const ch
             at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.not_after_ms);
         k->set_task_timeout_ms |=
             at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.task_timeout_ms);
+        k->set_weight |= at == (ptrdiff_t)offsetof(cohort_kind_config_t, defaults.weight);
     }
 }
 
@@ -733,7 +734,11 @@ cohort_task_defaults_t cohort_config_task_defaults(const cohort_service_config_t
             d.not_after_ms = k->defaults.not_after_ms;
         if (k->set_task_timeout_ms)
             d.task_timeout_ms = k->defaults.task_timeout_ms;
+        if (k->set_weight)
+            d.weight = k->defaults.weight;
     }
+    if (d.weight < 1)
+        d.weight = 1;
     return d;
 }
 

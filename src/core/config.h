@@ -41,6 +41,7 @@ typedef struct cohort_task_defaults {
     int64_t priority;        /* higher runs first */
     int64_t not_after_ms;    /* > 0: a task still pending this long after it is due is promoted */
     int64_t task_timeout_ms; /* > 0: a run longer than this is timed_out (final) */
+    int64_t weight;          /* 1..COHORT_WEIGHT_MAX: the load a task puts on a node */
 } cohort_task_defaults_t;
 
 /* `handler = external`: a service whose tasks only external workers run (docs/API.md). */
@@ -49,7 +50,7 @@ typedef struct cohort_task_defaults {
 typedef struct cohort_kind_config {
     char *name;
     cohort_task_defaults_t defaults; /* fields the section did not set are the service's */
-    bool set_priority, set_not_after_ms, set_task_timeout_ms;
+    bool set_priority, set_not_after_ms, set_task_timeout_ms, set_weight;
 } cohort_kind_config_t;
 
 typedef struct cohort_service_config {
@@ -71,6 +72,7 @@ typedef struct cohort_service_config {
     cohort_task_defaults_t defaults;   /* priority, not_after_ms, task_timeout_ms */
     int64_t not_after_boost;           /* added to a task's priority when its not_after passes */
     int64_t claim_batch;               /* tasks per claim; COHORT_CLAIM_BATCH_AUTO: adaptive */
+    int64_t capacity; /* weight this node runs at once (node/capacity.h); 0: `workers` */
     cohort_isolation_t isolation;
     cohort_kind_config_t *kinds; /* per-kind defaults; owned */
     size_t n_kinds;
@@ -148,7 +150,7 @@ bool cohort_config_valid_service_name(const char *name);
 /* True if `name` is a valid task kind: 1-64 of [A-Za-z0-9_-]. */
 bool cohort_config_valid_kind(const char *name);
 
-/* The defaults a task of `kind` (NULL: none) gets in this service. */
+/* The defaults a task of `kind` (NULL: none) gets in this service (weight at least 1). */
 cohort_task_defaults_t cohort_config_task_defaults(const cohort_service_config_t *service,
                                                    const char *kind);
 

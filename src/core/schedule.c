@@ -165,6 +165,11 @@ static bool option(cohort_schedule_config_t *s, bson_t *opts, const char *key, c
             return bad(error, "option 'priority' = '%s' must be an integer in [%d, %d]", value,
                        -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT);
         BSON_APPEND_INT64(opts, "priority", n);
+    } else if (strcmp(key, "weight") == 0) {
+        if (!parse_int(value, &n) || n < 1 || n > COHORT_WEIGHT_MAX)
+            return bad(error, "option 'weight' = '%s' must be an integer in [1, %d]", value,
+                       COHORT_WEIGHT_MAX);
+        BSON_APPEND_INT64(opts, "weight", n);
     } else if (strcmp(key, "timeout") == 0 || strcmp(key, "deadline") == 0) {
         int64_t max = key[0] == 't' ? 7 * DAY_MS : 3650 * DAY_MS;
         if (!cohort_duration_parse(value, &n) || n > max)
@@ -177,8 +182,8 @@ static bool option(cohort_schedule_config_t *s, bson_t *opts, const char *key, c
         BSON_APPEND_BOOL(opts, "tracked", value[0] == 't');
     } else {
         return bad(error,
-                   "unknown option '%s' (known: kind, priority, data, timeout, deadline, group, "
-                   "tracked, tz, catch_up, catch_up_max)",
+                   "unknown option '%s' (known: kind, priority, weight, data, timeout, deadline, "
+                   "group, tracked, tz, catch_up, catch_up_max)",
                    key);
     }
     return true;

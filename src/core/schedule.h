@@ -3,7 +3,8 @@
  * of a [service:NAME] section, parsed and checked without a database.
  *
  * The options after the cron expression are `;`-separated `key=value` pairs: the task
- * options of `cohortctl enqueue` (kind, priority, data, timeout, deadline, group, tracked),
+ * options of `cohortctl enqueue` (kind, priority, weight, data, timeout, deadline, group,
+ * tracked),
  * the zone (`tz`, default UTC) and what to do with slots missed while no primary ran
  * (`catch_up = none | latest | all`, `catch_up_max`). The task's unique key is the
  * schedule's own (cohort_schedule_slot_key()): it is what makes a slot run once, so

@@ -146,6 +146,13 @@ const cohort_setting_t cohort_settings_table[] = {
      .live_field = NO_FIELD,
      .doc = "threads (or, with `isolation = process`, child processes) running this service's "
             "tasks on this node"},
+    {.name = "capacity", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
+     .def = 0, .def_text = "`workers`", .min = 0, .max = COHORT_CAPACITY_MAX, .reloads = true,
+     .field = SERVICE(capacity), .live_field = NO_FIELD,
+     .doc = "the weight of tasks this node holds at once (running, or claimed and waiting for a "
+            "worker): a worker claims a task only while it fits, so heavy tasks go to nodes "
+            "with room and light ones still start; batch claims prefetch only weight-1 tasks. "
+            "A node holding nothing claims any one task, however heavy; `0`: the worker count"},
     {.name = "max_attempts", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
      .def = 5, .min = 1, .max = 1000, .field = SERVICE(max_attempts), .live_field = NO_FIELD,
      .doc = "runs before a task stays failed (kept in the database for debugging)"},
@@ -180,6 +187,11 @@ const cohort_setting_t cohort_settings_table[] = {
      .def = 0, .min = -COHORT_PRIORITY_LIMIT, .max = COHORT_PRIORITY_LIMIT,
      .field = SERVICE(defaults.priority), .live_field = NO_FIELD,
      .doc = "default priority of new tasks; higher is claimed first"},
+    {.name = "weight", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_COUNT,
+     .def = 1, .min = 1, .max = COHORT_WEIGHT_MAX, .field = SERVICE(defaults.weight),
+     .live_field = NO_FIELD,
+     .doc = "default weight of new tasks: the load one puts on a node, counted against the "
+            "node's `capacity`"},
     {.name = "not_after_ms", .section = COHORT_SECTION_SERVICE,
      .type = COHORT_SETTING_DURATION_MS, .def = 0, .min = 0, .max = 3650 * DAY_MS,
      .field = SERVICE(defaults.not_after_ms), .live_field = NO_FIELD,
@@ -206,11 +218,15 @@ const cohort_setting_t cohort_settings_table[] = {
      .type = COHORT_SETTING_DURATION_MS, .def_text = "the service's", .min = 0,
      .max = 7 * DAY_MS, .pattern = true, .field = KIND(task_timeout_ms),
      .live_field = NO_FIELD, .doc = "`task_timeout_ms` for tasks of kind KIND"},
+    {.name = "kind.KIND.weight", .section = COHORT_SECTION_SERVICE,
+     .type = COHORT_SETTING_COUNT, .def_text = "the service's", .min = 1,
+     .max = COHORT_WEIGHT_MAX, .pattern = true, .field = KIND(weight),
+     .live_field = NO_FIELD, .doc = "`weight` for tasks of kind KIND"},
     {.name = "schedule.ID", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_STRING,
      .def_text = "none", .pattern = true, .reloads = true, .field = NO_FIELD,
      .live_field = NO_FIELD,
      .doc = "a recurring task: `CRON ; key=value ; ...`. CRON has 5 fields (or 6, seconds "
-            "first) or an alias (`@hourly`, `@daily`, ...); options: `kind`, `priority`, "
+            "first) or an alias (`@hourly`, `@daily`, ...); options: `kind`, `priority`, `weight`, "
             "`data` (a JSON object), `timeout`, `deadline`, `group`, `tracked` (as "
             "`cohortctl enqueue`), `tz` (a zone of the tz database; `UTC`), `catch_up` "
             "(`none`, `latest` or `all`: slots missed while no primary ran are skipped, the "

@@ -78,6 +78,8 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
         } else if (strcmp(key, "priority") == 0) {
             ok = o->has_priority = int_option(&it, -COHORT_PRIORITY_LIMIT, COHORT_PRIORITY_LIMIT,
                                               &o->priority, error);
+        } else if (strcmp(key, "weight") == 0) {
+            ok = o->has_weight = int_option(&it, 1, COHORT_WEIGHT_MAX, &o->weight, error);
         } else if (strcmp(key, "delay_ms") == 0) {
             ok = o->has_delay = int_option(&it, 0, 3650LL * 86400000, &o->delay_ms, error);
         } else if (strcmp(key, "not_before") == 0) {
@@ -93,7 +95,7 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
             return bad(error,
                        "unknown task option '%s' (known: tracked, unique_key, priority, "
                        "delay_ms, not_before, not_after, not_after_ms, kind, group, "
-                       "coalesce_key, task_timeout_ms)",
+                       "coalesce_key, task_timeout_ms, weight)",
                        key);
         }
         if (!ok)
@@ -118,6 +120,7 @@ void cohort_task_options_apply(const cohort_task_options_t *o,
     task->group = o->group;
     task->coalesce_key = o->coalesce_key;
     task->priority = o->has_priority ? o->priority : d.priority;
+    task->weight = o->has_weight ? o->weight : d.weight > 0 ? d.weight : 1;
     task->timeout_ms = o->has_timeout ? o->timeout_ms : d.task_timeout_ms;
     task->timeout_set = o->has_timeout;
     task->not_before_ms = o->not_before_ms > 0 ? o->not_before_ms

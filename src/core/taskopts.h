@@ -28,6 +28,7 @@ typedef struct cohort_new_task {
     int64_t now_ms; /* cluster clock */
     /* Scheduling (see cohort_task_create() in cohort/handler.h). */
     int64_t priority;
+    int64_t weight;          /* 1..COHORT_WEIGHT_MAX: the load it puts on a node (capacity.h) */
     int64_t not_before_ms;   /* 0: due now */
     int64_t not_after_ms;    /* absolute; 0: none */
     int64_t timeout_ms;      /* stored if > 0 or timeout_set (then 0 means none) */
@@ -44,8 +45,9 @@ typedef struct cohort_task_options {
     const char *kind;
     const char *group;
     const char *coalesce_key;
-    bool has_priority, has_timeout, has_not_after, has_not_after_ms, has_delay;
+    bool has_priority, has_timeout, has_not_after, has_not_after_ms, has_delay, has_weight;
     int64_t priority;
+    int64_t weight;
     int64_t delay_ms;      /* from delay_ms */
     int64_t not_before_ms; /* absolute, from not_before; 0: unset */
     int64_t not_after_ms;  /* absolute, from not_after */

@@ -394,6 +394,7 @@ static const struct task_field {
     {"data", NULL, F_DATA},
     {"tracked", "tracked", F_OPTION},
     {"priority", "priority", F_OPTION},
+    {"weight", "weight", F_OPTION},
     {"delay_ms", "delay_ms", F_OPTION},
     {"not_before", "not_before", F_TIME},
     {"not_after", "not_after", F_TIME},
@@ -457,8 +458,8 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
             i++;
         if (i == N_TASK_FIELDS)
             return bad_request(err, "unknown field '%s%.64s' (known: data, tracked, priority, "
-                                    "delay_ms, not_before, not_after, not_after_ms, kind, group, "
-                                    "coalesce_key, unique_key, timeout_ms)",
+                                    "weight, delay_ms, not_before, not_after, not_after_ms, "
+                                    "kind, group, coalesce_key, unique_key, timeout_ms)",
                                where, key);
         if (seen[i])
             return bad_request(err, "field '%s%s' given twice", where, key);

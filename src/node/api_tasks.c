@@ -388,6 +388,7 @@ static void append_task(const cohort_api_call_t *call, const bson_t *doc, bool h
     else
         BSON_APPEND_NULL(out, "max_attempts"); /* this node does not host the service */
     copy_number(doc, "priority", out);
+    BSON_APPEND_INT64(out, "weight", cohort_store_task_weight(doc)); /* none: 1 */
     copy_utf8_or_null(doc, "kind", out);
     copy_utf8_or_null(doc, "group", out);
     BSON_APPEND_BOOL(out, "tracked",

@@ -48,6 +48,7 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
         return NULL;
     }
     s->config = config;
+    s->capacity = config->capacity;
     s->schedules = config->schedules;
     s->n_schedules = config->n_schedules;
     s->node_id = node_id;

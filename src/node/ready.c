@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "node/capacity.h"
 
 /* Whether the ready task `doc` is of a kind the switches stop (lock held). */
 static bool stopped(const cohort_service_t *s, const bson_t *doc)
@@ -72,6 +73,7 @@ static bool give_back(cohort_service_t *s, mongoc_client_t *client, bson_t *doc)
                                    coalesce_key(doc), &error);
     if (ok)
         atomic_fetch_sub(&s->stats.claimed, 1); /* undone, not run */
+    cohort_capacity_release(s, doc); /* this node will not run it, given back or not */
     bson_destroy(doc);
     return ok;
 }

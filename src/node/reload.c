@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "node/capacity.h"
 #include "node/schedules.h"
 
 /* What SIGHUP cannot change in a running node (the settings table's rows that do not
@@ -111,6 +112,12 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
                             (long long)now->workers, (long long)was->workers);
             else
                 cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0, "reload: %s", err.message);
+        }
+        if (now->capacity != was->capacity) {
+            cohort_capacity_set(s, now->capacity);
+            cohort_logf(COHORT_LOG_INFO, s->config->name, NULL, 0,
+                        "capacity = %lld (was %lld; 0: the worker count)",
+                        (long long)now->capacity, (long long)was->capacity);
         }
         cohort_schedules_reload(s, now);
         if (!same_options(was, now)) {

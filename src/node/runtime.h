@@ -149,6 +149,15 @@ typedef struct cohort_service {
     size_t n_threads;     /* threads started (joined at destroy) */
     size_t target_workers; /* threads with a slot below this claim; the rest park */
     size_t running;       /* claims in flight and tasks being processed right now */
+    /* Load-aware claiming (capacity.c): the weight of the tasks this node holds (claimed and
+     * not finished, the ready queue's included), the room the claim in flight reserved (0:
+     * none in flight), whether that claim may take a first task of any weight, whether the
+     * last claim came back empty only for want of room, and the capacity (0: target_workers). */
+    int64_t weight_held;
+    int64_t weight_reserved;
+    bool weight_any;
+    bool weight_missed; /* the last claim found nothing that fits the room: heavier may be due */
+    int64_t capacity;
 } cohort_service_t;
 
 /* Claims in flight and tasks being processed right now (takes the lock). */

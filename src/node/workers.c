@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "node/context.h"
 #include "core/error.h"
+#include "node/capacity.h"
 #include "node/filter.h"
 #include "node/outcomes.h"
 #include "node/prefetch.h"
@@ -39,7 +40,7 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
     while (!s->stopping && (slot >= s->target_workers ||
                             (s->ready_n == 0 &&
                              (s->drained || s->budget == 0 || s->stopped_all ||
-                              (s->probing && !s->work_seen)))))
+                              (s->probing && !s->work_seen) || !cohort_capacity_may_claim(s)))))
         pthread_cond_wait(&s->wake, &s->lock);
     take_t take = s->stopping ? TAKE_STOP : s->ready_n > 0 ? TAKE_READY : TAKE_CLAIM;
     if (take == TAKE_READY) {
@@ -51,6 +52,7 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
             s->budget--;
         if (!s->work_seen)
             s->probing = true; /* this worker finds out whether there is work */
+        cohort_capacity_reserve(s);
     }
     if (take != TAKE_STOP)
         s->running++; /* from the claim on: shutdown waits for a claim in flight too */
@@ -316,6 +318,7 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
         .busy_groups = (const char *const *)w->filter.groups,
         .n_busy_groups = w->filter.n_groups,
     };
+    cohort_capacity_filter(s, &filter);
     int64_t now = cohort_clock_cluster_ms();
     char token[COHORT_CLAIM_TOKEN_SIZE];
     cohort_store_new_claim_token(token);
@@ -405,6 +408,7 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
     size_t n = 0;
     bson_error_t error;
     bool ok = claim(w, want, &n, &error);
+    cohort_capacity_claimed(s, w->docs, n);
     if (want > n)
         give_back(s, want - n); /* nothing was claimed for these */
     push_ready(s, w->docs + (n > 1 ? 1 : 0), n > 1 ? n - 1 : 0, extra);
@@ -460,6 +464,7 @@ static void worker_loop(worker_t *w)
         run_claimed(w, doc);
         if (w->n_runs == w->batch)
             flush_outcomes(w);
+        cohort_capacity_release(s, doc);
         bson_destroy(doc);
 
         pthread_mutex_lock(&s->lock);
@@ -575,7 +580,7 @@ int cohort_workers_due_hint(cohort_service_t *s)
     if (s->config->external)
         return -1;
     pthread_mutex_lock(&s->lock);
-    bool found_nothing = s->drained;
+    bool found_nothing = s->drained && !cohort_capacity_missed_by_weight(s);
     pthread_mutex_unlock(&s->lock);
     return found_nothing ? 0 : 1;
 }

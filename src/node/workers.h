@@ -35,7 +35,8 @@ void cohort_workers_refill(cohort_service_t *service);
 
 /* Main thread, before the election round: the `queue_due` hint the primary's renewal writes.
  * 0 if the last claim since the refill found nothing due, 1 otherwise (tasks were claimed,
- * or no claim was tried: the workers were busy or had no budget), -1 for a service without
+ * or no claim was tried: the workers were busy or had no budget, or the claim found nothing
+ * light enough for the node's room, capacity.h), -1 for a service without
  * workers (handler = external). */
 int cohort_workers_due_hint(cohort_service_t *service);
 

@@ -70,6 +70,22 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
         append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
         bson_append_document_end(query, &group);
     }
+    if (filter->weight_room > 0 && !filter->weight_any_first) {
+        /* weight <= room, or no weight at all (a task written before weights, which weighs
+         * 1): {$not: {$gt}} matches both in one predicate, no $or. */
+        bson_t *fits = BCON_NEW("$not", "{", "$gt", BCON_INT64(filter->weight_room), "}");
+        BSON_APPEND_DOCUMENT(query, "weight", fits);
+        bson_destroy(fits);
+    }
+}
+
+int64_t cohort_store_task_weight(const bson_t *task)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, task, "weight") || !BSON_ITER_HOLDS_NUMBER(&it))
+        return 1;
+    int64_t weight = bson_iter_as_int64(&it);
+    return weight < 1 ? 1 : weight > COHORT_WEIGHT_MAX ? COHORT_WEIGHT_MAX : weight;
 }
 
 bson_t *store_claim_sort(void)
@@ -166,31 +182,39 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
  * than the window holds. A first round always takes the first `max` in claim order. */
 #define CLAIM_SPREAD 4
 
-/* The candidates' ids into `ids` (an array) and their number into *n. */
+/* The candidates' ids into `ids` (an array) and their number into *n. With the filter's
+ * weight room (cohort_claim_filter_t), of the candidates chosen the first is kept (the query
+ * let it through: within the room, or any when the node holds nothing) and after it only
+ * tasks of weight 1: a batch prefetches light work only. */
 static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *sort,
-                            size_t max, bool spread, bson_t *ids, uint32_t *n,
-                            bson_error_t *error)
+                            size_t max, bool spread, const cohort_claim_filter_t *filter,
+                            bson_t *ids, uint32_t *n, bson_error_t *error)
 {
+    bool weighed = filter && filter->weight_room > 0;
     size_t limit = spread ? max * CLAIM_SPREAD : max;
     bson_t *opts = BCON_NEW("limit", BCON_INT64((int64_t)limit), "projection", "{", "_id",
-                            BCON_INT32(1), "priority", BCON_INT32(1), "}");
+                            BCON_INT32(1), "priority", BCON_INT32(1), "weight", BCON_INT32(1),
+                            "}");
     BSON_APPEND_DOCUMENT(opts, "sort", sort);
-    if (!spread) {
+    if (!spread && !weighed) {
         bool ok = store_find_ids(tasks, query, opts, ids, n, error);
         bson_destroy(opts);
         return ok;
     }
     bson_value_t *seen = calloc(limit, sizeof *seen);
+    bool *light = calloc(limit, sizeof *light);
     size_t got = 0, tier = 0;
     int32_t top = 0;
-    mongoc_cursor_t *cursor = seen ? mongoc_collection_find_with_opts(tasks, query, opts, NULL)
-                                   : NULL;
+    mongoc_cursor_t *cursor = seen && light
+                                  ? mongoc_collection_find_with_opts(tasks, query, opts, NULL)
+                                  : NULL;
     const bson_t *doc;
     while (cursor && got < limit && mongoc_cursor_next(cursor, &doc)) {
         bson_iter_t it;
         if (!bson_iter_init_find(&it, doc, "_id"))
             continue;
         bson_value_copy(bson_iter_value(&it), &seen[got]);
+        light[got] = cohort_store_task_weight(doc) <= 1;
         int32_t priority = bson_iter_init_find(&it, doc, "priority") &&
                                    BSON_ITER_HOLDS_INT32(&it)
                                ? bson_iter_int32(&it)
@@ -202,17 +226,22 @@ static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, con
         got++;
     }
     bool ok = cursor && !mongoc_cursor_error(cursor, error);
-    if (!seen)
+    if (!seen || !light)
         ok = cohort_error_nomem(error, "a batch claim's candidates");
-    size_t from = tier > max ? (size_t)random() % (tier - max + 1) : 0;
+    size_t from = spread && tier > max ? (size_t)random() % (tier - max + 1) : 0;
+    uint32_t kept = 0;
     for (size_t i = from; ok && i < got && i < from + max; i++) {
+        (*n)++;
+        if (weighed && kept > 0 && !light[i])
+            continue;
         char key[16];
         const char *k;
-        bson_uint32_to_string((*n)++, &k, key, sizeof key);
+        bson_uint32_to_string(kept++, &k, key, sizeof key);
         bson_append_value(ids, k, -1, &seen[i]);
     }
     for (size_t i = 0; i < got; i++)
         bson_value_destroy(&seen[i]);
+    free(light);
     free(seen);
     if (cursor)
         mongoc_cursor_destroy(cursor);
@@ -235,10 +264,10 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     /* 1. The candidates, in claim order (after a collision, a window of the top tier). */
     bson_t ids = BSON_INITIALIZER;
     uint32_t found = 0;
-    bool ok = find_candidates(tasks, &query, sort, max, spread, &ids, &found, error);
+    bool ok = find_candidates(tasks, &query, sort, max, spread, filter, &ids, &found, error);
 
     /* 2. Claim those still pending and due, under the call's token. */
-    if (ok && found > 0) {
+    if (ok && !bson_empty(&ids)) {
         bson_t in;
         BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
         BSON_APPEND_ARRAY(&in, "$in", &ids);

@@ -63,6 +63,7 @@ static void build_task(bson_t *doc, const cohort_new_task_t *task, const bson_oi
                       cohort_store_task_partition(task, oid, COHORT_TASK_PARTITIONS));
     BSON_APPEND_INT32(doc, "priority", (int32_t)task->priority);
     BSON_APPEND_INT32(doc, "base_priority", (int32_t)task->priority);
+    BSON_APPEND_INT32(doc, "weight", task->weight > 0 ? (int32_t)task->weight : 1);
     if (task->not_before_ms > 0)
         BSON_APPEND_DATE_TIME(doc, "not_before", task->not_before_ms);
     if (task->not_after_ms > 0)

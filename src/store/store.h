@@ -309,7 +309,18 @@ typedef struct cohort_claim_filter {
      * default): in any partition, and the claim query does not name the field. */
     bool by_partition;
     int32_t partition;
+    /* Load-aware claiming (node/capacity.h). weight_room > 0: the first task claimed weighs
+     * at most weight_room (a task without `weight`, written before weights existed, weighs
+     * 1), or anything with weight_any_first (a node holding nothing); the further tasks of a
+     * batch claim (prefetched for idle workers) weigh 1: weighted work is claimed only by a
+     * worker about to start it. 0: no limit (external workers). */
+    int64_t weight_room;
+    bool weight_any_first;
 } cohort_claim_filter_t;
+
+/* A task document's weight: its `weight` field in [1, COHORT_WEIGHT_MAX], 1 if it has none
+ * (written before weights existed) or a bad one. */
+int64_t cohort_store_task_weight(const bson_t *task);
 
 /* A claim token: 24 hex digits and a NUL. Each claim call marks what it claims with one. */
 #define COHORT_CLAIM_TOKEN_SIZE 25

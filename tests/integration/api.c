@@ -174,7 +174,8 @@ Test(api, create_read_idempotent)
 {
     answer_t a = call(tok_all, "POST", TASKS,
                       "{\"data\": {\"n\": 7}, \"priority\": 5, \"kind\": \"mail\", \"group\": "
-                      "\"g1\", \"timeout_ms\": 60000, \"not_before\": \"2020-01-01T00:00:00Z\"}");
+                      "\"g1\", \"timeout_ms\": 60000, \"not_before\": \"2020-01-01T00:00:00Z\", "
+                      "\"weight\": 4}");
     cr_assert_eq(a.status, 201, "%s", a.json);
     char id[25];
     snprintf(id, sizeof id, "%s", test_doc_str(a.body, "id"));
@@ -188,6 +189,7 @@ Test(api, create_read_idempotent)
     cr_assert_str_eq(test_doc_str(a.body, "status"), "pending");
     cr_assert_eq(test_doc_int(a.body, "data.n"), 7);
     cr_assert_eq(test_doc_int(a.body, "priority"), 5);
+    cr_assert_eq(test_doc_int(a.body, "weight"), 4);
     cr_assert_str_eq(test_doc_str(a.body, "kind"), "mail");
     cr_assert_str_eq(test_doc_str(a.body, "group"), "g1");
     cr_assert(strchr(test_doc_str(a.body, "created_at"), 'T'), "not ISO-8601: %s", a.json);
@@ -220,6 +222,8 @@ Test(api, bad_input_400_and_nothing_written)
         "{\"data\": 5}",                    /* wrong type */
         "{\"priority\": \"high\"}",         /* wrong type */
         "{\"priority\": 99999999}",         /* out of range */
+        "{\"weight\": 0}",                  /* out of range */
+        "{\"weight\": \"heavy\"}",          /* wrong type */
         "{\"colour\": \"red\"}",            /* unknown field */
         "{\"delay_ms\": 5, \"not_before\": 1}", /* exclusive */
         "{\"kind\": \"a b\"}",
@@ -230,7 +234,12 @@ Test(api, bad_input_400_and_nothing_written)
         cr_assert_eq(a.status, 400, "body %zu (%s): %d %s", i, bodies[i], a.status, a.json);
         answer_free(&a);
     }
-    answer_t a = call(tok_all, "POST", TASKS, "{\"colour\": 1}");
+    answer_t a = call(tok_all, "POST", TASKS, "{\"weight\": 1001}");
+    cr_assert(strstr(test_doc_str(a.body, "error.message"),
+                     "field 'weight': task option 'weight' = 1001 is out of range [1, 1000]"),
+              "%s", a.json);
+    answer_free(&a);
+    a = call(tok_all, "POST", TASKS, "{\"colour\": 1}");
     cr_assert(strstr(test_doc_str(a.body, "error.message"), "colour"), "%s", a.json);
     answer_free(&a);
     expect(call(tok_all, "POST", TASKS ":batch", "{\"tasks\": [{}, {\"priority\": 1.5}]}"), 400,

@@ -148,7 +148,7 @@ Test(ctl_schedule, enqueue_stores_every_relative_flag)
     test_run_result_t r;
     ctl_ok(r, "enqueue", "mail", "--priority", "7", "--delay", "30s", "--kind", "render",
            "--group", "user-42", "--deadline", "5m", "--timeout", "2500ms", "--data",
-           "{\"k\": 1}");
+           "{\"k\": 1}", "--weight", "12");
     char id[25];
     printed_id(&r, id);
     test_run_result_free(&r);
@@ -157,6 +157,7 @@ Test(ctl_schedule, enqueue_stores_every_relative_flag)
     int64_t created = date_at(&doc, "created_at");
     cr_assert_eq(int_at(&doc, "priority"), 7);
     cr_assert_eq(int_at(&doc, "base_priority"), 7);
+    cr_assert_eq(int_at(&doc, "weight"), 12);
     cr_assert_eq(date_at(&doc, "not_before"), created + 30000, "--delay 30s: not_before");
     cr_assert_eq(date_at(&doc, "run_at"), created + 30000, "--delay 30s: run_at");
     cr_assert_eq(date_at(&doc, "not_after"), created + 30000 + 300000,
@@ -233,7 +234,8 @@ Test(ctl_schedule, enqueue_takes_the_config_files_defaults)
     snprintf(text, sizeof text,
              "[cluster]\nmongodb_uri = %s\ndatabase = unused\n\n"
              "[service:mail]\nhandler = %s\npriority = 3\ntask_timeout_ms = 1000\n"
-             "not_after_ms = 60000\nkind.render.priority = 9\nkind.render.task_timeout_ms = 0\n",
+             "not_after_ms = 60000\nkind.render.priority = 9\nkind.render.task_timeout_ms = 0\n"
+             "kind.render.weight = 5\n",
              test_uri(), test_build_path("handlers/cohort_noop.so"));
     char *path = test_write_file(dir, "cohort.ini", text);
     test_run_result_t r;
@@ -245,6 +247,7 @@ Test(ctl_schedule, enqueue_takes_the_config_files_defaults)
     test_run_result_free(&r);
     read_task(id, &doc);
     cr_assert_eq(int_at(&doc, "priority"), 3, "the service's default priority");
+    cr_assert_eq(int_at(&doc, "weight"), 1, "the built-in default weight");
     cr_assert_eq(int_at(&doc, "task_timeout_ms"), 1000);
     cr_assert_eq(date_at(&doc, "not_after"), date_at(&doc, "run_at") + 60000);
     bson_destroy(&doc);
@@ -254,6 +257,7 @@ Test(ctl_schedule, enqueue_takes_the_config_files_defaults)
     test_run_result_free(&r);
     read_task(id, &doc);
     cr_assert_eq(int_at(&doc, "priority"), 9, "the kind's default priority");
+    cr_assert_eq(int_at(&doc, "weight"), 5, "the kind's default weight");
     cr_assert_not(has(&doc, "task_timeout_ms"), "the kind turned the timeout off");
     bson_destroy(&doc);
 
@@ -283,6 +287,8 @@ Test(ctl_schedule, enqueue_refuses_bad_flags)
         {{"--priority", "abc"}, "--priority 'abc' must be an integer"},
         {{"--priority", "2000000"}, "out of range"},
         {{"--priority", "1", "--priority", "2"}, "--priority given twice"},
+        {{"--weight", "0"}, "--weight '0': task option 'weight' = 0 is out of range [1, 1000]"},
+        {{"--weight", "heavy"}, "--weight 'heavy' must be an integer"},
         {{"--delay", "5y"}, "--delay '5y' must be a duration"},
         {{"--delay", "-5s"}, "--delay '-5s' must be a duration"},
         {{"--delay", ""}, "--delay '' must be a duration"},

@@ -89,7 +89,7 @@ Test(schedule, defaults_and_data_with_semicolons)
 Test(schedule, task_options_pass_the_shared_parser)
 {
     cohort_config_t *c = load("schedule.x = */5 * * * * ; kind=rep-1 ; priority=-7 ; "
-                              "timeout=30s ; deadline=2h ; group=g1 ; tracked=true ; "
+                              "weight=40 ; timeout=30s ; deadline=2h ; group=g1 ; tracked=true ; "
                               "catch_up=all ; catch_up_max=1000\n");
     const cohort_schedule_config_t *s = only(c);
     cohort_task_options_t o;
@@ -97,6 +97,7 @@ Test(schedule, task_options_pass_the_shared_parser)
     cr_assert(cohort_task_options_parse(s->options, false, &o, &error), "%s", error.message);
     cr_assert_str_eq(o.kind, "rep-1");
     cr_assert(o.has_priority && o.priority == -7);
+    cr_assert(o.has_weight && o.weight == 40);
     cr_assert(o.has_timeout && o.timeout_ms == 30000);
     cr_assert(o.has_not_after_ms && o.not_after_rel_ms == 7200000);
     cr_assert_str_eq(o.group, "g1");
@@ -156,6 +157,8 @@ static const struct bad_line {
     {"schedule.a = @daily ; kind=a b", "'kind' = 'a b' must be 1-64"},
     {"schedule.a = @daily ; priority=high", "'priority' = 'high' must be an integer"},
     {"schedule.a = @daily ; priority=1000001", "must be an integer in [-1000000, 1000000]"},
+    {"schedule.a = @daily ; weight=0", "option 'weight' = '0' must be an integer in [1, 1000]"},
+    {"schedule.a = @daily ; weight=heavy", "'weight' = 'heavy' must be an integer"},
     {"schedule.a = @daily ; timeout=8d", "at most 7 days"},
     {"schedule.a = @daily ; deadline=soon", "must be a duration"},
     {"schedule.a = @daily ; tracked=yes", "'tracked' = 'yes' must be true or false"},
