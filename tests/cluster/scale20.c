@@ -291,7 +291,21 @@ Test(cluster_scale20, twenty_nodes_five_services)
     cluster_assert(c, crashed >= held, "%lld tasks were held by the killed nodes, but only %lld "
                    "carry a crashed entry", (long long)held, (long long)crashed);
 
-    /* The failover spread the five primacies over the survivors too. */
+    /* The failover spread the five primacies over the survivors too (the tasks may all be
+     * done before takeover_ms has passed: wait for the takeovers). */
+    for (size_t s = 0; s < N_SERVICES; s++) {
+        cluster_primacy_t was, now;
+        cluster_assert(c, cluster_read_primacy(c, services[s], &was), "cannot read %s",
+                       services[s]);
+        bool gone = false;
+        for (size_t k = 0; k < N_KILLED; k++)
+            gone = gone || strcmp(was.primary, c->nodes[killed[k]].id) == 0;
+        if (gone)
+            cluster_assert(c, cluster_wait_primary(c, services[s], was.primary,
+                                                   4 * TAKEOVER_MS, &now),
+                           "%s: no node took over from the killed %s", services[s],
+                           was.primary);
+    }
     check_spread(c, "after the kill", per_node);
     for (size_t k = 0; k < N_KILLED; k++)
         cluster_assert(c, per_node[killed[k]] == 0, "killed node %s still leads a service",
