@@ -52,11 +52,21 @@ cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char 
         return NULL;
     }
     snprintf(w->queue, sizeof w->queue, "queue_%s", service);
-    /* Inserts, and the events that end a collection's stream (which then closes its cursor
-     * without an error: without them the stream would look open and wake no one). */
-    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "operationType", "{",
-                                "$in", "[", "insert", "drop", "rename", "dropDatabase",
-                                "invalidate", "]", "}", "}", "}", "]");
+    /* Inserts; updates that make a task pending again (a claim given back, a retry, a reset:
+     * work for idle nodes too); and the events that end a collection's stream (which then
+     * closes its cursor without an error: without them the stream would look open and wake
+     * no one). MongoDB names an update's fields in updateDescription.updatedFields; the local
+     * test server (mongo-java-server 1.46) has no updateDescription and puts the update's
+     * $set in fullDocument instead, which MongoDB leaves out of update events unless asked
+     * (fullDocument: updateLookup, not asked here): each clause matches one server. */
+    bson_t *pipeline = BCON_NEW(
+        "pipeline", "[", "{", "$match", "{", "$or", "[",
+        "{", "operationType", "{", "$in", "[", "insert", "drop", "rename", "dropDatabase",
+        "invalidate", "]", "}", "}",
+        "{", "operationType", "update", "updateDescription.updatedFields.status",
+        BCON_UTF8("pending"), "}",
+        "{", "operationType", "update", "fullDocument.status", BCON_UTF8("pending"), "}",
+        "]", "}", "}", "]");
     bson_t *opts = BCON_NEW("maxAwaitTimeMS", BCON_INT64(await_ms));
     if (resume_after && !bson_empty(resume_after))
         BSON_APPEND_DOCUMENT(opts, "resumeAfter", resume_after);
@@ -85,7 +95,8 @@ bool cohort_store_watch_next(cohort_store_watch_t *w, bool *inserted, bson_error
     *inserted = !w->ended && mongoc_change_stream_next(w->stream, &event);
     bson_iter_t type;
     if (*inserted && bson_iter_init_find(&type, event, "operationType") &&
-        BSON_ITER_HOLDS_UTF8(&type) && strcmp(bson_iter_utf8(&type, NULL), "insert") != 0) {
+        BSON_ITER_HOLDS_UTF8(&type) && strcmp(bson_iter_utf8(&type, NULL), "insert") != 0 &&
+        strcmp(bson_iter_utf8(&type, NULL), "update") != 0) {
         w->ended = true;
         *inserted = false;
         cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,

@@ -137,6 +137,29 @@ Test(cluster_wake, an_insert_wakes_an_idle_node_at_once)
     cluster_assert(c, stop_ms < 3000, "the node took %lld ms to stop", (long long)stop_ms);
 }
 
+/* A task made pending again by an update (here an operator's retry; a claim given back or a
+ * stalled reset alike) wakes the idle node as an insert does. */
+Test(cluster_wake, a_task_made_pending_again_wakes_an_idle_node)
+{
+    cluster_t *c = idle_cluster("wakeretry", false, "change_stream");
+    const char *later[] = {"enqueue", SERVICE, "--create", "--delay", "1h", NULL};
+    cluster_assert(c, cluster_run_ctl(c, later) == 0, "cannot enqueue");
+    const char *cancel[] = {"cancel", SERVICE, "--status", "pending", NULL};
+    cluster_assert(c, cluster_run_ctl(c, cancel) == 0, "cannot cancel");
+    test_sleep_ms(TICK_MS + 500); /* the node's tick found nothing due: it is idle */
+    const char *retry[] = {"retry", SERVICE, "--status", "cancelled", NULL};
+    int64_t t0 = test_now_ms();
+    cluster_assert(c, cluster_run_ctl(c, retry) == 0, "cannot retry");
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 1, 3 * TICK_MS),
+                   "the retried task did not run within 3 ticks");
+    int64_t took = test_now_ms() - t0;
+    fprintf(stderr, "wake: a retried task succeeded %lld ms after the retry\n", (long long)took);
+    cluster_assert(c, took < AWAKE_MS,
+                   "a task made pending again waited %lld ms in an idle node (tick %d ms): the "
+                   "update did not wake it",
+                   (long long)took, TICK_MS);
+}
+
 Test(cluster_wake, poll_waits_for_the_tick)
 {
     cluster_t *c = idle_cluster("wakepoll", false, "poll");
