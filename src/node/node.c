@@ -5,9 +5,10 @@
  * Each tick: ping (register, and sync the cluster clock from the server's $currentDate) when
  * due, the one read of the config documents of the services the node does not lead, then
  * every service's tick. An idle node sends one command per tick: its ping every
- * takeover_ms/4 replaces that tick's read (see ping_due()). If the database cannot be reached the node logs it once,
- * backs off (doubling the tick interval, at most 8 ticks and 10 s), and resumes when it
- * answers again; workers keep what they hold and retry their outcome writes.
+ * takeover_ms/4 replaces that tick's read (see ping_due()). If the database cannot be
+ * reached the node logs it once, backs off (doubling the tick interval, at most 8 ticks and
+ * 10 s), and resumes when it answers again; workers keep what they hold and retry their
+ * outcome writes.
  *
  * Primacy is claimed and renewed on the tick, and renewed between ticks by the lease thread
  * (lease.h), so a tick slowed by the database does not cost the lease.

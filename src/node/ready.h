@@ -2,8 +2,9 @@
  * ready.h - giving back the tasks a batch claim prefetched into the service's ready queue
  * (runtime.h) that no worker has started: on shutdown all of them, when a kind or the whole
  * service is paused or blocked those the switches now stop, and when runs turn long those
- * beyond one per idle worker (so no node keeps tasks it cannot start while others idle). A task given back is pending
- * again, untouched, with its attempts as before its claim (cohort_store_unclaim).
+ * beyond one per idle worker (so no node keeps tasks it cannot start while others idle). A
+ * task given back is pending again, untouched, with its attempts as before its claim
+ * (cohort_store_unclaim).
  */
 #ifndef COHORT_READY_H
 #define COHORT_READY_H

@@ -16,9 +16,9 @@
  *       -> status succeeded, finished_at = $currentDate
  *
  * until a claim finds nothing, or, with --claims K, until K tasks in all are done (the rate of
- * claiming from a queue of N; tests/bench/growth.sh). Insertion is neither timed nor counted. The timed part starts
- * when the threads are released together and ends when the last one has seen the empty
- * queue; it includes each client's first connection. Commands are counted with the APM
+ * claiming from a queue of N; tests/bench/growth.sh). Insertion is neither timed nor
+ * counted. The timed part starts when the threads are released together and ends when the
+ * last one has seen the empty queue; it includes each client's first connection. Commands are counted with the APM
  * "command started" callback, as in Cohort's store, and include each thread's final empty
  * claim; steady_commands_per_task counts only between the 10% and the 90% completed marks.
  *

@@ -192,8 +192,8 @@ static cluster_t *hold_prefetched(const char *tag)
     const char *resume[] = {"resume", "sl", NULL};
     ctl(c, resume);
     char held[160];
-    snprintf(held, sizeof held, "{\"kind\": \"k\", \"status\": \"claimed\", \"claimed_by\": \"%s\"}",
-             n1->id);
+    snprintf(held, sizeof held,
+             "{\"kind\": \"k\", \"status\": \"claimed\", \"claimed_by\": \"%s\"}", n1->id);
     int64_t n = wait_count(c, "sl", held, HELD, 3000);
     cluster_assert(c, n == HELD, "%s holds %lld of the %d short tasks behind the long one",
                    n1->id, (long long)n, HELD);
