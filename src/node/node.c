@@ -34,6 +34,7 @@
 #include "node/liveness.h"
 #include "node/metrics.h"
 #include "node/watch.h"
+#include "node/workers.h"
 #include "core/log.h"
 #include "node/notify.h"
 #include "node/ready.h"
@@ -794,8 +795,11 @@ out:;
         *abandoned = true;
         return rc;
     }
-    /* The summary reads the services' counters: before they are freed. Nothing is running
-     * (claims in flight count as running), so the counters are final. */
+    /* The summary reads the services' counters: after the workers are joined (a worker that
+     * finished its last task may still be writing the outcomes it batched, and counts them
+     * only once they are written) and before the services are freed. */
+    for (size_t i = 0; i < n.n_services; i++)
+        cohort_workers_join(n.services[i]);
     if (n.store && n.n_services)
         log_summary(&n);
     stop_keepers(&n);
