@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "node/api.h"
 #include "node/api_pool.h"
+#include "node/handback.h"
 #include "node/heartbeat.h"
 #include "node/http.h"
 #include "node/lease.h"
@@ -59,6 +60,7 @@ typedef struct node {
     cohort_lease_keeper_t *lease; /* renews the primacies between ticks (lease.h) */
     cohort_heartbeat_t *heartbeat; /* keeps the node alive between pings (heartbeat.h) */
     cohort_watcher_t *watcher; /* wakes idle workers on inserts (watch.h); NULL: wake = poll */
+    cohort_handback_t *handback; /* looks at prefetched tasks after batch claims (handback.h) */
     bool streams_left; /* stopped with change stream getMores in flight (watch.h) */
 
     struct event_base *base;
@@ -729,6 +731,10 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
                     s->plugin->path, s->plugin->handler->abi_version);
         n.services[n.n_services++] = s;
     }
+    if (!(n.handback = cohort_handback_new(n.services, n.n_services, &error))) {
+        cohort_log_node(COHORT_LOG_ERROR, "%s", error.message);
+        goto out;
+    }
     for (size_t i = 0; i < n.n_services; i++) {
         bson_error_t err;
         if (!cohort_service_start(n.services[i], &err)) {
@@ -742,6 +748,10 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
     n.base = event_base_new();
     if (!n.base || !start_http(&n))
         goto out;
+    if (!cohort_handback_attach(n.handback, n.base, n.client, &error)) {
+        cohort_log_node(COHORT_LOG_ERROR, "%s", error.message);
+        goto out;
+    }
     n.tick = evtimer_new(n.base, on_tick, &n);
     n.drain = evtimer_new(n.base, on_drain, &n);
     n.sigterm = evsignal_new(n.base, SIGTERM, on_signal, &n);
@@ -805,6 +815,7 @@ out:;
     stop_keepers(&n);
     for (size_t i = 0; i < n.n_services; i++)
         cohort_service_destroy(n.services[i], n.client);
+    cohort_handback_destroy(n.handback); /* after the workers that poke it */
     cohort_run_end(&n.run, n.store, n.client);
     free(n.services);
     if (n.tick)

@@ -131,6 +131,11 @@ typedef struct cohort_service {
     cohort_prefetch_t prefetch; /* the workers' recent run times: sizes claims (guarded) */
     int64_t claim_tick_ms;      /* eff.tick_ms, copied each tick for the workers (guarded) */
     int64_t ready_checked_in_ms; /* monotonic: the ready queue's last check-in */
+    /* Set by the node before the workers start: called by a worker (no lock held) when a
+     * batch claim left tasks in the ready queue, so the main thread checks within the
+     * prefetch window whether they can start here (cohort_workers_give_back_unstartable). */
+    void (*prefetched)(void *arg);
+    void *prefetched_arg;
     _Atomic int64_t wedged_slots;  /* thread isolation: slots still running a timed-out task */
     /* Main thread, as primary: other live nodes hosting the service, counted with the
      * maintenance; -1 until counted. primary_task_count caps the primary only while it has

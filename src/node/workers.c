@@ -376,21 +376,34 @@ static void give_back_surplus(worker_t *w)
         cohort_ready_give_back_last(s, w->ctx.client, surplus);
 }
 
-void cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_t *client)
+int64_t cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_t *client)
 {
     if (s->config->claim_batch != COHORT_CLAIM_BATCH_AUTO)
-        return;
+        return -1;
+    /* A primary that counted no other live node for the service keeps them: nobody else
+     * would run them sooner, and its own workers take them next. */
+    if (s->peers == 0 && cohort_election_epoch(&s->election) > 0)
+        return -1;
     int64_t now = cohort_clock_cluster_ms();
     pthread_mutex_lock(&s->lock);
     cohort_prefetch_input_t in = prefetch_input(s, 0);
     int64_t window_ms = cohort_prefetch_window_ms(in.tick_ms);
+    /* Stuck: every worker runs a task begun more than a window ago. Otherwise look again
+     * when the youngest run turns that old (or, with a worker idle, a window from now). */
     bool stuck = in.ready_n > 0 && in.idle_workers == 0 && s->slots;
-    for (size_t i = 0; stuck && i < s->target_workers && i < s->n_threads; i++)
-        stuck = s->slots[i].busy && now - s->slots[i].started_at_ms > window_ms;
+    int64_t again = in.ready_n > 0 ? window_ms : -1;
+    for (size_t i = 0; stuck && i < s->target_workers && i < s->n_threads; i++) {
+        int64_t age = now - s->slots[i].started_at_ms;
+        stuck = s->slots[i].busy && age > window_ms;
+        if (s->slots[i].busy && age <= window_ms)
+            again = window_ms - age + 1;
+    }
     size_t n = stuck ? in.ready_n : 0;
     pthread_mutex_unlock(&s->lock);
-    if (n > 0)
-        cohort_ready_give_back_last(s, client, n);
+    if (n == 0)
+        return again;
+    cohort_ready_give_back_last(s, client, n);
+    return -1;
 }
 
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
@@ -412,6 +425,8 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
     if (want > n)
         give_back(s, want - n); /* nothing was claimed for these */
     push_ready(s, w->docs + (n > 1 ? 1 : 0), n > 1 ? n - 1 : 0, extra);
+    if (n > 1 && s->prefetched)
+        s->prefetched(s->prefetched_arg);
     if (!ok || n == 0) {
         pthread_mutex_lock(&s->lock);
         s->drained = true; /* poll again next tick */

@@ -45,10 +45,13 @@ int cohort_workers_due_hint(cohort_service_t *service);
  * tick. Does nothing while the service stops or its budget is used up. */
 void cohort_workers_wake(cohort_service_t *service);
 
-/* Main thread, each tick: with claim_batch = auto, when every worker is busy with a run
+/* Main thread, each tick and soon after a batch claim left tasks in the ready queue (the
+ * service's `prefetched` hook): with claim_batch = auto, when every worker is busy with a run
  * longer than the prefetch window and tasks wait in the ready queue, those tasks go back to
- * pending at once, for idle nodes, instead of after the first long run ends (prefetch.h). */
-void cohort_workers_give_back_unstartable(cohort_service_t *service, mongoc_client_t *client);
+ * pending at once, for idle nodes, instead of after the first long run ends (prefetch.h);
+ * not on a primary that counted no other live node serving the service (`peers` 0). Returns in how many ms to look again (tasks still wait, behind runs not yet that long), or
+ * -1 when nothing waits. */
+int64_t cohort_workers_give_back_unstartable(cohort_service_t *service, mongoc_client_t *client);
 
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);

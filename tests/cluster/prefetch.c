@@ -3,12 +3,14 @@
  *   - short tasks go in batches: 3 nodes x 2 workers run 2,000 no-op tasks clearly faster
  *     than the same cluster with claim_batch = 1 (a ratio, measured in the same test);
  *   - long tasks are not hoarded: after short tasks taught the nodes to batch, 30 tasks of
- *     1 s on 3 nodes x 2 workers finish within 8 s and every node runs some;
+ *     1 s on 3 nodes x 2 workers finish within 8 s and every node runs some; and a node whose
+ *     batch took more long tasks than it has workers gives the rest back within a second
+ *     (about a prefetch window), though its tick and its runs last 3 s;
  *   - pausing a kind gives back the prefetched tasks of that kind waiting on a node (pending
  *     again, untouched, attempts unchanged) and they run once the kind is resumed;
  *   - SIGTERM gives prefetched tasks back at once, and another node runs them.
  *
- * The last two make a node hold prefetched tasks on purpose: taught short runs, its first
+ * The last two make a lone node hold prefetched tasks on purpose (alone, it keeps them): taught short runs, its first
  * worker's claim (the tick's probe, always one task) takes one of two 3 s tasks of the
  * highest priority, its second worker's batch the other with 20 short ones, so the 20 wait
  * in its ready queue while both workers run long tasks.
@@ -159,6 +161,83 @@ Test(cluster_prefetch, long_tasks_are_not_hoarded)
                        c->nodes[k].id, per_node[0], per_node[1], per_node[2]);
     cluster_assert(c, took <= 8000, "30 tasks of 1 s on 6 workers took %lld ms (> 8 s)",
                    (long long)took);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* A node whose batch claim took more than it can start gives the rest back within about a
+ * prefetch window (50 ms), not at its next tick nor when its first long run ends: the tick is
+ * 5 s here and the runs 4 s, so only the loop's look after the claim (node/handback.c) gives
+ * them back within 1 s for sure (the tick, at a random point of its 5 s, does in 1 s at odds
+ * of one in five). Watched from the first claim (the local server's change streams are
+ * polled once a tick) for 3 s. */
+Test(cluster_prefetch, a_batch_it_cannot_start_goes_back_within_a_window)
+{
+    enum { LONG = 12, RUN_MS = 4000, WATCH_MS = 3000, HOLD_LIMIT_MS = 1000 };
+    cluster_options_t options = {
+        .tag = "prefetch-window",
+        .tick_ms = 5000,
+        .takeover_ms = 15000,
+        .services = {{.name = "sl", .settings = "workers = 2", .handler = SLEEPER}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_primacy_t primacy;
+    cluster_start_elected(c, 3, "sl", 30000, &primacy);
+    cluster_node_t *primary = cluster_node_by_id(c, primacy.primary);
+    cluster_assert(c, primary != NULL, "primary '%s' is not one of our nodes", primacy.primary);
+    enqueue(c, "sl", 200, "warm", 0, 0);
+    cluster_assert(c, cluster_wait_succeeded(c, "sl", 200, 30000), "the warm-up did not finish");
+    /* A primary alone keeps what it prefetched (nobody else would run it): wait until it
+     * counted the others (at its election, or at its maintenance, every 5 s). */
+    wait_logged(primary, "other live node(s) serve the service: the primary claims at most", 1);
+
+    enqueue(c, "sl", LONG, "lng", RUN_MS, 0);
+    cluster_assert(c, wait_count(c, "sl", "{\"kind\": \"lng\", \"status\": \"claimed\"}", 1,
+                                 12000) >= 1,
+                   "no node claimed the long tasks within 12 s");
+    int64_t start = test_now_ms(), held_since[3] = {0}, longest[3] = {0};
+    int64_t max_held[3] = {0};
+    while (test_now_ms() - start < WATCH_MS) {
+        int64_t now = test_now_ms();
+        for (size_t k = 0; k < 3; k++) {
+            char filter[160];
+            snprintf(filter, sizeof filter,
+                     "{\"kind\": \"lng\", \"status\": \"claimed\", \"claimed_by\": \"%s\"}",
+                     c->nodes[k].id);
+            int64_t held = count(c, "sl", filter);
+            if (held > max_held[k])
+                max_held[k] = held;
+            if (held <= 2)
+                held_since[k] = 0;
+            else if (held_since[k] == 0)
+                held_since[k] = now;
+            else if (now - held_since[k] > longest[k])
+                longest[k] = now - held_since[k];
+        }
+        test_sleep_ms(10);
+    }
+    fprintf(stderr,
+            "prefetch: most tasks held by n1 n2 n3: %lld %lld %lld; longest spans above the "
+            "2 workers: %lld %lld %lld ms\n",
+            (long long)max_held[0], (long long)max_held[1], (long long)max_held[2],
+            (long long)longest[0], (long long)longest[1], (long long)longest[2]);
+    size_t gave = 0;
+    for (size_t k = 0; k < 3; k++) {
+        gave += cluster_log_count(&c->nodes[k], "runs now take longer than the prefetch window",
+                                  NULL);
+        cluster_assert(c, longest[k] < HOLD_LIMIT_MS,
+                       "%s held more of the %d tasks of %d ms than its 2 workers for %lld ms "
+                       "(tick 5 s)",
+                       c->nodes[k].id, LONG, RUN_MS, (long long)longest[k]);
+    }
+    cluster_assert(c, gave > 0,
+                   "no node prefetched long tasks and gave them back: the test did not test it");
+    cluster_assert(c,
+                   wait_count(c, "sl", "{\"kind\": \"lng\", \"status\": \"succeeded\"}",
+                              LONG, 30000) == LONG,
+                   "the %d long tasks did not all succeed", LONG);
+    cluster_assert(c, count(c, "sl", "{\"kind\": \"lng\", \"attempts\": {\"$ne\": 1}}") == 0,
+                   "a long task ran more than once");
     for (size_t i = 0; i < c->n_nodes; i++)
         cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
 }

@@ -65,6 +65,18 @@ static void finished_range(cluster_t *c, const char *service, const char *status
     cluster_assert(c, !failed, "cannot read the tasks of %s: %s", service, error.message);
 }
 
+/* Widens [*earliest, *latest] by the finished_at range of the service's tasks in `status`. */
+static void merge_range(cluster_t *c, const char *service, const char *status, int64_t *earliest,
+                        int64_t *latest)
+{
+    int64_t first, last;
+    finished_range(c, service, status, &first, &last);
+    if (last == 0)
+        return; /* none in that status now */
+    *earliest = first < *earliest ? first : *earliest;
+    *latest = last > *latest ? last : *latest;
+}
+
 typedef struct purge_sum {
     const char *status;
     int64_t total;
@@ -159,16 +171,25 @@ Test(cluster_purge, finished_tasks_go_after_their_retention_and_stay_with_zero)
 
     /* Finished: each task is final (no retries with max_attempts 1), so the counts can only
      * fall from here, by purging. */
+    /* Each service's finish range is read at every poll and merged: one service may finish
+     * well before another, and its first tasks may be purged before the last one finishes. */
+    int64_t ok_first = INT64_MAX, ok_last = 0, keep_first = INT64_MAX, keep_last = 0;
+    int64_t drop_first = INT64_MAX, drop_last = 0;
     int64_t start = test_now_ms();
-    while (test_now_ms() - start < 20000 &&
-           (cluster_try_count(c, "ok", "{\"status\": {\"$ne\": \"succeeded\"}}") != 0 ||
-            cluster_try_count(c, "keep", "{\"status\": {\"$ne\": \"failed\"}}") != 0 ||
-            cluster_try_count(c, "drop", "{\"status\": {\"$ne\": \"failed\"}}") != 0))
+    for (;;) {
+        merge_range(c, "ok", "succeeded", &ok_first, &ok_last);
+        merge_range(c, "keep", "failed", &keep_first, &keep_last);
+        merge_range(c, "drop", "failed", &drop_first, &drop_last);
+        if (test_now_ms() - start >= 20000 ||
+            (cluster_try_count(c, "ok", "{\"status\": {\"$ne\": \"succeeded\"}}") == 0 &&
+             cluster_try_count(c, "keep", "{\"status\": {\"$ne\": \"failed\"}}") == 0 &&
+             cluster_try_count(c, "drop", "{\"status\": {\"$ne\": \"failed\"}}") == 0))
+            break;
         test_sleep_ms(20);
-    int64_t ok_first, ok_last, keep_first, keep_last, drop_first, drop_last;
-    finished_range(c, "ok", "succeeded", &ok_first, &ok_last);
-    finished_range(c, "keep", "failed", &keep_first, &keep_last);
-    finished_range(c, "drop", "failed", &drop_first, &drop_last);
+    }
+    merge_range(c, "ok", "succeeded", &ok_first, &ok_last);
+    merge_range(c, "keep", "failed", &keep_first, &keep_last);
+    merge_range(c, "drop", "failed", &drop_first, &drop_last);
     cluster_assert(c, ok_last > 0 && keep_last > 0 && drop_last > 0,
                    "not every service's tasks finished within 20 s");
     cluster_assert(c, cluster_count_status(c, "keep", "failed") == TASKS,
