@@ -2,12 +2,12 @@
  * handback.h - the main thread's quick look at prefetched tasks. A batch claim
  * (claim_batch = auto) sizes itself by the recent runs, so when a queue turns from short tasks
  * to long ones the first claim prefetches more than this node can start. Those tasks should
- * run on idle nodes, not wait here: the tick gives them back (cohort_workers_give_back_unstartable),
- * but a tick is long. So a worker whose batch claim left tasks in the ready queue pokes this
- * object (through the service's `prefetched` hook, an eventfd: no lock, no libevent call off
- * the loop thread), and the loop makes the same check a prefetch window later, and again
- * until the ready queue is empty or given back. An idle node pays nothing: no timer runs
- * until a batch claim prefetched something.
+ * run on idle nodes, not wait here: the tick gives them back
+ * (cohort_workers_give_back_unstartable), but a tick is long. So a worker whose batch claim
+ * left tasks in the ready queue pokes this object (through the service's `prefetched` hook,
+ * an eventfd: no lock, no libevent call off the loop thread), and the loop makes the same
+ * check a prefetch window later, and again until the ready queue is empty or given back. An
+ * idle node pays nothing: no timer runs until a batch claim prefetched something.
  */
 #ifndef COHORT_HANDBACK_H
 #define COHORT_HANDBACK_H

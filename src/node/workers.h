@@ -49,8 +49,9 @@ void cohort_workers_wake(cohort_service_t *service);
  * service's `prefetched` hook): with claim_batch = auto, when every worker is busy with a run
  * longer than the prefetch window and tasks wait in the ready queue, those tasks go back to
  * pending at once, for idle nodes, instead of after the first long run ends (prefetch.h);
- * not on a primary that counted no other live node serving the service (`peers` 0). Returns in how many ms to look again (tasks still wait, behind runs not yet that long), or
- * -1 when nothing waits. */
+ * not on a primary that counted no other live node serving the service (`peers` 0). Returns
+ * in how many ms to look again (tasks still wait, behind runs not yet that long), or -1 when
+ * nothing waits. */
 int64_t cohort_workers_give_back_unstartable(cohort_service_t *service, mongoc_client_t *client);
 
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */

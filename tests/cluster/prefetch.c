@@ -10,10 +10,10 @@
  *     again, untouched, attempts unchanged) and they run once the kind is resumed;
  *   - SIGTERM gives prefetched tasks back at once, and another node runs them.
  *
- * The last two make a lone node hold prefetched tasks on purpose (alone, it keeps them): taught short runs, its first
- * worker's claim (the tick's probe, always one task) takes one of two 3 s tasks of the
- * highest priority, its second worker's batch the other with 20 short ones, so the 20 wait
- * in its ready queue while both workers run long tasks.
+ * The last two make a lone node hold prefetched tasks on purpose (a lone primary keeps them):
+ * taught short runs, its first worker's claim (the tick's probe, always one task) takes one
+ * of two 3 s tasks of the highest priority, its second worker's batch the other with 20
+ * short ones, so the 20 wait in its ready queue while both workers run long tasks.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
