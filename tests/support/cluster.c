@@ -1360,13 +1360,16 @@ size_t cluster_sleeper_runs(const char *path, cluster_run_t **runs)
             cr_assert_not_null(*runs, "out of memory");
         }
         cluster_run_t *r = &(*runs)[n];
-        long long start = 0, stop = 0;
-        int fields = sscanf(line, "%24s %128s %d %127s %lld %lld %71s", r->id, r->node, &r->attempt,
-                            r->group, &start, &stop, r->kind);
-        cr_assert(fields == 7 && is_oid_hex(r->id) && stop >= start,
+        long long start = 0, stop = 0, wall_start = 0, wall_stop = 0;
+        int fields = sscanf(line, "%24s %128s %d %127s %lld %lld %71s %lld %lld", r->id, r->node,
+                            &r->attempt, r->group, &start, &stop, r->kind, &wall_start,
+                            &wall_stop);
+        cr_assert(fields == 9 && is_oid_hex(r->id) && stop >= start && wall_stop >= wall_start,
                   "malformed line in the journal %s: '%s'", path, line);
         r->start_ms = start;
         r->end_ms = stop;
+        r->wall_start_ms = wall_start;
+        r->wall_end_ms = wall_stop;
         n++;
         if (!end)
             break;

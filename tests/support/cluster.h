@@ -360,7 +360,10 @@ typedef struct cluster_run {
     int attempt;
     char group[128]; /* "-": none */
     char kind[72];   /* "-": none */
-    int64_t start_ms, end_ms; /* cluster clock */
+    int64_t start_ms, end_ms; /* cluster clock (each node's estimate of the server's) */
+    /* The host's wall clock (CLOCK_REALTIME): one clock for every node of a cluster, which
+     * all run on this machine; the run is inside [wall_start_ms, wall_end_ms]. */
+    int64_t wall_start_ms, wall_end_ms;
 } cluster_run_t;
 
 /* Reads a sleeper journal (a missing file is an empty journal) into *runs (caller frees);

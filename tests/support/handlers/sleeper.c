@@ -9,9 +9,13 @@
  * Service option:
  *   journal = PATH      after each run append one line (one O_APPEND write, so lines of
  *                       concurrent runs and of several nodes never interleave):
- *                       "<task id> <node id> <attempt> <group|-> <start ms> <end ms> <kind|->"
- *                       where start and end are cohort_now_ms() (the cluster clock, which all
- *                       nodes share) taken before and after the sleep.
+ *                       "<task id> <node id> <attempt> <group|-> <start ms> <end ms> <kind|->
+ *                       <wall start ms> <wall end ms>"
+ *                       where start and end are cohort_now_ms() (the cluster clock, each
+ *                       node's estimate of the database server's clock, so two nodes may
+ *                       disagree by a few ms) and wall start and end the host's
+ *                       CLOCK_REALTIME (one clock for all the nodes of a test, which run on
+ *                       this machine), taken before and after the sleep.
  *
  * The line is written whatever becomes of the run (a run the node already recorded timed_out
  * still writes it when the sleep ends), so the journal shows what actually ran and when.
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cohort/handler.h>
@@ -71,21 +76,31 @@ static void destroy(void *state)
     free(s);
 }
 
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *task)
 {
     sleeper_t *s = state;
+    int64_t wall_start = wall_ms();
     int64_t start = cohort_now_ms(ctx);
     task_sleep_ms(task_data_int(cohort_task_data(task), "sleep_ms", 0));
     int64_t end = cohort_now_ms(ctx);
+    int64_t wall_end = wall_ms();
     if (s->journal_fd < 0)
         return COHORT_TASK_SUCCEEDED;
 
     const char *group = cohort_task_group(task);
     const char *kind = cohort_task_kind(task);
     char line[1024];
-    int len = snprintf(line, sizeof line, "%s %s %d %s %lld %lld %s\n", cohort_task_id(task),
-                       cohort_ctx_node_id(ctx), cohort_task_attempt(task), group ? group : "-",
-                       (long long)start, (long long)end, kind ? kind : "-");
+    int len = snprintf(line, sizeof line, "%s %s %d %s %lld %lld %s %lld %lld\n",
+                       cohort_task_id(task), cohort_ctx_node_id(ctx), cohort_task_attempt(task),
+                       group ? group : "-", (long long)start, (long long)end, kind ? kind : "-",
+                       (long long)wall_start, (long long)wall_end);
     if (len < 0 || (size_t)len >= sizeof line) {
         cohort_task_set_error(task, "sleeper: journal line too long");
         return COHORT_TASK_FAILED;
