@@ -77,6 +77,18 @@ static void merge_range(cluster_t *c, const char *service, const char *status, i
     *latest = last > *latest ? last : *latest;
 }
 
+/* One service's earliest and latest finish, widened at every reading. */
+typedef struct finish_range {
+    const char *service, *status;
+    int64_t first, last; /* last 0: none read yet */
+} finish_range_t;
+
+static void merge_ranges(cluster_t *c, finish_range_t *ranges, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        merge_range(c, ranges[i].service, ranges[i].status, &ranges[i].first, &ranges[i].last);
+}
+
 typedef struct purge_sum {
     const char *status;
     int64_t total;
@@ -170,16 +182,15 @@ Test(cluster_purge, finished_tasks_go_after_their_retention_and_stay_with_zero)
         enqueue(c, services[i]);
 
     /* Finished: each task is final (no retries with max_attempts 1), so the counts can only
-     * fall from here, by purging. */
-    /* Each service's finish range is read at every poll and merged: one service may finish
-     * well before another, and its first tasks may be purged before the last one finishes. */
-    int64_t ok_first = INT64_MAX, ok_last = 0, keep_first = INT64_MAX, keep_last = 0;
-    int64_t drop_first = INT64_MAX, drop_last = 0;
+     * fall from here, by purging. Each service's finish range is read at every poll and
+     * merged: one service may finish well before another, and its first tasks may be purged
+     * before the last one finishes. */
+    finish_range_t ranges[] = {{"ok", "succeeded", INT64_MAX, 0},
+                               {"keep", "failed", INT64_MAX, 0},
+                               {"drop", "failed", INT64_MAX, 0}};
     int64_t start = test_now_ms();
     for (;;) {
-        merge_range(c, "ok", "succeeded", &ok_first, &ok_last);
-        merge_range(c, "keep", "failed", &keep_first, &keep_last);
-        merge_range(c, "drop", "failed", &drop_first, &drop_last);
+        merge_ranges(c, ranges, 3);
         if (test_now_ms() - start >= 20000 ||
             (cluster_try_count(c, "ok", "{\"status\": {\"$ne\": \"succeeded\"}}") == 0 &&
              cluster_try_count(c, "keep", "{\"status\": {\"$ne\": \"failed\"}}") == 0 &&
@@ -187,9 +198,10 @@ Test(cluster_purge, finished_tasks_go_after_their_retention_and_stay_with_zero)
             break;
         test_sleep_ms(20);
     }
-    merge_range(c, "ok", "succeeded", &ok_first, &ok_last);
-    merge_range(c, "keep", "failed", &keep_first, &keep_last);
-    merge_range(c, "drop", "failed", &drop_first, &drop_last);
+    merge_ranges(c, ranges, 3);
+    int64_t ok_first = ranges[0].first, ok_last = ranges[0].last;
+    int64_t keep_last = ranges[1].last;
+    int64_t drop_first = ranges[2].first, drop_last = ranges[2].last;
     cluster_assert(c, ok_last > 0 && keep_last > 0 && drop_last > 0,
                    "not every service's tasks finished within 20 s");
     cluster_assert(c, cluster_count_status(c, "keep", "failed") == TASKS,
