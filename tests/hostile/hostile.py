@@ -22,9 +22,11 @@ Exit 0 if every check passed, 1 otherwise (the failed checks are listed with the
 issue 23 each names), 77 without pymongo.
 """
 
+import datetime
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -878,7 +880,7 @@ def page_bounded_by_bytes(s):
     """Tasks of almost 1 MB each, written as a node leaves them (the API's body limit is
     1 MiB): one page of all of them must not be one reply of their whole size."""
     n, blob = 20, "a" * 950000
-    now = __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    now = datetime.datetime.now(datetime.timezone.utc)
     s.db.queue_big.insert_many([{"status": "pending", "data": {"i": i, "blob": blob},
                                  "created_at": now, "run_at": now, "attempts": 0,
                                  "priority": 0, "created_by": "hostile"} for i in range(n)])
@@ -940,7 +942,7 @@ def main():
     for where, key, what, fix in suite.failures:
         print(f"  {key:40} {('[' + fix + ']') if fix else '':18} {where}")
     if not suite.failures and "--keep" not in args:
-        __import__("shutil").rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"hostile: the node's config and log are in {workdir}")
     return 1 if suite.failures else 0
