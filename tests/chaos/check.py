@@ -73,10 +73,15 @@ class Evidence:
         self.journal_bad = []
         self.completed = []  # (batch, succeeded, failed, iterated, node)
         self.completed_bad = []
+        self.dup_journal = []  # lines a process with a duplicate node_id journaled
         for node in self.run["node_ids"]:
             self.logs[node] = self._read_log(os.path.join(workdir, f"{node}.log"))
             self._read_journal(os.path.join(workdir, f"{node}.journal"))
+            self._read_journal(os.path.join(workdir, f"{node}.work.journal"), sleeper=True)
             self._read_completed(os.path.join(workdir, f"{node}.completed"))
+            for ext in ("journal", "work.journal"):
+                self.dup_journal += [f"{node}-dup.{ext}: {line}" for line in
+                                     self._lines(os.path.join(workdir, f"{node}-dup.{ext}"))]
 
     @staticmethod
     def _lines(path):
@@ -95,10 +100,14 @@ class Evidence:
                 out.append(d)
         return out
 
-    def _read_journal(self, path):
+    def _read_journal(self, path, sleeper=False):
+        """noop's journal (5 fields), or the sleeper's (9: id node attempt group start end kind
+        wall_start wall_end), read as the same (task, node, attempt, start, end)."""
         for no, line in enumerate(self._lines(path), 1):
             f = line.split()
             try:
+                if sleeper and len(f) == 9:
+                    f = f[:3] + f[4:6]
                 if len(f) != 5 or len(f[0]) != 24:
                     raise ValueError
                 self.journal.append((f[0], f[1], int(f[2]), int(f[3]), int(f[4]),
@@ -125,7 +134,14 @@ class Checker:
         service = ev.run["service"]
         dump = ev.dump or {"services": [], "tasks": [], "nodes": []}
         self.service_doc = next((s for s in dump["services"] if s.get("_id") == service), None)
-        self.tasks = dump["tasks"]
+        # The noop service's tasks, then the work service's (long tasks, timeouts): one list,
+        # each task marked with its service (ids are ObjectIds, unique across collections).
+        self.work = ev.run.get("work_service")
+        for t in dump["tasks"]:
+            t["_service"] = service
+        for t in dump.get("work_tasks", []):
+            t["_service"] = self.work
+        self.tasks = dump["tasks"] + dump.get("work_tasks", [])
         self.by_id = {t["_id"]: t for t in self.tasks}
         self.primary_of = {}  # epoch -> node, from the logs
         self.skews = defaultdict(set)  # node -> clock skews it ran with (ms, nonzero)
@@ -217,7 +233,9 @@ class Checker:
             return
         status = Counter(t.get("status") for t in self.tasks)
         for t in self.tasks:
-            if t.get("status") not in ("succeeded", "failed"):
+            final = ("succeeded", "failed", "timed_out") if t["_service"] == self.work else \
+                ("succeeded", "failed")
+            if t.get("status") not in final:
                 self.fail("2 tasks", f"task {t['_id']} ({t.get('data')}) is {t.get('status')} "
                                      f"after the run quiesced (attempts {t.get('attempts')}, "
                                      f"claimed_by {t.get('claimed_by')})")
@@ -418,10 +436,10 @@ class Checker:
         for t in self.tasks:
             if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
                 continue
-            if "exceeds max_attempts" in (t.get("last_error") or ""):
-                exhausted += 1  # its runs were all cut short by faults: allowed, reported
-            else:
+            if "exceeds max_attempts" not in (t.get("last_error") or ""):
                 self.fail("4 poison", f"task {t['_id']} failed: {t.get('last_error')!r}")
+            else:
+                exhausted += 1  # judged by check_innocent: only faults may use its attempts
         crashes = [e for e in self.ev.events if e["kind"] == "crash"]
         for e in crashes:
             if not e.get("poison"):
@@ -430,6 +448,192 @@ class Checker:
         self.stats["poison tasks"] = n_poison
         self.stats["poison crashes"] = sum(1 for e in crashes if e.get("poison"))
         self.stats["failed (attempts used up by faults)"] = exhausted
+
+    # ---- 7-10. ordinary operations cost nothing (issue 22) ---------------------------------
+
+    def lease_windows(self):
+        """The fault timeline: every fault that can take a runner's lease, as (runner or None
+        for every runner, kind, start s, end s, poison). A kill or a crash lasts until the
+        node's next start; a pause, partition or slow link its length; a database restart until
+        the database is back. Drains (SIGTERM), settings changes and duplicate node_ids are not
+        here: they must take no lease."""
+        events = sorted(self.ev.events, key=lambda e: e["t"])
+        windows = []
+
+        def next_event(after, kind, node=None):
+            for e in events:
+                if e["t"] >= after and e["kind"] == kind and (node is None or
+                                                               e.get("node") == node):
+                    return e["t"]
+            return events[-1]["t"] if events else after
+
+        for e in events:
+            t, node = e["t"], e.get("node")
+            if e["kind"] == "fault":
+                f = e["fault"]
+                if f == "kill":
+                    windows.append((node, f, t, next_event(t, "start", node), False))
+                elif f in ("pause", "partition", "slow"):
+                    windows.append((node, f, t, t + e.get("length_s", 0), False))
+                elif f == "skew" and e.get("slow_start"):
+                    windows.append((node, "slow", t, t + 3.0, False))
+                elif f == "db_restart":
+                    windows.append((None, f, t, next_event(t, "db_up"), False))
+            elif e["kind"] == "crash":  # died by itself (a poison task): seen up to 1 s late
+                windows.append((node, "crash", t - 1.0, next_event(t, "start", node),
+                                bool(e.get("poison"))))
+            elif e["kind"] == "stop_timeout":  # SIGKILLed after 15 s of a SIGTERM
+                windows.append((node, "kill", t - 15.0, next_event(t, "start", node), False))
+        return windows
+
+    def release_after_s(self):
+        """How long after a fault ends a lease it took may be released: the longest stall
+        timeout, a maintenance interval (a third of it, at most 5 s), the longest takeover
+        (node expiry) and 2 s for a busy machine."""
+        ranges = self.ev.run.get("settings_ranges") or {}
+        stall = max(self.ev.run.get("stall_timeout_ms", 3000),
+                    (ranges.get("stall_timeout_ms") or [0, 0])[1])
+        takeover = max(self.ev.run.get("takeover_ms", 1500),
+                       (ranges.get("takeover_ms") or [0, 0])[1])
+        return (stall + min(stall / 3, 5000) + takeover + 2000) / 1000
+
+    def explaining(self, runner, at_ms, windows, poison_ok=True):
+        """The lease-taking faults that explain a claim of `runner` taken back at `at_ms`."""
+        at, after = at_ms / 1000, self.release_after_s()
+        return [w for w in windows if (w[0] is None or w[0] == runner) and
+                w[2] - TOL_MS / 1000 <= at <= w[3] + after and (poison_ok or not w[4])]
+
+    def ordinary_near(self, runner, at_ms):
+        """What the driver did to `runner` (or to every node) that takes no lease, in the
+        minute before `at_ms`: the probable cause of an unexplained re-run."""
+        out = []
+        for e in self.ev.events:
+            if not (at_ms / 1000 - 60 <= e["t"] <= at_ms / 1000 + TOL_MS / 1000):
+                continue
+            if e["kind"] == "fault" and e["fault"] == "drain" and e.get("node") == runner:
+                out.append(f"drain (SIGTERM) at {e['t']:.1f}")
+            elif e["kind"] == "fault" and e["fault"] == "skew" and e.get("node") == runner:
+                out.append(f"restart (SIGTERM) at {e['t']:.1f}")
+            elif e["kind"] == "fault" and e["fault"] == "settings":
+                out.append(f"settings set {e['service']} {e['key']} {e['value']} at "
+                           f"{e['t']:.1f}")
+        return "; ".join(out[-4:]) or "nothing"
+
+    def check_reruns(self):
+        """7: a claim is taken back (history event "crashed": stall reset, node expiry, a
+        restart's release; the attempt counted, the task runs again) only after a fault that
+        took its runner's lease."""
+        windows = self.lease_windows()
+        taken = explained = 0
+        for t in self.tasks:
+            for h in t.get("history") or []:
+                if h.get("event") != "crashed":
+                    continue
+                taken += 1
+                at = h.get("at") or h.get("ended_at") or 0
+                if self.explaining(h.get("node"), at, windows):
+                    explained += 1
+                    continue
+                self.fail("7 re-run", f"task {t['_id']} ({t['_service']}, {t.get('data')}): "
+                                      f"attempt {h.get('attempt')} on {h.get('node')} taken back "
+                                      f"at {at / 1000:.1f} ({h.get('error')!r}) with no fault that "
+                                      f"took {h.get('node')}'s lease; what the driver did "
+                                      f"before: {self.ordinary_near(h.get('node'), at)}")
+        self.stats["claims taken back"] = taken
+        self.stats["... after a lease-taking fault"] = explained
+
+    def check_innocent(self):
+        """8: a task that is not poison ends failed only if lease-taking faults other than a
+        poison task's crash used up its attempts (noop and sleeper never fail on their own)."""
+        windows = self.lease_windows()
+        poison_tags = {e["tag"] for e in self.ev.events if e["kind"] == "enqueue" and e["poison"]}
+        innocent_failed = 0
+        for t in self.tasks:
+            if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
+                continue
+            blamed = []
+            for h in t.get("history") or []:
+                if h.get("event") != "crashed":
+                    continue
+                at = h.get("at") or h.get("ended_at") or 0
+                if not self.explaining(h.get("node"), at, windows, poison_ok=False):
+                    why = self.explaining(h.get("node"), at, windows)
+                    blamed.append(f"attempt {h.get('attempt')} on {h.get('node')} "
+                                  f"({'a poison crash' if why else 'no fault'})")
+            if blamed:
+                innocent_failed += 1
+                self.fail("8 innocent", f"task {t['_id']} ({t['_service']}, {t.get('data')}) "
+                                        f"ended failed ({t.get('last_error')!r}); attempts "
+                                        f"not taken by a fault of its own: "
+                                        f"{', '.join(blamed)}")
+        self.stats["innocent tasks failed"] = innocent_failed
+
+    def check_timeouts(self):
+        """9: a task that sleeps past its timeout ends timed_out, once: one timed_out outcome,
+        the last entry of its history, and no later attempt ran; no other task times out."""
+        by_task = defaultdict(list)
+        for j in self.ev.journal:
+            by_task[j[0]].append(j)
+        n = 0
+        for t in self.tasks:
+            data = t.get("data") or {}
+            hist = t.get("history") or []
+            outs = [h for h in hist if h.get("outcome") == "timed_out"]
+            if not data.get("hang"):
+                if outs or t.get("status") == "timed_out":
+                    self.fail("9 timeout", f"task {t['_id']} ({data}) has no timeout but timed "
+                                           f"out")
+                continue
+            n += 1
+            if t.get("status") != "timed_out" or len(outs) != 1 or hist[-1] is not outs[0]:
+                self.fail("9 timeout", f"task {t['_id']} (sleeps past its timeout): status "
+                                       f"{t.get('status')}, {len(outs)} timed_out outcome(s), "
+                                       f"history {[h.get('outcome') or h.get('event') for h in hist]}"
+                                       f"; expected timed_out once, last")
+                continue
+            later = [j for j in by_task.get(t["_id"], []) if j[2] > outs[0].get("attempt", 0)]
+            if later:
+                self.fail("9 timeout", f"task {t['_id']} timed out in attempt "
+                                       f"{outs[0].get('attempt')} but ran again (attempt "
+                                       f"{later[0][2]} on {later[0][1]})")
+        self.stats["tasks timed out"] = n
+
+    def check_schedule(self):
+        """10: each slot of the schedule line creates exactly one task (unique key
+        schedule:ID:SLOT), and the schedule's counters account for every task."""
+        sid = self.ev.run.get("schedule")
+        if not sid:
+            return
+        prefix = f"schedule:{sid}:"
+        slots = Counter(t.get("unique_key") for t in self.tasks
+                        if str(t.get("unique_key") or "").startswith(prefix))
+        for key, n in sorted(slots.items()):
+            if n > 1:
+                self.fail("10 schedule", f"slot {key[len(prefix):]} created {n} tasks")
+        state = ((self.service_doc or {}).get("schedules") or {}).get(sid) or {}
+        counted = (state.get("created") or 0) + (state.get("existed") or 0)
+        if sum(slots.values()) != counted:
+            self.fail("10 schedule", f"schedule {sid}: {sum(slots.values())} slot tasks, its "
+                                     f"state counts {state.get('created')} created + "
+                                     f"{state.get('existed')} found created")
+        if not slots and self.ev.run.get("duration_s", 0) >= 30:
+            self.fail("10 schedule", f"schedule {sid} created no task")
+        self.stats["schedule slots"] = len(slots)
+
+    def check_duplicate(self):
+        """6: a process started with a running node's node_id refuses to start, runs nothing."""
+        starts = [e for e in self.ev.events if e["kind"] == "dup_start"]
+        exits = [e for e in self.ev.events if e["kind"] == "dup_exit"]
+        for e in exits:
+            if not e.get("refused") or e.get("rc") in (0, None):
+                self.fail("6 duplicate", f"a second process with node_id {e['node']} did not "
+                                         f"refuse to start (status {e.get('rc')}"
+                                         f"{', still running after 45 s' if e.get('still_running') else ''})")
+        if len(exits) < len(starts):
+            self.fail("6 duplicate", "a process with a duplicate node_id never exited")
+        for line in self.ev.dup_journal[:5]:
+            self.fail("6 duplicate", f"a process with a duplicate node_id ran a task: {line}")
+        self.stats["duplicate node_ids"] = len(starts)
 
     # ---- 5. convergence; the harness itself -------------------------------------------------
 
@@ -446,7 +650,7 @@ class Checker:
                 self.fail("harness", e["error"])
             elif e["kind"] == "stop_timeout":
                 self.fail("6 shutdown", f"{e['node']} did not exit within 15 s of a signal")
-            elif e["kind"] == "stop" and e.get("rc") != 0:
+            elif e["kind"] in ("stop", "drained") and e.get("rc") != 0:
                 self.fail("6 shutdown", f"{e['node']} exited with status {e.get('rc')} on SIGTERM")
         faults = Counter(e["fault"] for e in self.ev.events if e["kind"] == "fault")
         faults["poison"] = sum(1 for e in self.ev.events if e["kind"] == "enqueue" and e["poison"])
@@ -465,6 +669,11 @@ class Checker:
         self.check_tasks()
         self.check_batches()
         self.check_poison()
+        self.check_reruns()
+        self.check_innocent()
+        self.check_timeouts()
+        self.check_schedule()
+        self.check_duplicate()
         self.check_run()
         return self.violations
 
@@ -478,6 +687,8 @@ def summary(ev, stats, violations):
                 "failed (attempts used up by faults)", "tracked", "from cohortctl",
                 "enqueues (cohortctl)", "journal lines", "re-runs (at-least-once)",
                 "retries recorded", "attempts beyond the first", "lost claims (logged)",
+                "claims taken back", "... after a lease-taking fault", "innocent tasks failed",
+                "tasks timed out", "schedule slots", "duplicate node_ids",
                 "batches completed", "callback runs", "primacy changes", "final epoch",
                 "takeovers measured", "max takeover", "convergence"):
         if key in stats:
