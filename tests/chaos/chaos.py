@@ -58,6 +58,10 @@ from proxy import BLACKHOLE, REFUSE, Proxy, ProxyLoop  # noqa: E402
 
 SERVICE = "noop"
 WORK = "work"  # long tasks (sleeper handler): drains and timeouts
+EXT = "ext"  # run by external workers over the HTTP API (handlers/external-python)
+WORKERS = ("w1", "w2")
+LEASE_MS = 3000  # the external workers' lease, renewed every third
+DROPPER = "dropper"  # the worker name of long-polls whose connection the driver drops
 TICK_MS = 200
 TAKEOVER_MS = 1500
 STALL_MS = 3000
@@ -65,6 +69,7 @@ MAX_ATTEMPTS = 4
 SKEW_MS = 300000
 DEFAULT_BOUND_S = 90
 GRACE_MS = 12000  # shutdown_grace_ms: longer than any long task, so a drain finishes them
+STOP_S = GRACE_MS / 1000 + 15  # a SIGTERM stops a node within this (else SIGKILL)
 LONG_MS = (5000, 7000)  # long tasks run longer than any stall_timeout_ms the run sets
 HANG_MS = 4000  # a task that times out sleeps this long ...
 HANG_TIMEOUT = "1s"  # ... under this task timeout
@@ -79,7 +84,8 @@ SETTINGS = {"tick_ms": (150, 300), "takeover_ms": (1500, 2500), "stall_timeout_m
 # scheduled separately, a few per run). drain: SIGTERM to nodes running long tasks, a rolling
 # restart of 2-3 nodes in a row; settings: a live settings change.
 WEIGHTS = {"kill": 3, "pause": 2, "partition": 3, "slow": 1, "db_restart": 2, "skew": 1,
-           "drain": 3, "settings": 2}
+           "drain": 3, "settings": 2, "worker_kill": 1, "worker_freeze": 1, "worker_drop": 1}
+WORKER_FAULTS = ("worker_kill", "worker_freeze", "worker_drop")
 
 
 def log(msg):
@@ -161,8 +167,13 @@ class Node:
         self.expect_exit = False
         self.log_offset = 0  # where the current process's log starts
         self.drain_t0 = 0.0  # when the driver sent the drain's SIGTERM (monotonic)
+        self.http_port = run.node_ports.setdefault(self.id, free_port())
 
     def write_config(self, generate):
+        # The schedule line goes with the generator when the faults stop (SIGHUP), so that the
+        # queue can drain.
+        schedule = f'schedule.beat = {SCHEDULE} ; data={{"sched": true}} ; catch_up=latest' \
+            if generate else "# schedule.beat stopped"
         text = f"""# chaos harness node {self.id} (written by tests/chaos/chaos.py)
 [cluster]
 mongodb_uri = mongodb://127.0.0.1:{self.proxy.port}/
@@ -170,6 +181,8 @@ database = {self.run.database}
 tick_ms = {TICK_MS}
 takeover_ms = {TAKEOVER_MS}
 shutdown_grace_ms = {GRACE_MS}
+http_listen = 127.0.0.1:{self.http_port}
+api_max_wait_ms = 10000
 node_id = {self.id}
 log_level = info
 
@@ -190,7 +203,7 @@ generate_every = 5
 generate_tracked = true
 crash_on = poison
 claim_batch = {CLAIM_BATCH}
-schedule.beat = {SCHEDULE} ; data={{"sched": true}} ; catch_up=latest
+{schedule}
 
 [service:{WORK}]
 handler = {self.run.sleeper_so}
@@ -201,9 +214,18 @@ stall_timeout_ms = {STALL_MS}
 succeeded_retention_ms = 0
 failed_retention_ms = 0
 journal = {self.work_journal}
+
+[service:{EXT}]
+handler = external
+max_attempts = {MAX_ATTEMPTS}
+retry_base_ms = 100
+stall_timeout_ms = {STALL_MS}
+succeeded_retention_ms = 0
+failed_retention_ms = 0
 """
-        with open(self.config, "w") as f:
+        with open(self.config + ".tmp", "w") as f:  # a node starting now reads all or nothing
             f.write(text)
+        os.replace(self.config + ".tmp", self.config)
 
     def start(self):
         env = dict(os.environ)
@@ -245,6 +267,36 @@ journal = {self.work_journal}
             return ""
 
 
+class ExtWorker:
+    """An external worker (handlers/external-python/cohort_worker.py, the demo handler: it
+    sleeps data.sleep_ms) with a journal of every claim and outcome and their answers."""
+
+    def __init__(self, run, name):
+        self.run = run
+        self.id = name
+        self.journal = os.path.join(run.workdir, f"{name}.worker.journal")
+        self.log = os.path.join(run.workdir, f"{name}.worker.log")
+        self.proc = None
+        self.state = "down"  # up | down | frozen
+
+    def start(self):
+        urls = []
+        for port in self.run.node_ports.values():
+            urls += ["--url", f"http://127.0.0.1:{port}"]
+        with open(self.log, "ab") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, self.run.worker_py, "--service", EXT, "--worker", self.id,
+                 "--token-file", self.run.token_file, "--max", "2", "--wait-ms", "5000",
+                 "--lease-ms", str(LEASE_MS), "--journal", self.journal] + urls,
+                stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=True)
+        self.state = "up"
+        self.run.event("worker_start", node=self.id, pid=self.proc.pid)
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+
 class Run:
     def __init__(self, args):
         self.args = args
@@ -278,6 +330,9 @@ class Run:
         self.settings_set = {}  # (service, key) -> value an operator set live
         self.dup = None  # the process started with a duplicate node_id, while it runs
         self.healing = threading.Event()  # set when the faults stop
+        self.node_ports = {}  # node id -> its http_listen port (a duplicate shares it)
+        self.ext_workers = []
+        self.worker_py = os.path.join(ROOT, "handlers/external-python/cohort_worker.py")
 
     # ---- bookkeeping ----------------------------------------------------------------------
 
@@ -308,7 +363,9 @@ class Run:
             "stall_timeout_ms": STALL_MS, "external_db": bool(self.db.external),
             "node_ids": [f"n{i + 1}" for i in range(self.args.nodes)],
             "work_service": WORK, "grace_ms": GRACE_MS, "long_ms": list(LONG_MS),
-            "settings_ranges": SETTINGS, "schedule": "beat",
+            "stop_s": STOP_S,
+            "settings_ranges": SETTINGS, "schedule": "beat", "ext_service": EXT,
+            "ext_workers": list(WORKERS) + [DROPPER], "lease_ms": LEASE_MS,
         }
         with open(os.path.join(self.workdir, "run.json"), "w") as f:
             json.dump(meta, f, indent=1)
@@ -320,6 +377,16 @@ class Run:
         for node in self.nodes:
             node.start()
             self.event("start", node=node.id, skew_ms=0, pid=node.proc.pid)
+        rc, token, err = self.ctl(["tokens", "create", "chaos-workers", "--scopes", "work"])
+        if rc != 0:
+            raise RuntimeError(f"cohortctl tokens create: {err}")
+        self.token_file = os.path.join(self.workdir, "worker.token")
+        with open(self.token_file, "w") as f:
+            f.write(token.split()[-1] + "\n")
+        for name in WORKERS:
+            w = ExtWorker(self, name)
+            self.ext_workers.append(w)
+            w.start()
 
     # ---- observation ----------------------------------------------------------------------
 
@@ -362,6 +429,11 @@ class Run:
     # ---- processes ------------------------------------------------------------------------
 
     def reap(self):
+        for w in self.ext_workers:
+            if w.state == "up" and w.proc.poll() is not None:
+                self.event("worker_exit", node=w.id, rc=w.proc.returncode)
+                log(f"worker {w.id} exited with status {w.proc.returncode}: restarting")
+                w.start()
         dup = self.dup
         if dup and dup.proc.poll() is not None:
             refused = "in use by another live process" in dup.log_since_start()
@@ -372,8 +444,13 @@ class Run:
         for node in self.nodes:
             if node.state == "draining" and node.proc.poll() is not None:
                 seconds = round(time.monotonic() - node.drain_t0, 2)
-                self.event("drained", node=node.id, rc=node.proc.returncode, seconds=seconds)
-                log(f"{node.id} drained in {seconds:.1f}s (status {node.proc.returncode})")
+                rc = node.proc.returncode
+                if rc != 0 and "is poison (crash_on)" in node.log_since_start():
+                    # a poison task it was still running crashed it during the drain
+                    self.event("crash", node=node.id, rc=rc, poison=True)
+                else:
+                    self.event("drained", node=node.id, rc=rc, seconds=seconds)
+                log(f"{node.id} drained in {seconds:.1f}s (status {rc})")
                 node.state = "down"
                 self.later(0.5, "restart", node)
                 if self.rolling_left:
@@ -409,7 +486,7 @@ class Run:
             node.signal(signal.SIGCONT)
         node.signal(sig)
         try:
-            node.proc.wait(15)
+            node.proc.wait(STOP_S)
         except subprocess.TimeoutExpired:
             node.signal(signal.SIGKILL)
             node.proc.wait(10)
@@ -440,6 +517,9 @@ class Run:
         if not kinds:
             return
         kind = self.rng.choices(kinds, [weights[k] for k in kinds])[0]
+        if kind in WORKER_FAULTS:
+            self.worker_fault(kind)
+            return
         if kind == "settings":
             self.settings_change()
             return
@@ -617,6 +697,63 @@ class Run:
             log(f"the duplicate {dup.id} was still running: killed")
             self.dup = None
 
+    # ---- external workers -----------------------------------------------------------------
+
+    def worker_fault(self, kind):
+        ups = [w for w in self.ext_workers if w.state == "up"]
+        if kind == "worker_drop":
+            self.drop_long_poll()
+            return
+        if not ups:
+            return
+        w = self.rng.choice(ups)
+        if kind == "worker_kill":
+            down = self.rng.uniform(1.0, 3.0)
+            w.signal(signal.SIGKILL)
+            w.proc.wait(10)
+            w.state = "down"
+            self.event("fault", fault="worker_kill", node=w.id, down_s=round(down, 2))
+            log(f"kill -9 worker {w.id} for {down:.1f}s")
+            self.later(down, "worker_restart", None, worker=w)
+        else:  # frozen past its lease: its late outcomes must be refused (lease_lost)
+            length = self.rng.uniform(1.5, 3.0) * LEASE_MS / 1000
+            w.signal(signal.SIGSTOP)
+            w.state = "frozen"
+            self.event("fault", fault="worker_freeze", node=w.id, length_s=round(length, 2))
+            log(f"SIGSTOP worker {w.id} for {length:.1f}s (lease {LEASE_MS} ms)")
+            self.later(length, "worker_thaw", None, worker=w)
+
+    def drop_long_poll(self):
+        """A worker that hangs up in the middle of a long-poll: a claim for a kind nothing has
+        (it waits), the connection closed after 0.5-2 s, then a task of that kind enqueued while
+        the claim's wait would still run. The task must go to a live worker; a claim made for
+        the gone connection (issue 23.1) shows as a claim of `dropper` taken back."""
+        port = self.rng.choice(list(self.node_ports.values()))
+        hold = self.rng.uniform(0.5, 2.0)
+        with open(self.token_file) as f:
+            token = f.read().strip()
+        body = json.dumps({"worker": DROPPER, "max": 1, "wait_ms": 8000, "lease_ms": LEASE_MS,
+                           "kinds": ["dropped"]}).encode()
+        request = (f"POST /api/v1/services/{EXT}/claims HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        self.event("fault", fault="worker_drop", node=DROPPER, port=port, hold_s=round(hold, 2))
+        log(f"long-poll on :{port} dropped after {hold:.1f}s, then a task of its kind")
+
+        def work():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(request)
+                    time.sleep(hold)
+            except OSError as e:
+                self.event("worker_drop_error", error=str(e))
+            time.sleep(0.3)
+            self.submit_now(EXT, {"sleep_ms": 200}, 1, False, extra=["--kind", "dropped"])
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        self.workers.append(t)
+
     def db_restart(self):
         down = self.rng.uniform(1.0, 4.0)
         self.db_down = True
@@ -666,6 +803,9 @@ class Run:
         tracked = self.rng.random() < 0.3
         count = 1 if self.rng.random() < 0.3 else self.rng.randint(2, 20)
         self.submit(SERVICE, {}, count, tracked)
+        if self.rng.random() < 0.5:
+            self.submit(EXT, {"sleep_ms": self.rng.choice([100, 500, 2500])},
+                        self.rng.randint(1, 4), self.rng.random() < 0.3)
         roll = self.rng.random()
         if roll < 0.3:
             self.submit_work("long", self.rng.randint(1, 3))
@@ -719,6 +859,11 @@ class Run:
                 node.state = "up"
             elif what == "unslow":
                 node.proxy.slow(0)
+            elif what == "worker_restart" and _extra["worker"].state == "down":
+                _extra["worker"].start()
+            elif what == "worker_thaw" and _extra["worker"].state == "frozen":
+                _extra["worker"].signal(signal.SIGCONT)
+                _extra["worker"].state = "up"
             elif what == "drain":
                 self.drain_next()
             elif what == "dup_stop":
@@ -775,6 +920,12 @@ class Run:
         self.stop_duplicate()
         for service, key in list(self.settings_set):
             self.settings_unset(service, key)
+        for w in self.ext_workers:
+            if w.state == "frozen":
+                w.signal(signal.SIGCONT)
+                w.state = "up"
+            elif w.state == "down":
+                w.start()
         for t in self.workers:
             t.join(60)
         for node in self.nodes:
@@ -852,6 +1003,14 @@ class Run:
         return False
 
     def shutdown(self):
+        for w in self.ext_workers:
+            w.signal(signal.SIGTERM)
+            try:
+                w.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                w.signal(signal.SIGKILL)
+            w.state = "stopped"
+            self.event("worker_stop", node=w.id, rc=w.proc.returncode)
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
                 if node.state == "paused":
@@ -865,6 +1024,7 @@ class Run:
             "services": [check.plain(d) for d in db["services"].find({})],
             "tasks": [check.plain(d) for d in db[f"queue_{SERVICE}"].find({})],
             "work_tasks": [check.plain(d) for d in db[f"queue_{WORK}"].find({})],
+            "ext_tasks": [check.plain(d) for d in db[f"queue_{EXT}"].find({})],
             "nodes": [check.plain(d) for d in db["nodes"].find({})],
         }
         with open(os.path.join(self.workdir, "dump.json"), "w") as f:
@@ -873,6 +1033,9 @@ class Run:
     def cleanup(self):
         if self.dup and self.dup.proc.poll() is None:
             self.dup.signal(signal.SIGKILL)
+        for w in self.ext_workers:
+            w.signal(signal.SIGCONT)
+            w.signal(signal.SIGKILL)
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
                 node.signal(signal.SIGCONT)

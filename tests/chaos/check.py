@@ -74,6 +74,14 @@ class Evidence:
         self.completed = []  # (batch, succeeded, failed, iterated, node)
         self.completed_bad = []
         self.dup_journal = []  # lines a process with a duplicate node_id journaled
+        self.worker_calls = []  # external workers' journals: claims and outcomes, answers
+        for name in self.run.get("ext_workers", []):
+            for no, line in enumerate(self._lines(os.path.join(workdir,
+                                                               f"{name}.worker.journal")), 1):
+                try:
+                    self.worker_calls.append(json.loads(line))
+                except ValueError:
+                    self.journal_bad.append(f"{name}.worker.journal:{no}: {line[:120]}")
         for node in self.run["node_ids"]:
             self.logs[node] = self._read_log(os.path.join(workdir, f"{node}.log"))
             self._read_journal(os.path.join(workdir, f"{node}.journal"))
@@ -141,7 +149,10 @@ class Checker:
             t["_service"] = service
         for t in dump.get("work_tasks", []):
             t["_service"] = self.work
-        self.tasks = dump["tasks"] + dump.get("work_tasks", [])
+        self.ext = ev.run.get("ext_service")
+        for t in dump.get("ext_tasks", []):
+            t["_service"] = self.ext
+        self.tasks = dump["tasks"] + dump.get("work_tasks", []) + dump.get("ext_tasks", [])
         self.by_id = {t["_id"]: t for t in self.tasks}
         self.primary_of = {}  # epoch -> node, from the logs
         self.skews = defaultdict(set)  # node -> clock skews it ran with (ms, nonzero)
@@ -169,9 +180,12 @@ class Checker:
     def check_epochs(self):
         acted = defaultdict(set)
         became = []
+        service = self.ev.run["service"]  # each service has its own epochs
         for node, lines in self.ev.logs.items():
             last = 0
             for d in lines:
+                if d["service"] != service:
+                    continue
                 if d["role"] == "primary" and d["epoch"] > 0:
                     acted[d["epoch"]].add(node)
                 m = BECAME.match(d["msg"])
@@ -323,8 +337,8 @@ class Checker:
                               f"task {tid}: attempt {b.get('attempt')} on {b.get('node')} "
                               f"started {end - start} ms before attempt {a.get('attempt')} on "
                               f"{a.get('node')} ended (both recorded)")
-        if t.get("status") != "succeeded":
-            return retries
+        if t.get("status") != "succeeded" or t["_service"] == self.ext:
+            return retries  # external workers' runs: check_external
         last = hist[-1] if hist else {}
         node, attempt = last.get("node"), last.get("attempt")
         if last.get("outcome") != "succeeded":
@@ -395,7 +409,7 @@ class Checker:
         recorded = Counter()
         for lines_of_node in self.ev.logs.values():
             for d in lines_of_node:
-                m = COMPLETED.match(d["msg"])
+                m = COMPLETED.match(d["msg"]) if d["service"] == self.ev.run["service"] else None
                 if m:
                     recorded[int(m.group(1))] += 1
         for b, n in recorded.items():
@@ -479,11 +493,23 @@ class Checker:
                     windows.append((node, "slow", t, t + 3.0, False))
                 elif f == "db_restart":
                     windows.append((None, f, t, next_event(t, "db_up"), False))
+                elif f == "worker_kill":
+                    windows.append((node, "kill", t, next_event(t, "worker_start", node), False))
+                elif f == "worker_freeze":
+                    windows.append((node, "pause", t, t + e.get("length_s", 0), False))
             elif e["kind"] == "crash":  # died by itself (a poison task): seen up to 1 s late
                 windows.append((node, "crash", t - 1.0, next_event(t, "start", node),
                                 bool(e.get("poison"))))
             elif e["kind"] == "stop_timeout":  # SIGKILLed after 15 s of a SIGTERM
                 windows.append((node, "kill", t - 15.0, next_event(t, "start", node), False))
+            elif e["kind"] == "worker_exit":  # died by itself
+                windows.append((node, "crash", t - 1.0, next_event(t, "worker_start", node),
+                                False))
+        # An external worker talks to the nodes: a fault of any node may cost it a heartbeat.
+        workers = set(self.ev.run.get("ext_workers", []))
+        node_ids = set(self.ev.run["node_ids"])
+        windows += [(w, kind, a, b, p) for (n, kind, a, b, p) in list(windows) if n in node_ids
+                    for w in workers]
         return windows
 
     def release_after_s(self):
@@ -519,6 +545,20 @@ class Checker:
                            f"{e['t']:.1f}")
         return "; ".join(out[-4:]) or "nothing"
 
+    def unskewed(self, runner, at_ms):
+        """The times `at_ms` may really be: itself, or (if `runner` ran with a skewed clock)
+        that time stamped from the runner's own wall clock."""
+        return [at_ms] + [at_ms - skew for skew in self.skews.get(runner, ())]
+
+    def attribute(self, runner, at_ms, windows, poison_ok=True):
+        """(explaining windows, skewed): the faults that explain a claim of `runner` taken
+        back at `at_ms`; skewed if only the time corrected by the runner's clock skew fits."""
+        for i, at in enumerate(self.unskewed(runner, at_ms)):
+            found = self.explaining(runner, at, windows, poison_ok)
+            if found:
+                return found, i > 0
+        return [], False
+
     def check_reruns(self):
         """7: a claim is taken back (history event "crashed": stall reset, node expiry, a
         restart's release; the attempt counted, the task runs again) only after a fault that
@@ -531,7 +571,13 @@ class Checker:
                     continue
                 taken += 1
                 at = h.get("at") or h.get("ended_at") or 0
-                if self.explaining(h.get("node"), at, windows):
+                found, skewed = self.attribute(h.get("node"), at, windows)
+                if skewed:
+                    self.fail("4 clock", f"task {t['_id']}: the release of attempt "
+                                         f"{h.get('attempt')} on {h.get('node')} "
+                                         f"({h.get('error')!r}) is stamped {at} ms, off by "
+                                         f"{h.get('node')}'s clock skew: a node's own wall clock")
+                if found:
                     explained += 1
                     continue
                 self.fail("7 re-run", f"task {t['_id']} ({t['_service']}, {t.get('data')}): "
@@ -556,8 +602,8 @@ class Checker:
                 if h.get("event") != "crashed":
                     continue
                 at = h.get("at") or h.get("ended_at") or 0
-                if not self.explaining(h.get("node"), at, windows, poison_ok=False):
-                    why = self.explaining(h.get("node"), at, windows)
+                if not self.attribute(h.get("node"), at, windows, poison_ok=False)[0]:
+                    why = self.attribute(h.get("node"), at, windows)[0]
                     blamed.append(f"attempt {h.get('attempt')} on {h.get('node')} "
                                   f"({'a poison crash' if why else 'no fault'})")
             if blamed:
@@ -600,7 +646,7 @@ class Checker:
 
     def check_schedule(self):
         """10: each slot of the schedule line creates exactly one task (unique key
-        schedule:ID:SLOT), and the schedule's counters account for every task."""
+        schedule:ID:SLOT). Slots skipped while no primary ran are allowed (catch_up = latest)."""
         sid = self.ev.run.get("schedule")
         if not sid:
             return
@@ -610,15 +656,62 @@ class Checker:
         for key, n in sorted(slots.items()):
             if n > 1:
                 self.fail("10 schedule", f"slot {key[len(prefix):]} created {n} tasks")
-        state = ((self.service_doc or {}).get("schedules") or {}).get(sid) or {}
-        counted = (state.get("created") or 0) + (state.get("existed") or 0)
-        if sum(slots.values()) != counted:
-            self.fail("10 schedule", f"schedule {sid}: {sum(slots.values())} slot tasks, its "
-                                     f"state counts {state.get('created')} created + "
-                                     f"{state.get('existed')} found created")
         if not slots and self.ev.run.get("duration_s", 0) >= 30:
             self.fail("10 schedule", f"schedule {sid} created no task")
         self.stats["schedule slots"] = len(slots)
+
+    def check_external(self):
+        """11: an external worker's outcome is stored only from the live lease holder: never
+        for an attempt whose claim was taken back, never when the node answered it lease_lost
+        or conflict, never twice for one attempt; and an outcome answered 200 is stored."""
+        nodes = set(self.ev.run["node_ids"])
+        answers = defaultdict(list)  # (task, attempt) -> [(worker, call, status, replayed)]
+        for c in self.ev.worker_calls:
+            if c.get("call") in ("succeed", "fail"):
+                answers[c.get("task"), c.get("attempt")].append(
+                    (c.get("worker"), c["call"], c.get("status"), c.get("replayed"),
+                     c.get("code")))
+        stored_n = 0
+        for t in self.tasks:
+            if t["_service"] != self.ext:
+                continue
+            hist = t.get("history") or []
+            taken = {h.get("attempt") for h in hist if h.get("event") == "crashed"}
+            stored = {}
+            for h in hist:
+                if "outcome" not in h or h.get("node") in nodes:
+                    continue
+                stored_n += 1
+                a, w = h.get("attempt"), h.get("node")
+                stored[a] = w
+                if a in taken:
+                    self.fail("11 external", f"task {t['_id']}: outcome {h.get('outcome')} of "
+                                             f"attempt {a} stored from {w} after that claim was "
+                                             f"taken back")
+                refused = [x for x in answers.get((t["_id"], a), [])
+                           if x[0] == w and x[2] in (409, 404)]
+                if refused:
+                    self.fail("11 external", f"task {t['_id']}: outcome of attempt {a} stored "
+                                             f"from {w}, which was answered {refused[0][2]} "
+                                             f"{refused[0][4]}")
+            for (tid, a), xs in answers.items():
+                if tid != t["_id"]:
+                    continue
+                ok = [x for x in xs if x[2] == 200 and not x[3]]
+                if len({x[0] for x in ok}) > 1:
+                    self.fail("11 external", f"task {tid}: attempt {a} answered 200 to "
+                                             f"{', '.join(sorted({x[0] for x in ok}))}")
+                for x in ok:
+                    if a in stored and stored[a] != x[0]:
+                        self.fail("11 external", f"task {tid}: {x[0]}'s {x[1]} of attempt {a} "
+                                                 f"answered 200, the stored outcome is "
+                                                 f"{stored[a]}'s")
+                    elif a not in stored and len(hist) < 10:  # 10: the history kept per task
+                        self.fail("11 external", f"task {tid}: {x[0]}'s {x[1]} of attempt {a} "
+                                                 f"answered 200 but not stored")
+        self.stats["external outcomes stored"] = stored_n
+        self.stats["external outcomes refused (lease lost)"] = sum(
+            1 for c in self.ev.worker_calls if c.get("status") == 409)
 
     def check_duplicate(self):
         """6: a process started with a running node's node_id refuses to start, runs nothing."""
@@ -649,7 +742,8 @@ class Checker:
             if e["kind"] == "setup_error":
                 self.fail("harness", e["error"])
             elif e["kind"] == "stop_timeout":
-                self.fail("6 shutdown", f"{e['node']} did not exit within 15 s of a signal")
+                self.fail("6 shutdown", f"{e['node']} did not exit within "
+                                        f"{self.ev.run.get('stop_s', 15)} s of a signal")
             elif e["kind"] in ("stop", "drained") and e.get("rc") != 0:
                 self.fail("6 shutdown", f"{e['node']} exited with status {e.get('rc')} on SIGTERM")
         faults = Counter(e["fault"] for e in self.ev.events if e["kind"] == "fault")
@@ -673,6 +767,7 @@ class Checker:
         self.check_innocent()
         self.check_timeouts()
         self.check_schedule()
+        self.check_external()
         self.check_duplicate()
         self.check_run()
         return self.violations
@@ -689,6 +784,7 @@ def summary(ev, stats, violations):
                 "retries recorded", "attempts beyond the first", "lost claims (logged)",
                 "claims taken back", "... after a lease-taking fault", "innocent tasks failed",
                 "tasks timed out", "schedule slots", "duplicate node_ids",
+                "external outcomes stored", "external outcomes refused (lease lost)",
                 "batches completed", "callback runs", "primacy changes", "final epoch",
                 "takeovers measured", "max takeover", "convergence"):
         if key in stats:
