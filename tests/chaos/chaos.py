@@ -167,7 +167,9 @@ class Node:
         self.expect_exit = False
         self.log_offset = 0  # where the current process's log starts
         self.drain_t0 = 0.0  # when the driver sent the drain's SIGTERM (monotonic)
-        self.http_port = run.node_ports.setdefault(self.id, free_port())
+        # A duplicate gets a port of its own, so it fails on its node_id, not on its listener.
+        self.http_port = run.node_ports.setdefault(self.id, free_port()) if files == self.id \
+            else free_port()
 
     def write_config(self, generate):
         # The schedule line goes with the generator when the faults stop (SIGHUP), so that the
@@ -365,7 +367,7 @@ class Run:
             "work_service": WORK, "grace_ms": GRACE_MS, "long_ms": list(LONG_MS),
             "stop_s": STOP_S,
             "settings_ranges": SETTINGS, "schedule": "beat", "ext_service": EXT,
-            "ext_workers": list(WORKERS) + [DROPPER], "lease_ms": LEASE_MS,
+            "ext_workers": list(WORKERS), "dropped_worker": DROPPER, "lease_ms": LEASE_MS,
         }
         with open(os.path.join(self.workdir, "run.json"), "w") as f:
             json.dump(meta, f, indent=1)
@@ -960,10 +962,13 @@ class Run:
             return False, f"primary {primary!r} not a running node"
         if any(n.state != "up" for n in self.nodes):
             return False, "a node is down"
-        q = self.client[self.database][f"queue_{SERVICE}"]
-        busy = q.count_documents({"status": {"$in": ["pending", "claimed"]}})
-        if busy:
-            return False, f"{busy} task(s) pending or claimed"
+        db = self.client[self.database]
+        for service in (SERVICE, WORK, EXT):
+            busy = db[f"queue_{service}"].count_documents(
+                {"status": {"$in": ["pending", "claimed"]}})
+            if busy:
+                return False, f"{busy} {service} task(s) pending or claimed"
+        q = db[f"queue_{SERVICE}"]
         seq = doc.get("batch_seq", 1)
         if doc.get("draining"):
             return False, f"batch {doc['draining']} draining"

@@ -75,7 +75,7 @@ class Evidence:
         self.completed_bad = []
         self.dup_journal = []  # lines a process with a duplicate node_id journaled
         self.worker_calls = []  # external workers' journals: claims and outcomes, answers
-        for name in self.run.get("ext_workers", []):
+        for name in self.run.get("ext_workers", []) + [self.run.get("dropped_worker", "")]:
             for no, line in enumerate(self._lines(os.path.join(workdir,
                                                                f"{name}.worker.journal")), 1):
                 try:
@@ -390,8 +390,8 @@ class Checker:
                 self.fail("3 batches", f"callback for batch {c[0]}, never closed (batch_seq {seq})")
         counts = defaultdict(Counter)
         for t in self.tasks:
-            if not t.get("tracked"):
-                continue
+            if not t.get("tracked") or t["_service"] != self.ev.run["service"]:
+                continue  # (the other services' batches are their own)
             b = t.get("batch")
             counts[b][t.get("status")] += 1
             if b is None or b >= seq:
@@ -450,7 +450,8 @@ class Checker:
         for t in self.tasks:
             if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
                 continue
-            if "exceeds max_attempts" not in (t.get("last_error") or ""):
+            error = t.get("last_error") or ""
+            if "exceeds max_attempts" not in error and "attempts exhausted" not in error:
                 self.fail("4 poison", f"task {t['_id']} failed: {t.get('last_error')!r}")
             else:
                 exhausted += 1  # judged by check_innocent: only faults may use its attempts
@@ -506,6 +507,7 @@ class Checker:
                 windows.append((node, "crash", t - 1.0, next_event(t, "worker_start", node),
                                 False))
         # An external worker talks to the nodes: a fault of any node may cost it a heartbeat.
+        # (Not the dropped long-polls' worker: a claim for it should never have been made.)
         workers = set(self.ev.run.get("ext_workers", []))
         node_ids = set(self.ev.run["node_ids"])
         windows += [(w, kind, a, b, p) for (n, kind, a, b, p) in list(windows) if n in node_ids

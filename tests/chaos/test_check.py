@@ -34,7 +34,7 @@ def baseline():
            "database": "x", "max_attempts": 4, "tick_ms": 200, "takeover_ms": 1500,
            "stall_timeout_ms": 3000, "external_db": False, "node_ids": ["n1", "n2"],
            "work_service": "work", "schedule": "beat", "ext_service": "ext",
-           "ext_workers": ["w1", "w2", "dropper"],
+           "ext_workers": ["w1", "w2"], "dropped_worker": "dropper",
            "settings_ranges": {"stall_timeout_ms": [3000, 4500], "takeover_ms": [1500, 2500]}}
 
     def task(n, node, epoch, batch, created, runs, status="succeeded", data=None, **extra):
