@@ -9,11 +9,15 @@ What it does (see tests/chaos/README.md for the reasoning):
   1. starts a private local database (deploy/localdb/localdb.sh, H2 file backend, so data
      survives a database restart) on a free port, or uses MONGODB_URI if set;
   2. puts a TCP proxy (proxy.py) between each node and the database;
-  3. starts N cohortd nodes running the noop handler: a journal and a completed_log per node,
-     a tracked generator, crash_on = poison;
+  3. starts N cohortd nodes with three services: noop (a journal and a completed_log per node,
+     a tracked generator, crash_on = poison, batch claims, a schedule line), work (the sleeper
+     test handler: long tasks and tasks that time out) and ext (handler = external), and two
+     external workers (handlers/external-python/cohort_worker.py) with call journals;
   4. for --duration seconds injects random faults from a printed seed (kill -9, SIGSTOP,
-     partition, database restart, clock skew, poison task) and enqueues untracked and tracked
-     tasks with cohortctl;
+     partition, slow link, database restart, clock skew, poison rounds; and what operators and
+     clients do: rolling restarts by SIGTERM, live settings changes, a duplicate node_id, worker
+     kills and freezes, dropped long-polls), logging each with its time in events.jsonl (the
+     fault timeline), and enqueues tasks with cohortctl;
   5. heals everything, stops the generator (SIGHUP with generate_per_tick = 0) and waits for
      convergence (one live primary, nothing pending or claimed, every tracked batch
      completed) for at most --bound seconds, measuring the time;
@@ -856,16 +860,20 @@ class Run:
             elif what == "resume" and node.state == "paused":
                 node.signal(signal.SIGCONT)
                 node.state = "up"
+                self.event("resume", node=node.id)  # the fault's real end, for the checker
             elif what == "heal" and node.state == "partitioned":
                 node.proxy.restore()
                 node.state = "up"
+                self.event("heal", node=node.id)
             elif what == "unslow":
                 node.proxy.slow(0)
+                self.event("unslow", node=node.id)
             elif what == "worker_restart" and _extra["worker"].state == "down":
                 _extra["worker"].start()
             elif what == "worker_thaw" and _extra["worker"].state == "frozen":
                 _extra["worker"].signal(signal.SIGCONT)
                 _extra["worker"].state = "up"
+                self.event("resume", node=_extra["worker"].id)
             elif what == "drain":
                 self.drain_next()
             elif what == "dup_stop":
@@ -926,6 +934,7 @@ class Run:
             if w.state == "frozen":
                 w.signal(signal.SIGCONT)
                 w.state = "up"
+                self.event("resume", node=w.id)
             elif w.state == "down":
                 w.start()
         for t in self.workers:
@@ -934,10 +943,13 @@ class Run:
             if node.state == "paused":
                 node.signal(signal.SIGCONT)
                 node.state = "up"
+                self.event("resume", node=node.id)
             elif node.state == "partitioned":
                 node.proxy.restore()
                 node.state = "up"
+                self.event("heal", node=node.id)
             node.proxy.slow(0)
+            self.event("unslow", node=node.id)
         self.reap()
         for node in self.nodes:
             if node.state == "down":

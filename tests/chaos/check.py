@@ -475,11 +475,13 @@ class Checker:
         events = sorted(self.ev.events, key=lambda e: e["t"])
         windows = []
 
-        def next_event(after, kind, node=None):
+        def next_event(after, kind, node=None, default=None):
             for e in events:
                 if e["t"] >= after and e["kind"] == kind and (node is None or
                                                                e.get("node") == node):
                     return e["t"]
+            if default is not None:
+                return default
             return events[-1]["t"] if events else after
 
         for e in events:
@@ -488,16 +490,21 @@ class Checker:
                 f = e["fault"]
                 if f == "kill":
                     windows.append((node, f, t, next_event(t, "start", node), False))
-                elif f in ("pause", "partition", "slow"):
-                    windows.append((node, f, t, t + e.get("length_s", 0), False))
+                elif f in ("pause", "partition", "slow", "worker_freeze"):
+                    # until the driver really ended it (its timers may run late), at least its
+                    # planned length
+                    end = {"pause": "resume", "partition": "heal", "slow": "unslow",
+                           "worker_freeze": "resume"}[f]
+                    planned = t + e.get("length_s", 0)
+                    windows.append((node, f, t, max(planned, next_event(t, end, node, planned)),
+                                    False))
                 elif f == "skew" and e.get("slow_start"):
-                    windows.append((node, "slow", t, t + 3.0, False))
+                    windows.append((node, "slow", t, max(t + 3.0, next_event(t, "unslow", node,
+                                                                             t + 3.0)), False))
                 elif f == "db_restart":
                     windows.append((None, f, t, next_event(t, "db_up"), False))
                 elif f == "worker_kill":
                     windows.append((node, "kill", t, next_event(t, "worker_start", node), False))
-                elif f == "worker_freeze":
-                    windows.append((node, "pause", t, t + e.get("length_s", 0), False))
             elif e["kind"] == "crash":  # died by itself (a poison task): seen up to 1 s late
                 windows.append((node, "crash", t - 1.0, next_event(t, "start", node),
                                 bool(e.get("poison"))))

@@ -364,6 +364,14 @@ class CheckerTest(unittest.TestCase):
                         found)
         self.assertFalse(any("[7 re-run]" in v for v in found), found)
 
+    def test_a_fault_ended_late_by_the_driver_still_explains(self):
+        d = baseline()  # a 2 s pause at +22 that the driver only ended at +30 (timers ran late)
+        d["events"].append({"t": T0S + 22, "kind": "fault", "fault": "pause", "node": "n1",
+                            "length_s": 2})
+        d["events"].append({"t": T0S + 30, "kind": "resume", "node": "n1"})
+        self.rerun_long_task(d, T0 + 39000)
+        self.assertEqual(self.violations(d), [])
+
     def test_rerun_long_after_a_fault_is_reported(self):
         d = baseline()  # the pause ended 20 s before: it cannot explain the reset
         d["events"].append({"t": T0S + 12, "kind": "fault", "fault": "pause", "node": "n1",
