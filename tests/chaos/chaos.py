@@ -64,7 +64,9 @@ SERVICE = "noop"
 WORK = "work"  # long tasks (sleeper handler): drains and timeouts
 EXT = "ext"  # run by external workers over the HTTP API (handlers/external-python)
 WORKERS = ("w1", "w2")
-LEASE_MS = 3000  # the external workers' lease, renewed every third
+# The external workers' lease, renewed every third: long enough that a busy machine's slow
+# replies do not lose it, short enough that a freeze (1.5-2.5 leases) does within a short run.
+LEASE_MS = 8000
 DROPPER = "dropper"  # the worker name of long-polls whose connection the driver drops
 TICK_MS = 200
 TAKEOVER_MS = 1500
@@ -722,7 +724,7 @@ class Run:
             log(f"kill -9 worker {w.id} for {down:.1f}s")
             self.later(down, "worker_restart", None, worker=w)
         else:  # frozen past its lease: its late outcomes must be refused (lease_lost)
-            length = self.rng.uniform(1.5, 3.0) * LEASE_MS / 1000
+            length = self.rng.uniform(1.5, 2.5) * LEASE_MS / 1000
             w.signal(signal.SIGSTOP)
             w.state = "frozen"
             self.event("fault", fault="worker_freeze", node=w.id, length_s=round(length, 2))
@@ -809,9 +811,9 @@ class Run:
         tracked = self.rng.random() < 0.3
         count = 1 if self.rng.random() < 0.3 else self.rng.randint(2, 20)
         self.submit(SERVICE, {}, count, tracked)
-        if self.rng.random() < 0.5:
-            self.submit(EXT, {"sleep_ms": self.rng.choice([100, 500, 2500])},
-                        self.rng.randint(1, 4), self.rng.random() < 0.3)
+        if self.rng.random() < 0.4:
+            self.submit(EXT, {"sleep_ms": self.rng.choice([100, 500, 1500])},
+                        self.rng.randint(1, 3), self.rng.random() < 0.3)
         roll = self.rng.random()
         if roll < 0.3:
             self.submit_work("long", self.rng.randint(1, 3))
