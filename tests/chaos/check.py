@@ -532,11 +532,27 @@ class Checker:
                        (ranges.get("takeover_ms") or [0, 0])[1])
         return (stall + min(stall / 3, 5000) + takeover + 2000) / 1000
 
-    def explaining(self, runner, at_ms, windows, poison_ok=True):
-        """The lease-taking faults that explain a claim of `runner` taken back at `at_ms`."""
+    def previous_run(self, runner, at_s):
+        """(start of the run before the one running at `at_s`, start of that one) of node
+        `runner`, from the driver's start events; None if unknown."""
+        starts = sorted(e["t"] for e in self.ev.events
+                        if e["kind"] == "start" and e.get("node") == runner)
+        before = [t for t in starts if t <= at_s + TOL_MS / 1000]
+        return (before[-2], before[-1]) if len(before) >= 2 else None
+
+    def explaining(self, runner, at_ms, windows, poison_ok=True, restart=False):
+        """The lease-taking faults that explain a claim of `runner` taken back at `at_ms`. A
+        restart's release (`restart`) frees the claims of the node's previous run, whenever
+        the new run gets to it: any fault that overlapped that previous run explains it."""
         at, after = at_ms / 1000, self.release_after_s()
-        return [w for w in windows if (w[0] is None or w[0] == runner) and
-                w[2] - TOL_MS / 1000 <= at <= w[3] + after and (poison_ok or not w[4])]
+        found = [w for w in windows if (w[0] is None or w[0] == runner) and
+                 w[2] - TOL_MS / 1000 <= at <= w[3] + after and (poison_ok or not w[4])]
+        run = self.previous_run(runner, at) if restart and not found else None
+        if run:
+            found = [w for w in windows if (w[0] is None or w[0] == runner) and
+                     w[2] - TOL_MS / 1000 <= run[1] and w[3] > run[0] + TOL_MS / 1000 and
+                     (poison_ok or not w[4])]
+        return found
 
     def ordinary_near(self, runner, at_ms):
         """What the driver did to `runner` (or to every node) that takes no lease, in the
@@ -549,6 +565,8 @@ class Checker:
                 out.append(f"drain (SIGTERM) at {e['t']:.1f}")
             elif e["kind"] == "fault" and e["fault"] == "skew" and e.get("node") == runner:
                 out.append(f"restart (SIGTERM) at {e['t']:.1f}")
+            elif e["kind"] == "dup_start" and e.get("node") == runner:
+                out.append(f"a second process with its node_id started at {e['t']:.1f}")
             elif e["kind"] == "fault" and e["fault"] == "settings":
                 out.append(f"settings set {e['service']} {e['key']} {e['value']} at "
                            f"{e['t']:.1f}")
@@ -559,11 +577,13 @@ class Checker:
         that time stamped from the runner's own wall clock."""
         return [at_ms] + [at_ms - skew for skew in self.skews.get(runner, ())]
 
-    def attribute(self, runner, at_ms, windows, poison_ok=True):
+    def attribute(self, runner, at_ms, windows, poison_ok=True, why=""):
         """(explaining windows, skewed): the faults that explain a claim of `runner` taken
-        back at `at_ms`; skewed if only the time corrected by the runner's clock skew fits."""
+        back at `at_ms` (`why`: the history entry's error); skewed if only the time corrected
+        by the runner's clock skew fits."""
+        restart = "restarted" in (why or "")
         for i, at in enumerate(self.unskewed(runner, at_ms)):
-            found = self.explaining(runner, at, windows, poison_ok)
+            found = self.explaining(runner, at, windows, poison_ok, restart)
             if found:
                 return found, i > 0
         return [], False
@@ -580,7 +600,7 @@ class Checker:
                     continue
                 taken += 1
                 at = h.get("at") or h.get("ended_at") or 0
-                found, skewed = self.attribute(h.get("node"), at, windows)
+                found, skewed = self.attribute(h.get("node"), at, windows, why=h.get("error"))
                 if skewed:
                     self.fail("4 clock", f"task {t['_id']}: the release of attempt "
                                          f"{h.get('attempt')} on {h.get('node')} "
@@ -611,8 +631,8 @@ class Checker:
                 if h.get("event") != "crashed":
                     continue
                 at = h.get("at") or h.get("ended_at") or 0
-                if not self.attribute(h.get("node"), at, windows, poison_ok=False)[0]:
-                    why = self.attribute(h.get("node"), at, windows)[0]
+                if not self.attribute(h.get("node"), at, windows, False, h.get("error"))[0]:
+                    why = self.attribute(h.get("node"), at, windows, why=h.get("error"))[0]
                     blamed.append(f"attempt {h.get('attempt')} on {h.get('node')} "
                                   f"({'a poison crash' if why else 'no fault'})")
             if blamed:
@@ -726,15 +746,37 @@ class Checker:
         """6: a process started with a running node's node_id refuses to start, runs nothing."""
         starts = [e for e in self.ev.events if e["kind"] == "dup_start"]
         exits = [e for e in self.ev.events if e["kind"] == "dup_exit"]
+        def original_died(e):
+            """When the original node died (kill, crash) after the duplicate started, if it
+            did before the duplicate exited: from then on the duplicate may rightly start."""
+            start = max((s["t"] for s in starts if s["node"] == e["node"] and s["t"] <= e["t"]),
+                        default=None)
+            deaths = [x["t"] for x in self.ev.events if x.get("node") == e["node"] and
+                      start is not None and start <= x["t"] <= e["t"] and
+                      (x["kind"] in ("crash", "stop_timeout") or
+                       (x["kind"] == "fault" and x["fault"] == "kill"))]
+            return min(deaths) if deaths else None
+
+        died = {e["node"]: original_died(e) for e in exits}
         for e in exits:
+            if died.get(e["node"]) is not None:
+                continue  # the original died while the duplicate waited: it may start
             if not e.get("refused") or e.get("rc") in (0, None):
                 self.fail("6 duplicate", f"a second process with node_id {e['node']} did not "
                                          f"refuse to start (status {e.get('rc')}"
                                          f"{', still running after 45 s' if e.get('still_running') else ''})")
         if len(exits) < len(starts):
             self.fail("6 duplicate", "a process with a duplicate node_id never exited")
-        for line in self.ev.dup_journal[:5]:
-            self.fail("6 duplicate", f"a process with a duplicate node_id ran a task: {line}")
+        ran = []
+        for line in self.ev.dup_journal:
+            f = line.split(": ", 1)[1].split()
+            start = int(f[3] if len(f) == 5 else f[4]) / 1000
+            node = line.split("-dup.", 1)[0]
+            if died.get(node) is None or start + TOL_MS / 1000 < died[node]:
+                ran.append(line)
+        for line in ran[:5]:
+            self.fail("6 duplicate", f"a process with a duplicate node_id ran a task while the "
+                                     f"node it duplicates was alive: {line}")
         self.stats["duplicate node_ids"] = len(starts)
 
     # ---- 5. convergence; the harness itself -------------------------------------------------

@@ -372,6 +372,17 @@ class CheckerTest(unittest.TestCase):
         self.rerun_long_task(d, T0 + 39000)
         self.assertEqual(self.violations(d), [])
 
+    def test_restart_release_after_a_fault_of_the_previous_run(self):
+        d = baseline()  # database down at +31..+33 while n1 drained; n1 back at +37 releases
+        d["events"].append({"t": T0S + 31.5, "kind": "fault", "fault": "db_restart"})
+        d["events"].append({"t": T0S + 33, "kind": "db_up"})
+        t = d["work_tasks"][0]
+        self.rerun_long_task(d, T0 + 47000)  # 14 s after the database came back
+        t["history"][0]["error"] = "released: its node restarted while running it"
+        self.assertEqual([v for v in self.violations(d) if "re-run" in v], [])
+        d["events"] = [e for e in d["events"] if e.get("fault") != "db_restart"]
+        self.assertReports(d, "attempt 1 on n1 taken back")  # a drain alone explains nothing
+
     def test_rerun_long_after_a_fault_is_reported(self):
         d = baseline()  # the pause ended 20 s before: it cannot explain the reset
         d["events"].append({"t": T0S + 12, "kind": "fault", "fault": "pause", "node": "n1",
@@ -442,8 +453,13 @@ class CheckerTest(unittest.TestCase):
         self.assertReports(d, "[6 duplicate] a second process with node_id n2 did not refuse",
                            "still running")
         d = baseline()
-        d["dup_journal"] = [f"{oid(5)} n2 1 {T0 + 710} {T0 + 790}"]
-        self.assertReports(d, "a process with a duplicate node_id ran a task")
+        d["dup_journal"] = [f"{oid(5)} n2 1 {T0 + 9000} {T0 + 9100}"]
+        self.assertReports(d, "a process with a duplicate node_id ran a task while the node")
+        # ... but once the original died (here killed at +10), the duplicate may start
+        d["events"].append({"t": T0S + 10, "kind": "fault", "fault": "kill", "node": "n2"})
+        event(d, "dup_exit").update(rc=0, refused=False)
+        d["dup_journal"] = [f"{oid(5)} n2 1 {T0 + 12000} {T0 + 12100}"]
+        self.assertEqual([v for v in self.violations(d) if "duplicate" in v], [])
 
     def test_drain_that_did_not_exit_cleanly(self):
         d = baseline()
