@@ -74,9 +74,11 @@ STALL_MS = 3000
 MAX_ATTEMPTS = 4
 SKEW_MS = 300000
 DEFAULT_BOUND_S = 90
-GRACE_MS = 12000  # shutdown_grace_ms: longer than any long task, so a drain finishes them
+GRACE_MS = 15000  # shutdown_grace_ms: longer than any long task, so a drain finishes them
 STOP_S = GRACE_MS / 1000 + 15  # a SIGTERM stops a node within this (else SIGKILL)
-LONG_MS = (5000, 7000)  # long tasks run longer than any stall_timeout_ms the run sets
+# Long tasks run longer than any stall_timeout_ms the run sets plus a maintenance interval, so
+# that a drain (SIGTERM) shortly after they started leaves them running past the stall timeout.
+LONG_MS = (8000, 10000)
 HANG_MS = 4000  # a task that times out sleeps this long ...
 HANG_TIMEOUT = "1s"  # ... under this task timeout
 CLAIM_BATCH = 8  # noop's batch claims: a poison task is claimed beside innocent ones
@@ -473,6 +475,12 @@ class Run:
                     node.proxy.restore()
                 if node.expect_exit:
                     continue
+                if "is in use by another live process" in text:
+                    # refused because a duplicate took its node_id over while it was down:
+                    # right; tried again later
+                    self.event("start_refused", node=node.id, rc=rc)
+                    self.later(2.0, "restart", node)
+                    continue
                 self.event("crash", node=node.id, rc=rc, poison=poison)
                 log(f"{node.id} exited with status {rc}"
                     f"{' (poison task)' if poison else ' UNEXPECTEDLY'}; restarting soon")
@@ -604,8 +612,8 @@ class Run:
             return
         self.submit_work("long", self.rng.randint(3, 5))
         self.rolling_left = self.rng.randint(2, 3)
-        log(f"rolling restart of {self.rolling_left} nodes in 2.5s (long tasks enqueued)")
-        self.later(2.5, "drain")
+        log(f"rolling restart of {self.rolling_left} nodes in 1.5s (long tasks enqueued)")
+        self.later(1.5, "drain")
 
     def running_work(self):
         """node id -> how many work tasks it holds claimed (empty if the database is away)."""

@@ -88,8 +88,11 @@ class Evidence:
             self._read_journal(os.path.join(workdir, f"{node}.work.journal"), sleeper=True)
             self._read_completed(os.path.join(workdir, f"{node}.completed"))
             for ext in ("journal", "work.journal"):
-                self.dup_journal += [f"{node}-dup.{ext}: {line}" for line in
-                                     self._lines(os.path.join(workdir, f"{node}-dup.{ext}"))]
+                # A duplicate's runs are runs of that node_id (journal checks) and, for the
+                # duplicate check, runs of a process that should not have run
+                path = os.path.join(workdir, f"{node}-dup.{ext}")
+                self._read_journal(path, sleeper=ext == "work.journal")
+                self.dup_journal += [f"{node}-dup.{ext}: {line}" for line in self._lines(path)]
 
     @staticmethod
     def _lines(path):
