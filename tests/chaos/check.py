@@ -664,10 +664,10 @@ class Checker:
                 continue
             n += 1
             if t.get("status") != "timed_out" or len(outs) != 1 or hist[-1] is not outs[0]:
+                story = [h.get("outcome") or h.get("event") for h in hist]
                 self.fail("9 timeout", f"task {t['_id']} (sleeps past its timeout): status "
                                        f"{t.get('status')}, {len(outs)} timed_out outcome(s), "
-                                       f"history {[h.get('outcome') or h.get('event') for h in hist]}"
-                                       f"; expected timed_out once, last")
+                                       f"history {story}; expected timed_out once, last")
                 continue
             later = [j for j in by_task.get(t["_id"], []) if j[2] > outs[0].get("attempt", 0)]
             if later:
@@ -765,9 +765,9 @@ class Checker:
             if died.get(e["node"]) is not None:
                 continue  # the original died while the duplicate waited: it may start
             if not e.get("refused") or e.get("rc") in (0, None):
+                still = ", still running after 45 s" if e.get("still_running") else ""
                 self.fail("6 duplicate", f"a second process with node_id {e['node']} did not "
-                                         f"refuse to start (status {e.get('rc')}"
-                                         f"{', still running after 45 s' if e.get('still_running') else ''})")
+                                         f"refuse to start (status {e.get('rc')}{still})")
         if len(exits) < len(starts):
             self.fail("6 duplicate", "a process with a duplicate node_id never exited")
         ran = []
