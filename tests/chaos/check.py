@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check.py - the chaos harness's checker: reads what a run left in its workdir and asserts the
-invariants of issue 5 (the guarantees in ../shared/BRIEF.md). Exit status 1 on any violation.
+invariants of issues 5 and 22 (the guarantees in ../shared/BRIEF.md). Exit status 1 on any
+violation.
 
   python3 tests/chaos/check.py WORKDIR
 
@@ -12,7 +13,14 @@ The workdir (written by chaos.py) holds:
                   ObjectIds as hex strings, dates as milliseconds since the epoch
   nX.log          each node's stderr (all its processes; "# chaos:" lines mark restarts)
   nX.journal      noop journal: "<task id> <node> <attempt> <started ms> <ended ms>"
+  nX.work.journal sleeper journal (work service): "<task id> <node> <attempt> <group> <started>
+                  <ended> <kind> <wall started> <wall ended>", written for every run
   nX.completed    noop completed_log: "<batch> <succeeded> <failed> <iterated> <node>"
+  nX-dup.*        the same files of a process started with nX's node_id
+  wX.worker.journal  an external worker's calls (JSON lines: call, task, attempt, lease,
+                  status, replayed, code)
+  dump.json also holds work_tasks and ext_tasks (queue_work, queue_ext); events.jsonl is the
+  fault timeline the re-run attribution reads (invariants 7 and 8)
 
 Only checks that hold under at-least-once execution are made (README.md says why each is
 sound). Times from different clocks (the server's, a node's cluster clock) are compared with
