@@ -10,6 +10,11 @@
  * it), a late worker's write matches nothing and changes nothing. A release by the sweep
  * unsets the claim token; an outcome keeps it, which is how a replayed outcome is told from a
  * lost lease (cohort_store_read_lease()).
+ *
+ * The claim token of an external claim is the lease token's secret: 128 bits from getrandom()
+ * (node/api_workers.c), where a node's own claims use ObjectIds (unique, not secret: a node's
+ * claim is no capability). Every filter here also asks for lease_expires_at, which only an
+ * external claim has, so no lease token, guessed or not, can name a node's claim.
  */
 #include "store/internal.h"
 
@@ -26,7 +31,8 @@ static bson_t *held_lease(const cohort_lease_ref_t *ref)
     bson_oid_t oid;
     bson_oid_init_from_string(&oid, ref->task_id);
     return BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("claimed"), "attempts",
-                    BCON_INT32(ref->attempt), "claim_token", BCON_UTF8(ref->claim));
+                    BCON_INT32(ref->attempt), "claim_token", BCON_UTF8(ref->claim),
+                    "lease_expires_at", "{", "$exists", BCON_BOOL(true), "}");
 }
 
 static bool bad_ref(bson_error_t *error)
@@ -136,7 +142,8 @@ bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
                           strcmp(bson_iter_utf8(&it, NULL), ref->claim) == 0;
         bool same_attempt = bson_iter_init_find(&it, doc, "attempts") &&
                             BSON_ITER_HOLDS_INT32(&it) && bson_iter_int32(&it) == ref->attempt;
-        state->same_claim = same_token && same_attempt;
+        bool leased = bson_iter_init_find(&it, doc, "lease_expires_at"); /* not a node's */
+        state->same_claim = same_token && same_attempt && leased;
         state->held = state->same_claim && state->status == COHORT_STATUS_CLAIMED;
         store_date_field(doc, "claimed_at", &state->claimed_at_ms);
         if (bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it))
@@ -144,6 +151,74 @@ bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
                          sizeof state->coalesce_key);
     }
     bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_read_outcome(cohort_store_t *store, mongoc_client_t *client,
+                               const cohort_lease_ref_t *ref, bson_t *outcome,
+                               bson_error_t *error)
+{
+    bson_init(outcome);
+    if (!bson_oid_is_valid(ref->task_id, strlen(ref->task_id)))
+        return bad_ref(error);
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, ref->task_id);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid), "claim_token", BCON_UTF8(ref->claim),
+                              "attempts", BCON_INT32(ref->attempt));
+    bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(0), "result", BCON_INT32(1),
+                            "last_error", BCON_INT32(1), "}", "limit", BCON_INT64(1));
+    mongoc_collection_t *tasks = store_queue(store, client, ref->service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
+    const bson_t *doc;
+    if (mongoc_cursor_next(cursor, &doc))
+        bson_concat(outcome, doc);
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_give_back_claim(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const char *worker, const char *token,
+                                  int64_t *given, bson_error_t *error)
+{
+    *given = 0;
+    bson_t *filter = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(worker),
+                              "status", BCON_UTF8("claimed"), "lease_expires_at", "{",
+                              "$exists", BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "attempts", BCON_INT32(1), "coalesce_key",
+                            BCON_INT32(1), "}");
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
+    const bson_t *doc;
+    bool ok = true;
+    while (ok && mongoc_cursor_next(cursor, &doc)) {
+        /* Each as its release would: fenced on the claim, its coalesce key taken back. */
+        cohort_lease_ref_t ref = {.attempt = 0};
+        bson_strncpy(ref.service, service, sizeof ref.service);
+        bson_strncpy(ref.claim, token, sizeof ref.claim);
+        bson_iter_t it;
+        if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_OID(&it))
+            continue; /* never handed out (api_workers.c): its lease runs out */
+        bson_oid_to_string(bson_iter_oid(&it), ref.task_id);
+        if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_INT32(&it))
+            ref.attempt = bson_iter_int32(&it);
+        const char *key = bson_iter_init_find(&it, doc, "coalesce_key") &&
+                                  BSON_ITER_HOLDS_UTF8(&it)
+                              ? bson_iter_utf8(&it, NULL)
+                              : NULL;
+        bool applied = false;
+        ok = cohort_store_release_lease(store, client, &ref, key, &applied, error);
+        *given += applied;
+    }
+    if (ok)
+        ok = !mongoc_cursor_error(cursor, error);
     mongoc_cursor_destroy(cursor);
     mongoc_collection_destroy(tasks);
     bson_destroy(opts);
