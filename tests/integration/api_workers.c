@@ -603,6 +603,18 @@ Test(api_workers, a_nodes_claim_is_not_a_lease)
     bson_destroy(&doc);
 }
 
+/* Reports `action` with `body`, then again: applied, then a replay. */
+static void report_twice(const claimed_t *t, const char *action, const char *body)
+{
+    for (int i = 0; i < 2; i++) {
+        answer_t a = lease_call(t, action, body);
+        cr_assert_eq(a.status, 200, "%s %s: %s", action, body, a.json);
+        cr_assert_eq(test_doc_has(a.body, "replayed"), i == 1, "%s %s, call %d: %s", action,
+                     body, i + 1, a.json);
+        answer_free(&a);
+    }
+}
+
 /* A replay is the outcome already written under the claim with the same body: succeed's
  * `result` as stored, fail's `error` (and not retry: false for a task left pending). Any
  * other body is a conflict and changes nothing. */
@@ -613,13 +625,7 @@ Test(api_workers, a_replay_with_another_body_is_a_conflict)
     claimed_t t[2];
     cr_assert_eq(claim("{\"worker\": \"py-1\", \"max\": 2}", t, 2, NULL), 2);
 
-    answer_t ok = lease_call(&t[0], "succeed", "{\"result\": {\"sent\": 2}}");
-    cr_assert_eq(ok.status, 200, "%s", ok.json);
-    answer_free(&ok);
-    answer_t same = lease_call(&t[0], "succeed", "{\"result\": {\"sent\": 2}}");
-    cr_assert_eq(same.status, 200, "%s", same.json);
-    cr_assert(test_doc_has(same.body, "replayed"), "%s", same.json);
-    answer_free(&same);
+    report_twice(&t[0], "succeed", "{\"result\": {\"sent\": 2}}");
     expect(lease_call(&t[0], "succeed", "{\"result\": {\"sent\": 3}}"), 409, "conflict",
            "succeed with another result");
     expect(lease_call(&t[0], "succeed", "{}"), 409, "conflict", "succeed without the result");
@@ -631,13 +637,7 @@ Test(api_workers, a_replay_with_another_body_is_a_conflict)
     bson_destroy(&doc);
     cr_assert_eq(history_count(t[0].id, "succeeded"), 1);
 
-    answer_t f = lease_call(&t[1], "fail", "{\"error\": \"smtp down\"}");
-    cr_assert_eq(f.status, 200, "%s", f.json);
-    answer_free(&f);
-    answer_t again = lease_call(&t[1], "fail", "{\"error\": \"smtp down\"}");
-    cr_assert_eq(again.status, 200, "%s", again.json);
-    cr_assert(test_doc_has(again.body, "replayed"), "%s", again.json);
-    answer_free(&again);
+    report_twice(&t[1], "fail", "{\"error\": \"smtp down\"}");
     expect(lease_call(&t[1], "fail", "{\"error\": \"disk full\"}"), 409, "conflict",
            "fail with another error");
     expect(lease_call(&t[1], "fail", "{\"error\": \"smtp down\", \"retry\": false}"), 409,
