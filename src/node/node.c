@@ -600,10 +600,22 @@ static void http_api(void *arg, const cohort_api_request_t *request, void *origi
     cohort_api_pool_submit(n->api_pool, request, origin);
 }
 
-static void api_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+static bool api_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
 {
     (void)arg;
-    cohort_http_api_reply(origin, reply);
+    return cohort_http_api_reply(origin, reply);
+}
+
+static bool api_client_gone(void *arg, void *origin)
+{
+    (void)arg;
+    return cohort_http_api_client_gone(origin);
+}
+
+/* The listener saw a client leave: a claim it held ends. */
+static void http_api_gone(void *arg, void *origin)
+{
+    cohort_api_pool_gone(((node_t *)arg)->api_pool, origin);
 }
 
 /* The HTTP listener, if configured; the primaries then count their queues for it. */
@@ -623,7 +635,8 @@ static bool start_http(node_t *n)
         return false;
     }
     n->api_pool = cohort_api_pool_start(n->base, n->api, n->store,
-                                        (size_t)n->config->api_threads, api_deliver, n, &err);
+                                        (size_t)n->config->api_threads, api_deliver,
+                                        api_client_gone, n, &err);
     if (!n->api_pool) {
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
         return false;
@@ -631,6 +644,7 @@ static bool start_http(node_t *n)
     cohort_http_callbacks_t callbacks = {.ready = http_ready,
                                          .metrics = http_metrics,
                                          .api = http_api,
+                                         .api_gone = http_api_gone,
                                          .arg = n,
                                          .api_max_body = (size_t)n->config->api_max_body,
                                          .max_connections =
