@@ -47,7 +47,8 @@ typedef struct cohort_service_summary {
 
 /* Appends to `svc` (a document the caller began) the fields of service `name`: name,
  * service_document, primary {node_id, epoch, last_active_ms_ago} or null, counts {status: n}, paused [...],
- * blocked [...]; `server_now_ms` is the server's time. `summary` (may be NULL) receives the
+ * blocked [...], settings_problems [{node_id, problem}] (live nodes that cannot apply the
+ * database's settings); `server_now_ms` is the server's time. `summary` (may be NULL) receives the
  * same for a table. `service_document` says whether the service has its config document
  * (a queue can have tasks without one: cohortctl status lists those too). False on a
  * database error. */
