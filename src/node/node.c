@@ -202,7 +202,9 @@ static bool ping(node_t *n)
         back_off(n, &error);
         return false;
     }
-    cohort_round_trips_add(&n->round_trips, received - sent);
+    /* The first ping also connects (TCP, handshake): not a round trip of the database's. */
+    if (n->pinged_ms)
+        cohort_round_trips_add(&n->round_trips, received - sent);
     if (n->backoff_ms) {
         cohort_log_node(COHORT_LOG_INFO, "database reachable again");
         n->backoff_ms = 0;

@@ -165,6 +165,7 @@ typedef struct node_check {
     bool force;
     char *refusal;
     size_t len;
+    char unsafe[512]; /* the first round-trip refusal: reported if no node refuses outright */
 } node_check_t;
 
 static void check_node(void *user, const cohort_node_settings_t *node)
@@ -181,9 +182,9 @@ static void check_node(void *user, const cohort_node_settings_t *node)
         return;
     }
     int64_t floor = COHORT_TAKEOVER_RTT_MULTIPLE * node->db_rtt_p99_ms;
-    if (!c->force && next.takeover_ms != node->effective.takeover_ms &&
+    if (!c->force && !c->unsafe[0] && next.takeover_ms != node->effective.takeover_ms &&
         next.takeover_ms < floor)
-        snprintf(c->refusal, c->len,
+        snprintf(c->unsafe, sizeof c->unsafe,
                  "takeover_ms %lld is under %d x the database round trip node %s measured "
                  "(p99 %lld ms): at least %lld ms is safe; --force sets it anyway",
                  (long long)next.takeover_ms, COHORT_TAKEOVER_RTT_MULTIPLE, node->node_id,
@@ -196,5 +197,9 @@ bool cohort_service_settings_check_nodes(cohort_store_t *store, mongoc_client_t 
 {
     refusal[0] = '\0';
     node_check_t c = {.next_db = next_db, .force = force, .refusal = refusal, .len = len};
-    return cohort_service_settings_each_node(store, client, service, check_node, &c, error);
+    if (!cohort_service_settings_each_node(store, client, service, check_node, &c, error))
+        return false;
+    if (!refusal[0])
+        snprintf(refusal, len, "%s", c.unsafe);
+    return true;
 }
