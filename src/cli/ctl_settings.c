@@ -132,8 +132,8 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
                                             : -1;
     if (options || want < 0 || argc != want) {
         fprintf(stderr, "cohortctl settings: get SERVICE, set SERVICE KEY VALUE or unset "
-                        "SERVICE KEY (--force: past the round-trip check); keys: tick_ms takeover_ms primary_task_count "
-                        "secondary_task_count stall_timeout_ms succeeded_retention_ms "
+                        "SERVICE KEY (--force: past the round-trip check); keys: tick_ms "
+                        "takeover_ms primary_task_count secondary_task_count stall_timeout_ms succeeded_retention_ms "
                         "failed_retention_ms\n");
         return CTL_USAGE;
     }

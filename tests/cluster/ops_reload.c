@@ -349,7 +349,8 @@ Test(cluster_ops_reload, sighup_applies_live_changes_and_refuses_structural_ones
     cluster_assert(c, info_after == info_before && cluster_log_count(secondary, line, NULL) == 0,
                    "%s wrote %d INFO line(s) with log_level = warn", secondary->id,
                    info_after - info_before);
-    int info_reloads = cluster_log_count(secondary, "configuration reloaded from", "(log_level INFO)");
+    int info_reloads =
+        cluster_log_count(secondary, "configuration reloaded from", "(log_level INFO)");
     cluster_node_config_set(secondary, "log_level", "info");
     cluster_node_reload(secondary);
     cluster_assert(c,
