@@ -133,8 +133,8 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
     if (options || want < 0 || argc != want) {
         fprintf(stderr, "cohortctl settings: get SERVICE, set SERVICE KEY VALUE or unset "
                         "SERVICE KEY (--force: past the round-trip check); keys: tick_ms "
-                        "takeover_ms primary_task_count secondary_task_count stall_timeout_ms succeeded_retention_ms "
-                        "failed_retention_ms\n");
+                        "takeover_ms primary_task_count secondary_task_count stall_timeout_ms "
+                        "succeeded_retention_ms failed_retention_ms\n");
         return CTL_USAGE;
     }
     const char *service = argv[1];
