@@ -318,7 +318,11 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
  * COHORT_ERROR_INVALID and changes nothing. The stored value becomes an int64.
  *
  *     int64_t done;
- *     if (!cohort_data_inc(ctx, "processed", 1, &done, &error)) ...   // exact across nodes
+ *     if (!cohort_data_inc(ctx, "processed", 1, &done, &error)) ...   // no update lost
+ *
+ * From process_task the change is immediate and counts the run, not the task: a task run
+ * again (its node killed, its lease lost) adds again. For totals that must be exact, add
+ * cohort_batch_succeeded() in on_tasks_completed (docs/HANDLERS.md, "Counting").
  *
  * cohort_data_cas sets `key` to `value` (NULL removes it) only if it holds `expected` now;
  * `expected` NULL (or a null value) means "only if the key is absent". Values compare as

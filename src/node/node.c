@@ -32,6 +32,7 @@
 #include "node/heartbeat.h"
 #include "node/http.h"
 #include "node/lease.h"
+#include "node/live_settings.h"
 #include "node/liveness.h"
 #include "node/metrics.h"
 #include "node/watch.h"
@@ -40,6 +41,7 @@
 #include "node/notify.h"
 #include "node/ready.h"
 #include "node/reload.h"
+#include "node/round_trips.h"
 #include "node/runs.h"
 #include "node/service.h"
 #include "store/store.h"
@@ -74,6 +76,7 @@ typedef struct node {
     bool stopping;
     int64_t stop_deadline_ms;
     bool clock_warned;
+    cohort_round_trips_t round_trips; /* main thread: the pings' round trips */
     const cohort_config_t *current; /* the configuration in force (for SIGHUP comparisons) */
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
     cohort_run_t run;               /* this process's run of node_id (runs.h) */
@@ -178,8 +181,12 @@ static bool ping(node_t *n)
     info.services = names;
     info.workers = workers;
     info.n_services = n->n_services;
-    bson_t stats = BSON_INITIALIZER;
+    bson_t stats = BSON_INITIALIZER, settings = BSON_INITIALIZER;
     build_stats(n, &stats);
+    for (size_t i = 0; i < n->n_services; i++)
+        cohort_live_settings_publish(n->services[i], &settings);
+    info.settings = &settings;
+    info.db_rtt_p99_ms = cohort_round_trips_p99(&n->round_trips);
     bson_error_t error;
     int64_t server_ms = 0;
     bool expired = false;
@@ -189,11 +196,15 @@ static bool ping(node_t *n)
                                      &other_run, &error);
     int64_t received = cohort_clock_monotonic_ms();
     bson_destroy(&stats);
+    bson_destroy(&settings);
 
     if (!ok) {
         back_off(n, &error);
         return false;
     }
+    /* The first ping also connects (TCP, handshake): not a round trip of the database's. */
+    if (n->pinged_ms)
+        cohort_round_trips_add(&n->round_trips, received - sent);
     if (n->backoff_ms) {
         cohort_log_node(COHORT_LOG_INFO, "database reachable again");
         n->backoff_ms = 0;

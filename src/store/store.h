@@ -164,6 +164,10 @@ typedef struct cohort_node_info {
      * writes only its own runs.<id> entry, so the document keeps showing the other process
      * (host, pid, seen_at: the node's liveness) and cohortctl nodes shows the clash. */
     bool standing_back;
+    /* Published with the identity (may be NULL / -1): each service's live settings as this
+     * node runs them (node/live_settings.h) and its database round trip's p99 in ms. */
+    const bson_t *settings;
+    int64_t db_rtt_p99_ms;
 } cohort_node_info_t;
 
 /* One run (process) of a node_id, as its document records it (runs.c). */
