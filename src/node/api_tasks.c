@@ -432,6 +432,7 @@ typedef struct page_walk {
     int64_t limit;
     bson_oid_t last;
     bool more; /* a document beyond the limit exists */
+    bool full; /* the page reached COHORT_API_PAGE_BYTES: the walk stopped early */
 } page_walk_t;
 
 static bool page_item(void *user, const bson_t *doc, bson_error_t *error)
@@ -441,6 +442,10 @@ static bool page_item(void *user, const bson_t *doc, bson_error_t *error)
     if ((int64_t)w->n == w->limit) {
         w->more = true; /* the one read past the limit: there is a next page */
         return true;
+    }
+    if (w->n > 0 && (size_t)w->items->len + doc->len > COHORT_API_PAGE_BYTES) {
+        w->more = w->full = true; /* the page ends before this one, which opens the next */
+        return false;
     }
     bson_iter_t it;
     if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
@@ -471,6 +476,7 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
         bson_error_t error;
         ok = cohort_store_each_task_page(call->store, call->client, call->route->service, &page,
                                          page_item, &w, &error) ||
+             w.full ||
              cohort_api_fail_store(call->err, &error, "cannot list the tasks");
     }
     bson_append_array_end(&call->reply->body, &items);

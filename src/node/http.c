@@ -31,6 +31,7 @@
 #include "node/http.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -58,6 +59,7 @@
 #define HTTP_MAX_CONNECTIONS 256
 #define HTTP_REQUEST_DEADLINE_MS 10000
 #define HTTP_SWEEP_MS 100
+#define HTTP_LARGE_REPLY (256 * 1024) /* bytes: once written, the heap is trimmed */
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 #define JSON "application/json"
 
@@ -396,16 +398,21 @@ static const char *request_begins(cohort_http_t *h, struct evhttp_request *req)
 
 /* ---- answers ------------------------------------------------------------------------------- */
 
-static void reply(struct evhttp_request *req, int code, const char *reason,
-                  const char *content_type, const char *body, size_t len)
+/* Sends `buf` (freed here) as the body; none to HEAD (evhttp would send it too). */
+static void send_body(struct evhttp_request *req, int code, const char *reason,
+                      const char *content_type, struct evbuffer *buf)
 {
     struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
     evhttp_add_header(headers, "Content-Type", content_type);
     evhttp_add_header(headers, "Cache-Control", "no-store");
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        evhttp_send_reply(req, code, reason, NULL); /* evhttp would send the body too */
-        return;
-    }
+    bool head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+    evhttp_send_reply(req, code, reason, head ? NULL : buf);
+    evbuffer_free(buf);
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+                  const char *content_type, const char *body, size_t len)
+{
     struct evbuffer *buf = evbuffer_new();
     if (!buf || evbuffer_add(buf, body, len) != 0) {
         if (buf)
@@ -413,8 +420,7 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    evhttp_send_reply(req, code, reason, buf);
-    evbuffer_free(buf);
+    send_body(req, code, reason, content_type, buf);
 }
 
 static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
@@ -479,6 +485,21 @@ static const char *method_name(enum evhttp_cmd_type method)
     }
 }
 
+/* An API reply's text, freed once written. After a large one the heap is trimmed: glibc
+ * keeps freed memory (it raises its mmap threshold after freeing a large block), and a node
+ * that answered one 30 MB reply would otherwise hold that much for good. */
+static void free_written(const void *data, size_t len, void *arg)
+{
+    (void)arg;
+    bson_free((void *)data);
+#ifdef __GLIBC__
+    if (len >= HTTP_LARGE_REPLY)
+        malloc_trim(0);
+#else
+    (void)len;
+#endif
+}
+
 void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
 {
     struct evhttp_request *req = origin;
@@ -489,12 +510,16 @@ void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
                           answer->set_cookie);
     size_t text_len = 0;
     char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
-    if (!text) {
+    /* The text itself goes out (no copy); free_written() frees it once written. */
+    struct evbuffer *buf = text ? evbuffer_new() : NULL;
+    if (!buf || evbuffer_add_reference(buf, text, text_len, free_written, NULL) != 0) {
+        bson_free(text);
+        if (buf)
+            evbuffer_free(buf);
         reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
         return;
     }
-    reply(req, answer->status, NULL, JSON, text, text_len);
-    bson_free(text);
+    send_body(req, answer->status, NULL, JSON, buf);
 }
 
 /* /api/...: the request as the API reads it, handed on; its reply comes back through
@@ -597,6 +622,12 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     h->request_deadline_ms = callbacks->request_deadline_ms > 0 ? callbacks->request_deadline_ms
                                                                 : HTTP_REQUEST_DEADLINE_MS;
     h->body_max = callbacks->api_max_body ? callbacks->api_max_body : HTTP_MAX_BODY;
+#ifdef __GLIBC__
+    /* Large blocks (a reply's text, a batch of tasks read for it) in their own mappings,
+     * returned to the system when freed: glibc would otherwise raise this threshold after the
+     * first large free and keep every later one in its heap. */
+    mallopt(M_MMAP_THRESHOLD, HTTP_LARGE_REPLY);
+#endif
     /* Every method reaches on_request, which answers 405 itself (evhttp would say 501). */
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
