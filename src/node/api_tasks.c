@@ -301,6 +301,16 @@ bool cohort_api_create_tasks(cohort_api_call_t *call)
 
 /* ---- GET .../tasks and .../tasks/{id} -------------------------------------------------- */
 
+/* `key`'s value as it is stored (a document a worker reported), or null. */
+static void copy_value_or_null(const bson_t *doc, const char *key, bson_t *out)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key))
+        bson_append_value(out, key, -1, bson_iter_value(&it));
+    else
+        bson_append_null(out, key, -1);
+}
+
 static void copy_utf8_or_null(const bson_t *doc, const char *key, bson_t *out)
 {
     bson_iter_t it;
@@ -399,8 +409,11 @@ static void append_task(const cohort_api_call_t *call, const bson_t *doc, bool h
     copy_time(doc, "finished_at", out);
     copy_utf8_or_null(doc, "claimed_by", out);
     copy_utf8_or_null(doc, "last_error", out);
-    if (history)
+    if (history) { /* the one task's reply: what its worker reported too */
+        copy_value_or_null(doc, "result", out);
+        copy_value_or_null(doc, "progress", out);
         append_history(doc, out);
+    }
 }
 
 bool cohort_api_read_task(cohort_api_call_t *call)

@@ -27,13 +27,16 @@
 #include "node/filter.h"
 #include "node/host.h"
 
-/* The hosted service the call names; 404 if this node does not host it. */
+/* The hosted service the call names; else 404: `not_found` if no node has run it,
+ * `not_hosted` if it exists but this node does not host it. */
 static cohort_service_t *hosted(cohort_api_call_t *call)
 {
     for (size_t i = 0; i < call->n_services; i++)
         if (strcmp(call->services[i]->config->name, call->route->service) == 0)
             return call->services[i];
-    cohort_api_fail(call->err, 404, "not_found",
+    if (!cohort_api_service_exists(call))
+        return NULL;
+    cohort_api_fail(call->err, 404, "not_hosted",
                     "this node does not host service '%s': send external workers' calls to a "
                     "node that has it in its configuration",
                     call->route->service);
