@@ -112,8 +112,9 @@ Test(api_framing, content_length_with_transfer_encoding_is_refused)
 
 Test(api_framing, a_body_on_head_is_refused)
 {
-    assert_refused(exchange("HEAD /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\n" SMUGGLED),
-                   NULL, "HEAD with a body");
+    assert_refused(
+        exchange("HEAD /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 37\r\n\r\n" SMUGGLED), NULL,
+        "HEAD with a body");
 }
 
 Test(api_framing, a_folded_header_line_is_refused)
