@@ -5,12 +5,19 @@
  *
  * The token is checked before the path is even looked at, so a caller without a token
  * learns nothing but 401.
+ *
+ * Every request to an operator endpoint is audited, refused ones included. Those refused
+ * before a caller is known (401, a cross-site session request) are bounded, since anyone can
+ * send them: at most one such entry per node every UNKNOWN_AUDIT_EVERY_MS; the ones in
+ * between are counted, and the count rides on the next entry written (`unrecorded`).
  */
 #include "node/api.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/token.h"
 #include "node/api_auth.h"
 #include "node/api_ops.h"
@@ -20,9 +27,14 @@
 #include "node/api_ui.h"
 #include "node/api_workers.h"
 
+#define UNKNOWN_AUDIT_EVERY_MS 60000
+
 struct cohort_api {
     cohort_api_options_t options;
     cohort_api_auth_t *auth;
+    pthread_mutex_t unknown_lock; /* guards the two below; never held across a call */
+    int64_t unknown_audited_ms;   /* monotonic: the last refusal of an unknown caller audited */
+    int64_t unknown_unrecorded;   /* those refused since, not audited */
 };
 
 cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
@@ -36,6 +48,8 @@ cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
         free(api);
         return NULL;
     }
+    pthread_mutex_init(&api->unknown_lock, NULL);
+    api->unknown_audited_ms = INT64_MIN / 2;
     return api;
 }
 
@@ -44,6 +58,7 @@ void cohort_api_destroy(cohort_api_t *api)
     if (!api)
         return;
     cohort_api_auth_destroy(api->auth);
+    pthread_mutex_destroy(&api->unknown_lock);
     free(api);
 }
 
@@ -111,6 +126,47 @@ static bool dispatch(cohort_api_call_t *call)
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
 
+/* A query value holding %00 would be cut there when decoded: refused whole instead. */
+static bool query_without_nul(const char *query, cohort_api_error_t *err)
+{
+    if (query && strstr(query, "%00"))
+        return cohort_api_fail(err, 400, "bad_request",
+                               "the query string holds %%00 (a NUL byte), which no value may");
+    return true;
+}
+
+/* A request refused before its caller was known (`err`): audited if it was for an operator
+ * endpoint, at most once per UNKNOWN_AUDIT_EVERY_MS (see the top). */
+static void audit_unknown(cohort_api_t *api, mongoc_client_t *client,
+                          const cohort_api_request_t *request, const cohort_api_error_t *err)
+{
+    if (err->status != 401 && !(err->code && strcmp(err->code, "cross_site") == 0))
+        return;
+    cohort_api_route_t route;
+    cohort_api_error_t ignored;
+    bool known = cohort_api_ui_owns(request->path)
+                     ? cohort_api_ui_route(request->method, request->path, &route, &ignored)
+                     : cohort_api_route(request->method, request->path, &route, &ignored);
+    if (!known || route.scope != COHORT_SCOPE_OPERATE)
+        return;
+    int64_t now = cohort_clock_monotonic_ms(), unrecorded = -1;
+    pthread_mutex_lock(&api->unknown_lock);
+    if (now - api->unknown_audited_ms >= UNKNOWN_AUDIT_EVERY_MS) {
+        unrecorded = api->unknown_unrecorded;
+        api->unknown_unrecorded = 0;
+        api->unknown_audited_ms = now;
+    } else {
+        api->unknown_unrecorded++;
+    }
+    pthread_mutex_unlock(&api->unknown_lock);
+    if (unrecorded < 0)
+        return;
+    cohort_api_caller_t nobody = {.name = "",
+                                  .session = !request->authorization && request->cookie};
+    cohort_api_ui_audit(api->options.store, client, request, &nobody, &route, err->status,
+                        err->code, unrecorded);
+}
+
 /* Replaces whatever the endpoint began with the error document. */
 static void reply_error(cohort_api_reply_t *reply, const cohort_api_error_t *err)
 {
@@ -145,8 +201,11 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
             reply_error(reply, &err);
         return;
     }
-    bool ok = cohort_api_authenticate_request(api->auth, api->options.store, client, request,
-                                              &caller, &err) &&
+    bool known = cohort_api_authenticate_request(api->auth, api->options.store, client, request,
+                                                 &caller, &err);
+    if (!known)
+        audit_unknown(api, client, request, &err);
+    bool ok = known && query_without_nul(request->query, &err) &&
               (cohort_api_ui_owns(request->path)
                    ? cohort_api_ui_route(request->method, request->path, &route, &err)
                    : cohort_api_route(request->method, request->path, &route, &err));
@@ -176,5 +235,5 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     /* Every operator action, done or refused, in the audit trail (node/api_ui.h). */
     if (route.scope == COHORT_SCOPE_OPERATE && caller.name[0])
         cohort_api_ui_audit(api->options.store, client, request, &caller, &route, reply->status,
-                            ok ? NULL : err.code);
+                            ok ? NULL : err.code, 0);
 }

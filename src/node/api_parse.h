@@ -19,6 +19,9 @@
 
 #define COHORT_API_LIST_DEFAULT 50
 #define COHORT_API_LIST_MAX 500
+/* A page of tasks ends early (with `next`) once its items reach this many bytes of BSON; it
+ * holds at least one task, whatever its size. */
+#define COHORT_API_PAGE_BYTES (1024 * 1024)
 #define COHORT_API_BATCH_MAX 1000
 #define COHORT_API_KEY_MAX 256   /* Idempotency-Key */
 #define COHORT_API_REASON_MAX 1000

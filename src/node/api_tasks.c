@@ -301,6 +301,16 @@ bool cohort_api_create_tasks(cohort_api_call_t *call)
 
 /* ---- GET .../tasks and .../tasks/{id} -------------------------------------------------- */
 
+/* `key`'s value as it is stored (a document a worker reported), or null. */
+static void copy_value_or_null(const bson_t *doc, const char *key, bson_t *out)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key))
+        bson_append_value(out, key, -1, bson_iter_value(&it));
+    else
+        bson_append_null(out, key, -1);
+}
+
 static void copy_utf8_or_null(const bson_t *doc, const char *key, bson_t *out)
 {
     bson_iter_t it;
@@ -399,8 +409,11 @@ static void append_task(const cohort_api_call_t *call, const bson_t *doc, bool h
     copy_time(doc, "finished_at", out);
     copy_utf8_or_null(doc, "claimed_by", out);
     copy_utf8_or_null(doc, "last_error", out);
-    if (history)
+    if (history) { /* the one task's reply: what its worker reported too */
+        copy_value_or_null(doc, "result", out);
+        copy_value_or_null(doc, "progress", out);
         append_history(doc, out);
+    }
 }
 
 bool cohort_api_read_task(cohort_api_call_t *call)
@@ -432,6 +445,7 @@ typedef struct page_walk {
     int64_t limit;
     bson_oid_t last;
     bool more; /* a document beyond the limit exists */
+    bool full; /* the page reached COHORT_API_PAGE_BYTES: the walk stopped early */
 } page_walk_t;
 
 static bool page_item(void *user, const bson_t *doc, bson_error_t *error)
@@ -441,6 +455,10 @@ static bool page_item(void *user, const bson_t *doc, bson_error_t *error)
     if ((int64_t)w->n == w->limit) {
         w->more = true; /* the one read past the limit: there is a next page */
         return true;
+    }
+    if (w->n > 0 && (size_t)w->items->len + doc->len > COHORT_API_PAGE_BYTES) {
+        w->more = w->full = true; /* the page ends before this one, which opens the next */
+        return false;
     }
     bson_iter_t it;
     if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
@@ -471,6 +489,7 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
         bson_error_t error;
         ok = cohort_store_each_task_page(call->store, call->client, call->route->service, &page,
                                          page_item, &w, &error) ||
+             w.full ||
              cohort_api_fail_store(call->err, &error, "cannot list the tasks");
     }
     bson_append_array_end(&call->reply->body, &items);

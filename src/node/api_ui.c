@@ -259,7 +259,8 @@ static bool history(cohort_api_call_t *call)
 
 void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
                          const cohort_api_request_t *request, const cohort_api_caller_t *caller,
-                         const cohort_api_route_t *route, int status, const char *code)
+                         const cohort_api_route_t *route, int status, const char *code,
+                         int64_t unrecorded)
 {
     bson_t entry = BSON_INITIALIZER, body;
     BSON_APPEND_UTF8(&entry, "who", caller->name);
@@ -281,6 +282,8 @@ void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
     BSON_APPEND_INT32(&entry, "status", status);
     if (code)
         BSON_APPEND_UTF8(&entry, "error", code);
+    if (unrecorded > 0)
+        BSON_APPEND_INT64(&entry, "unrecorded", unrecorded);
     if (!cohort_store_audit(store, client, &entry, cohort_clock_cluster_ms(), &error))
         cohort_log_node(COHORT_LOG_WARN, "api: cannot record %s %s by '%s' in the audit: %s",
                         request->method, request->path, caller->name, error.message);

@@ -47,13 +47,16 @@ static cohort_service_t *find_hosted(cohort_service_t *const *services, size_t n
     return NULL;
 }
 
-/* The hosted service the call names; 404 if this node does not host it. */
+/* The hosted service the call names; else 404: `not_found` if no node has run it,
+ * `not_hosted` if it exists but this node does not host it. */
 static cohort_service_t *hosted(cohort_api_call_t *call)
 {
     cohort_service_t *s = find_hosted(call->services, call->n_services, call->route->service);
     if (s)
         return s;
-    cohort_api_fail(call->err, 404, "not_found",
+    if (!cohort_api_service_exists(call))
+        return NULL;
+    cohort_api_fail(call->err, 404, "not_hosted",
                     "this node does not host service '%s': send external workers' calls to a "
                     "node that has it in its configuration",
                     call->route->service);

@@ -23,13 +23,21 @@
  *   cohort_http_api_reply() and cohort_http_api_client_gone() make the same check.
  * - Large bodies. evhttp refuses a body over `api_max_body` itself, with its HTML 413 page and
  *   before the request reaches us (Content-Length, chunked and Expect: 100-continue alike).
- *   A callback on each connection's output buffer replaces that page, as evhttp writes it,
- *   with the API's JSON error {"error": {"code": "too_large", ...}}. Cohort never answers
- *   413 itself, so a 413 status line on the wire is always evhttp's refusal.
+ * - evhttp's own refusals (that 413, a 400 for a request line, header or chunk it cannot
+ *   parse, a 417) are HTML pages written before the request reaches us. A callback on each
+ *   connection's output buffer replaces such a page, as evhttp writes it, with the API's JSON
+ *   error {"error": {"code": ...}}: a status line written while no request of ours is being
+ *   answered (between its arrival and its answer's end) can only be evhttp's.
+ * - Framing. A request whose length could be read two ways (http_framing.h: two
+ *   Content-Length headers, a folded header line, a chunk size "0x2", ...) gets the JSON 400
+ *   with Connection: close, so what follows it on the connection never runs as a request: a
+ *   callback on each connection's input buffer scans the raw bytes as they arrive, and the
+ *   parsed headers are checked before the request is served.
  */
 #include "node/http.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -47,6 +55,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "node/http_framing.h"
 #include "node/metrics.h"
 #include "node/ui.h"
 
@@ -56,16 +65,19 @@
 #define HTTP_MAX_CONNECTIONS 256
 #define HTTP_REQUEST_DEADLINE_MS 10000
 #define HTTP_SWEEP_MS 100
+#define HTTP_LARGE_REPLY (256 * 1024) /* bytes: once written, the heap is trimmed */
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 #define JSON "application/json"
 
 /* One accepted connection, in accept order. */
 typedef struct http_conn {
     struct bufferevent *bev; /* with a reference of ours */
-    struct evbuffer_cb_entry *watch; /* on the output buffer: replaces evhttp's 413 page */
+    struct evbuffer_cb_entry *watch; /* on the output buffer: replaces evhttp's error pages */
+    struct evbuffer_cb_entry *scan;  /* on the input buffer: reads the framing */
+    cohort_http_framing_t framing;   /* of the request arriving now */
     int64_t deadline_ms;     /* a whole request by then (INT64_MAX while one is served) */
     bool shut;               /* shut down by us; evhttp frees it */
-    bool replacing;          /* the 413 page is being replaced: drop what evhttp writes */
+    bool replacing;          /* evhttp's page is being replaced: drop what evhttp writes */
     void *api_origin;        /* the API request being answered (NULL: none) */
     bool api_gone_told;      /* its client closed, and callbacks.api_gone was told */
     struct http_conn *prev, *next;
@@ -112,6 +124,7 @@ static void conn_release(cohort_http_t *h, http_conn_t *c)
     if (c->shut)
         h->shut--;
     evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->watch);
+    evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->scan);
     bufferevent_decref(c->bev); /* closes the socket once evhttp has freed it too */
     free(c);
 }
@@ -222,10 +235,47 @@ static bool copy_at(struct evbuffer *buf, size_t offset, char *out, size_t len)
     return len == 0;
 }
 
-/* The output buffer's callback: evhttp's 413 page becomes the API's JSON error. evhttp writes
- * a reply's status line with one call, so a reply starting "HTTP/1.x 413 " is seen whole
- * here; all it writes after it on this connection (headers, the HTML) is dropped: the page
- * says Connection: close, so nothing else follows. */
+#define AMBIGUOUS "the request's length could be read two ways: %s; the connection is closed"
+
+/* The JSON error replacing evhttp's page with `status` (its own refusals: see the top). A
+ * request the framing scan refused is a 400 saying why, whatever evhttp made of it (it calls
+ * a chunk size it cannot read a 413). */
+static int evhttp_page_json(const http_conn_t *c, int status, char *text, size_t len)
+{
+    char message[200];
+    const char *code = "bad_request", *reason = "Bad Request";
+    if (c->framing.fault) {
+        status = 400;
+        snprintf(message, sizeof message, AMBIGUOUS, c->framing.fault);
+    } else if (status == 413) {
+        code = "too_large";
+        reason = "Payload Too Large";
+        snprintf(message, sizeof message, "the body is over api_max_body (%zu bytes)",
+                 c->owner->body_max);
+    } else if (status == 417) {
+        reason = "Expectation Failed";
+        snprintf(message, sizeof message, "the only Expect understood is 100-continue");
+    } else {
+        snprintf(message, sizeof message,
+                 "not a well-formed HTTP/1.1 request (request line, headers or body framing); "
+                 "the connection is closed");
+    }
+    char body[300];
+    int body_len = snprintf(body, sizeof body,
+                            "{ \"error\" : { \"code\" : \"%s\", \"message\" : \"%s\" } }",
+                            code, message);
+    return snprintf(text, len,
+                    "HTTP/1.1 %d %s\r\nContent-Type: " JSON "\r\nCache-Control: no-store\r\n"
+                    "Connection: close\r\nContent-Length: %d\r\n\r\n%s",
+                    status, reason, body_len, body);
+}
+
+/* The output buffer's callback: evhttp's error pages become the API's JSON error. evhttp
+ * writes a reply's status line with one call, so it is seen whole here; one written while no
+ * request of ours is being answered (deadline_ms is INT64_MAX from its arrival to its
+ * answer's end), other than a 100 Continue, is evhttp's own refusal. All evhttp writes after
+ * it on this connection (headers, the HTML) is dropped: the page says Connection: close, so
+ * nothing else follows. */
 static void watch_output(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
 {
     http_conn_t *c = arg;
@@ -236,22 +286,42 @@ static void watch_output(struct evbuffer *out, const struct evbuffer_cb_info *in
         return;
     }
     char start[13];
-    if (info->n_added < sizeof start ||
+    if (c->deadline_ms == INT64_MAX || info->n_added < sizeof start ||
         !copy_at(out, evbuffer_get_length(out) - info->n_added, start, sizeof start) ||
-        memcmp(start, "HTTP/1.", 7) != 0 || memcmp(start + 8, " 413 ", 5) != 0)
+        memcmp(start, "HTTP/1.", 7) != 0 || start[8] != ' ' || start[12] != ' ' ||
+        memcmp(start + 9, "100", 3) == 0)
         return;
-    char body[200], text[400];
-    int body_len = snprintf(body, sizeof body,
-                            "{ \"error\" : { \"code\" : \"too_large\", \"message\" : \"the "
-                            "body is over api_max_body (%zu bytes)\" } }",
-                            c->owner->body_max);
-    int len = snprintf(text, sizeof text,
-                       "HTTP/1.1 413 Payload Too Large\r\nContent-Type: " JSON "\r\n"
-                       "Cache-Control: no-store\r\nConnection: close\r\n"
-                       "Content-Length: %d\r\n\r\n%s",
-                       body_len, body);
+    char text[600];
+    int len = evhttp_page_json(c, atoi(start + 9), text, sizeof text);
     c->replacing = true;
     replace_tail(c, out, info->n_added, text, (size_t)len);
+}
+
+/* Scans `buf` from `offset` to its end for the framing of the request arriving. */
+static void scan_from(http_conn_t *c, struct evbuffer *buf, size_t offset)
+{
+    struct evbuffer_ptr at;
+    if (c->framing.state == COHORT_FRAMING_DONE ||
+        evbuffer_ptr_set(buf, &at, offset, EVBUFFER_PTR_SET) != 0)
+        return;
+    struct evbuffer_iovec vec[8];
+    int n;
+    while ((n = evbuffer_peek(buf, -1, &at, vec, 8)) > 0) {
+        size_t seen = 0;
+        for (int i = 0; i < n && i < 8; i++) {
+            cohort_http_framing_scan(&c->framing, vec[i].iov_base, vec[i].iov_len);
+            seen += vec[i].iov_len;
+        }
+        if (n <= 8 || evbuffer_ptr_set(buf, &at, seen, EVBUFFER_PTR_ADD) != 0)
+            break;
+    }
+}
+
+/* The input buffer's callback: the bytes just read, before evhttp parses them. */
+static void watch_input(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+    if (info->n_added)
+        scan_from(arg, in, evbuffer_get_length(in) - info->n_added);
 }
 
 /* Past the cap: the oldest connections not yet shut down go, leaving room for `newest`;
@@ -290,10 +360,14 @@ static struct bufferevent *on_connection(struct event_base *base, void *arg)
     cohort_http_t *h = arg;
     struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     http_conn_t *c = bev ? calloc(1, sizeof *c) : NULL;
-    if (c)
+    if (c) {
         c->watch = evbuffer_add_cb(bufferevent_get_output(bev), watch_output, c);
-    if (!c || !c->watch) {
-        free(c); /* evhttp still serves it, uncounted: memory is short */
+        c->scan = evbuffer_add_cb(bufferevent_get_input(bev), watch_input, c);
+    }
+    if (!c || !c->watch || !c->scan) {
+        if (c && c->watch)
+            evbuffer_remove_cb_entry(bufferevent_get_output(bev), c->watch);
+        free(c); /* evhttp still serves it, uncounted (and unchecked): memory is short */
         return bev;
     }
     bufferevent_incref(bev);
@@ -318,7 +392,8 @@ static http_conn_t *conn_of(cohort_http_t *h, struct evhttp_request *req)
     return NULL;
 }
 
-/* A request answered: the connection has a new deadline for its next one. */
+/* A request answered: the connection has a new deadline for its next one, whose bytes (all
+ * evhttp has not read yet) are scanned afresh. */
 static void on_complete(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
@@ -328,31 +403,45 @@ static void on_complete(struct evhttp_request *req, void *arg)
     c->deadline_ms = cohort_clock_monotonic_ms() + h->request_deadline_ms;
     c->api_origin = NULL;
     c->api_gone_told = false;
+    cohort_http_framing_reset(&c->framing);
+    scan_from(c, bufferevent_get_input(c->bev), 0);
 }
 
-/* A whole request arrived: no deadline while it is served. Its connection (NULL: uncounted). */
-static http_conn_t *request_begins(cohort_http_t *h, struct evhttp_request *req)
+/* A whole request arrived: no deadline while it is served; *conn gets its connection (NULL:
+ * uncounted). Why its length is ambiguous (http_framing.h), or NULL. */
+static const char *request_begins(cohort_http_t *h, struct evhttp_request *req,
+                                  http_conn_t **conn)
 {
     http_conn_t *c = conn_of(h, req);
-    if (!c)
-        return NULL;
-    c->deadline_ms = INT64_MAX;
-    evhttp_request_set_on_complete_cb(req, on_complete, h);
-    return c;
+    *conn = c;
+    if (c) {
+        c->deadline_ms = INT64_MAX;
+        evhttp_request_set_on_complete_cb(req, on_complete, h);
+        if (c->framing.fault)
+            return c->framing.fault;
+    }
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    return cohort_http_framing_fault(evhttp_request_get_input_headers(req),
+                                     method == EVHTTP_REQ_HEAD || method == EVHTTP_REQ_TRACE);
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
 
-static void reply(struct evhttp_request *req, int code, const char *reason,
-                  const char *content_type, const char *body, size_t len)
+/* Sends `buf` (freed here) as the body; none to HEAD (evhttp would send it too). */
+static void send_body(struct evhttp_request *req, int code, const char *reason,
+                      const char *content_type, struct evbuffer *buf)
 {
     struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
     evhttp_add_header(headers, "Content-Type", content_type);
     evhttp_add_header(headers, "Cache-Control", "no-store");
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        evhttp_send_reply(req, code, reason, NULL); /* evhttp would send the body too */
-        return;
-    }
+    bool head = evhttp_request_get_command(req) == EVHTTP_REQ_HEAD;
+    evhttp_send_reply(req, code, reason, head ? NULL : buf);
+    evbuffer_free(buf);
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+                  const char *content_type, const char *body, size_t len)
+{
     struct evbuffer *buf = evbuffer_new();
     if (!buf || evbuffer_add(buf, body, len) != 0) {
         if (buf)
@@ -360,13 +449,25 @@ static void reply(struct evhttp_request *req, int code, const char *reason,
         evhttp_send_error(req, HTTP_INTERNAL, NULL);
         return;
     }
-    evhttp_send_reply(req, code, reason, buf);
-    evbuffer_free(buf);
+    send_body(req, code, reason, content_type, buf);
 }
 
 static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
     reply(req, code, reason, TEXT_PLAIN, text, strlen(text));
+}
+
+/* The JSON 400 for a request whose length is ambiguous (`why`); the connection closes after
+ * it, so nothing after the request on it is read as another. */
+static void refuse_framing(struct evhttp_request *req, const char *why)
+{
+    char body[400];
+    int len = snprintf(body, sizeof body,
+                       "{ \"error\" : { \"code\" : \"bad_request\", \"message\" : \"" AMBIGUOUS
+                       "\" } }",
+                       why);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    reply(req, HTTP_BADREQUEST, "Bad Request", JSON, body, (size_t)len);
 }
 
 static void serve_ready(cohort_http_t *h, struct evhttp_request *req)
@@ -420,6 +521,21 @@ bool cohort_http_api_client_gone(void *origin)
     return peer_gone(bev ? bufferevent_getfd(bev) : -1);
 }
 
+/* An API reply's text, freed once written. After a large one the heap is trimmed: glibc
+ * keeps freed memory (it raises its mmap threshold after freeing a large block), and a node
+ * that answered one 30 MB reply would otherwise hold that much for good. */
+static void free_written(const void *data, size_t len, void *arg)
+{
+    (void)arg;
+    bson_free((void *)data);
+#ifdef __GLIBC__
+    if (len >= HTTP_LARGE_REPLY)
+        malloc_trim(0);
+#else
+    (void)len;
+#endif
+}
+
 bool cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
 {
     struct evhttp_request *req = origin;
@@ -431,12 +547,16 @@ bool cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
                           answer->set_cookie);
     size_t text_len = 0;
     char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
-    if (!text) {
+    /* The text itself goes out (no copy); free_written() frees it once written. */
+    struct evbuffer *buf = text ? evbuffer_new() : NULL;
+    if (!buf || evbuffer_add_reference(buf, text, text_len, free_written, NULL) != 0) {
+        bson_free(text);
+        if (buf)
+            evbuffer_free(buf);
         reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
         return false;
     }
-    reply(req, answer->status, NULL, JSON, text, text_len); /* frees `req` if the client left */
-    bson_free(text);
+    send_body(req, answer->status, NULL, JSON, buf); /* frees `req` if the client left */
     return there;
 }
 
@@ -447,8 +567,10 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     struct evbuffer *body = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(body);
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
     cohort_api_request_t request = {
-        .method = method_name(evhttp_request_get_command(req)),
+        /* HEAD is GET without the body (reply() leaves it out) */
+        .method = method_name(method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : method),
         .path = evhttp_uri_get_path(uri),
         .query = evhttp_uri_get_query(uri),
         .authorization = evhttp_find_header(in, "Authorization"),
@@ -466,7 +588,12 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
 static void on_request(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
-    http_conn_t *c = request_begins(h, req);
+    http_conn_t *c = NULL;
+    const char *ambiguous = request_begins(h, req, &c);
+    if (ambiguous) {
+        refuse_framing(req, ambiguous);
+        return;
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
@@ -536,6 +663,12 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
     h->request_deadline_ms = callbacks->request_deadline_ms > 0 ? callbacks->request_deadline_ms
                                                                 : HTTP_REQUEST_DEADLINE_MS;
     h->body_max = callbacks->api_max_body ? callbacks->api_max_body : HTTP_MAX_BODY;
+#ifdef __GLIBC__
+    /* Large blocks (a reply's text, a batch of tasks read for it) in their own mappings,
+     * returned to the system when freed: glibc would otherwise raise this threshold after the
+     * first large free and keep every later one in its heap. */
+    mallopt(M_MMAP_THRESHOLD, HTTP_LARGE_REPLY);
+#endif
     /* Every method reaches on_request, which answers 405 itself (evhttp would say 501). */
     evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |

@@ -8,6 +8,8 @@
 
 #include "store/internal.h"
 
+#define PAGE_BATCH 8 /* documents per batch when listing a page of tasks */
+
 /* The id of the task holding `key` into `oid`; *found tells whether there is one. */
 static bool find_idempotent(cohort_store_t *store, mongoc_client_t *client, const char *service,
                             const char *key, bson_oid_t *oid, bool *found, bson_error_t *error)
@@ -70,9 +72,11 @@ bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_OID(&gt, "$gt", page->after);
         bson_append_document_end(&filter, &gt);
     }
+    /* Small batches: a page ends at COHORT_API_PAGE_BYTES, so a batch of up to 16 MB (the
+     * server's default for a limit of 500) would be read mostly to be thrown away. */
     bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
-                            BCON_INT64(page->limit), "projection", "{", "history",
-                            BCON_INT32(0), "}");
+                            BCON_INT64(page->limit), "batchSize", BCON_INT32(PAGE_BATCH),
+                            "projection", "{", "history", BCON_INT32(0), "}");
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, &filter, opts, NULL), fn,
                                 user, error);

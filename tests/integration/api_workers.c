@@ -76,11 +76,12 @@ static void answer_free(answer_t *a)
     bson_free(a->json);
 }
 
-static answer_t call_as(const char *token, const char *path, const char *body)
+static answer_t request_as(const char *method, const char *token, const char *path,
+                           const char *body)
 {
     char auth[128];
     snprintf(auth, sizeof auth, "Bearer %s", token);
-    cohort_api_request_t request = {.method = "POST",
+    cohort_api_request_t request = {.method = method,
                                     .path = path,
                                     .authorization = auth,
                                     .body = body ? body : "",
@@ -93,6 +94,11 @@ static answer_t call_as(const char *token, const char *path, const char *body)
     bson_destroy(&reply.body);
     a.json = bson_as_relaxed_extended_json(a.body, NULL);
     return a;
+}
+
+static answer_t call_as(const char *token, const char *path, const char *body)
+{
+    return request_as("POST", token, path, body);
 }
 
 static answer_t call(const char *path, const char *body)
@@ -229,6 +235,14 @@ Test(api_workers, claim_heartbeat_succeed_and_replay)
     cr_assert_eq(test_doc_int(&doc, "result.sent"), 2, "the result is stored");
     cr_assert_str_eq(test_doc_str(&doc, "history.0.node"), "py-1");
     bson_destroy(&doc);
+    /* ... and GET .../tasks/{id} returns it, with the last progress */
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/tasks/%s", t.id);
+    answer_t got = request_as("GET", tok_read, path, NULL);
+    cr_assert_eq(got.status, 200, "%s", got.json);
+    cr_assert_eq(test_doc_int(got.body, "result.sent"), 2, "no result: %s", got.json);
+    cr_assert_eq(test_doc_int(got.body, "progress.p"), 3, "no progress: %s", got.json);
+    answer_free(&got);
 
     /* The same succeed again (a retry after a dropped reply): 200, nothing written twice. */
     answer_t again = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
@@ -430,6 +444,13 @@ Test(api_workers, bad_input)
     expect(call(CLAIMS, "[1]"), 400, "bad_request", "not an object");
     expect(call(CLAIMS, "{\"worker\": "), 400, "bad_request", "malformed JSON");
     expect(call("/api/v1/services/nothere/claims", "{\"worker\": \"w\"}"), 404, "not_found",
+           "a service no node has run");
+    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    bson_t *other = BCON_NEW("_id", "other");
+    cr_assert(mongoc_collection_insert_one(services, other, NULL, NULL, NULL));
+    bson_destroy(other);
+    mongoc_collection_destroy(services);
+    expect(call("/api/v1/services/other/claims", "{\"worker\": \"w\"}"), 404, "not_hosted",
            "a service this node does not host");
     expect(call_as(tok_read, CLAIMS, "{\"worker\": \"w\"}"), 403, "forbidden", "scope read");
     expect(call("/api/v1/leases/l1.ext.zz/succeed", NULL), 400, "bad_request", "bad token");

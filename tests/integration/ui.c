@@ -696,6 +696,39 @@ Test(ui, every_operator_action_is_audited_and_read_newest_first)
     http_response_free(&r);
 }
 
+/* A refusal before the caller is known (401, a cross-site session request) on an operator
+ * endpoint is audited too, but at most once a minute per node: a flood of them cannot grow
+ * the collection. The ones left out are counted on the next entry. Reads are not audited. */
+Test(ui, refusals_of_unknown_callers_are_audited_and_bounded)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], operator[160];
+    make_code("read,operate", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, operator, sizeof operator);
+
+    /* a session's POST without Sec-Fetch-Site / Origin: cross-site */
+    http_response_t r = post("/api/v1/services/" SERVICE "/pause", operator, "{}");
+    cr_assert_eq(r.status, 403, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(test_count(client, db, "audit", "{}"), 1, "the cross-site refusal is audited");
+    cr_assert_eq(test_count(client, db, "audit",
+                            "{\"who\": \"\", \"via\": \"session\", \"status\": 403, "
+                            "\"error\": \"cross_site\", \"path\": \"/api/v1/services/" SERVICE
+                            "/pause\"}"),
+                 1);
+    for (int i = 0; i < 20; i++) {
+        r = post("/api/v1/services/" SERVICE "/pause",
+                 "Authorization: Bearer cht_not-a-real-token\r\n", "{}");
+        cr_assert_eq(r.status, 401, "%s", r.body);
+        http_response_free(&r);
+    }
+    r = get("GET", "/api/v1/services", NULL); /* a read: never audited */
+    cr_assert_eq(r.status, 401, "%s", r.body);
+    http_response_free(&r);
+    cr_assert_eq(test_count(client, db, "audit", "{}"), 1, "a flood of 401s grew the audit");
+    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{}"), 0);
+}
+
 /* ---- GET .../batches -------------------------------------------------------------------- */
 
 Test(ui, batches_shows_the_open_draining_and_last_completed_batch)
