@@ -773,9 +773,10 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 out:;
     if (n.api_pool) {
         /* Before the services its threads read: answers the claims it holds (no tasks) and
-         * the requests it queued (503), and lets the loop write them out. */
-        cohort_api_pool_destroy(n.api_pool);
-        n.api_pool = NULL;
+         * the requests it queued (503), and lets the loop write them out. That last run of the
+         * loop may read new requests too: the stopped pool answers them 503, so it is freed
+         * only with the listener. */
+        cohort_api_pool_stop(n.api_pool);
         event_base_loop(n.base, EVLOOP_NONBLOCK);
     }
     size_t still_running = n.base ? running_tasks(&n) : 0;
@@ -830,6 +831,7 @@ out:;
         event_free(n.sighup);
     cohort_config_destroy(n.reloaded);
     cohort_http_destroy(n.http);
+    cohort_api_pool_destroy(n.api_pool); /* after the listener that submits to it */
     cohort_api_destroy(n.api);
     if (n.base)
         event_base_free(n.base);
