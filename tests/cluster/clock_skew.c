@@ -3,7 +3,8 @@
  * (COHORT_TEST_CLOCK_SKEW_MS) never cause a second primary: over a few seconds of close
  * sampling each service keeps one primary and one epoch, each skewed node warns about its
  * clock, and a kill -9 of a primary still leads to exactly one takeover (epoch + 1) within
- * takeover_ms + 2 ticks.
+ * takeover_ms + 2 ticks. A node restarted with a skewed clock stamps the release of its
+ * earlier run's claims on the cluster clock, even when its first clock samples are unusable.
  *
  * The node 5 minutes ahead starts first so it usually wins the first election: a primary
  * whose clock is off is the interesting case, since a node trusting its own clock would
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "delay_proxy.h"
 #include "support.h"
 
 #define SKEW_MS 300000
@@ -142,4 +144,93 @@ Test(cluster_clock_skew, skewed_clocks_never_cause_a_second_primary)
     for (size_t i = 0; i < c->n_nodes; i++)
         if (c->nodes[i].pid > 0)
             cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* Reads the `at` of the last history entry of task `id` (0 if none). */
+static int64_t last_history_at(cluster_t *c, const char *service, const char *id, char *event,
+                               size_t event_len)
+{
+    bson_t doc;
+    cluster_assert(c, cluster_read_task(c, service, id, &doc), "task %s is gone", id);
+    bson_iter_t it, history, entry;
+    int64_t at = 0;
+    event[0] = '\0';
+    if (bson_iter_init_find(&it, &doc, "history") && bson_iter_recurse(&it, &history))
+        while (bson_iter_next(&history))
+            if (BSON_ITER_HOLDS_DOCUMENT(&history) && bson_iter_recurse(&history, &entry))
+                while (bson_iter_next(&entry)) {
+                    if (strcmp(bson_iter_key(&entry), "at") == 0 &&
+                        BSON_ITER_HOLDS_DATE_TIME(&entry))
+                        at = bson_iter_date_time(&entry);
+                    else if (strcmp(bson_iter_key(&entry), "event") == 0 &&
+                             BSON_ITER_HOLDS_UTF8(&entry))
+                        snprintf(event, event_len, "%s", bson_iter_utf8(&entry, NULL));
+                }
+    bson_destroy(&doc);
+    return at;
+}
+
+/*
+ * A node restarted with a clock 5 minutes ahead releases the claims of its earlier run
+ * (issue 22, the chaos harness's [4 clock]): the history entry of the release is stamped on
+ * the cluster clock, not on the node's own. Its first clock samples are too slow to be used
+ * (its database replies are held back by a proxy, past takeover_ms/8), so it must wait for
+ * one that is: before the fix it released at once, at its own wall clock's time.
+ */
+Test(cluster_clock_skew, a_restarted_node_stamps_its_releases_on_the_cluster_clock)
+{
+    cluster_options_t options = {
+        .tag = "clockrelease",
+        .services = {{.name = "svc_a"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int db_port = 0;
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    /* A claim of an earlier run of n1 (killed): claimed, its check-in fresh. */
+    char id[25];
+    cluster_enqueue(c, "svc_a", NULL, NULL, id);
+    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_svc_a");
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    int64_t now = cluster_server_ms(c);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8("n1"), "attempts", BCON_INT32(1), "claimed_at",
+                              BCON_DATE_TIME(now), "heartbeat_at", BCON_DATE_TIME(now), "}");
+    bson_error_t error;
+    bool ok = mongoc_collection_update_one(queue, filter, update, NULL, NULL, &error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(queue);
+    cluster_assert(c, ok, "cannot claim the task for n1: %s", error.message);
+
+    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
+    cluster_node_t *n = cluster_add_node(c, env);
+    cluster_node_start(n);
+    cluster_assert(c, cluster_wait_log(n, "clock sample ignored", NULL, 20000),
+                   "n1 never pinged through the slow proxy");
+    test_sleep_ms(1000);
+    delay_proxy_set_reply_delay(proxy, 0);
+    cluster_assert(c, cluster_wait_log(n, "released 1 task(s)", NULL, 20000),
+                   "n1 never released its earlier run's claim");
+    char event[32];
+    int64_t at = last_history_at(c, "svc_a", id, event, sizeof event);
+    int64_t server = cluster_server_ms(c);
+    fprintf(stderr, "clock_skew: release stamped %lld ms from the server's clock\n",
+            (long long)(at - server));
+    cluster_assert(c, strcmp(event, "crashed") == 0, "the last history entry is '%s'", event);
+    cluster_assert(c, llabs(at - server) < 30000,
+                   "n1 (clock 5 minutes ahead) stamped the release %lld ms from the server's "
+                   "clock: its own wall clock, not the cluster clock",
+                   (long long)(at - server));
+    cluster_node_stop_ok(n, 15000);
+    delay_proxy_stop(proxy);
 }
