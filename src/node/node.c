@@ -351,6 +351,12 @@ static bool start_run(node_t *n)
     switch (cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error)) {
     case COHORT_RUN_STARTED:
         cohort_log_node(COHORT_LOG_INFO, "run %s registered", n->run.run_id);
+        /* The main thread is alive from here on, though its first tick (preparing each
+         * service on a slow database) may take longer than a run's liveness: the heartbeat
+         * thread keeps the run's entry fresh meanwhile, so a second process with this
+         * node_id started now still sees this one alive and is refused (runs.h). */
+        for (size_t i = 0; i < n->n_services; i++)
+            cohort_election_note_alive(&n->services[i]->election);
         return true;
     case COHORT_RUN_REFUSED:
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", error.message);
