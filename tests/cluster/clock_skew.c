@@ -17,6 +17,7 @@
 
 #include "cluster.h"
 #include "delay_proxy.h"
+#include "http_client.h"
 #include "support.h"
 
 #define SKEW_MS 300000
@@ -231,6 +232,83 @@ Test(cluster_clock_skew, a_restarted_node_stamps_its_releases_on_the_cluster_clo
                    "n1 (clock 5 minutes ahead) stamped the release %lld ms from the server's "
                    "clock: its own wall clock, not the cluster clock",
                    (long long)(at - server));
+    cluster_node_stop_ok(n, 15000);
+    delay_proxy_stop(proxy);
+}
+
+/*
+ * The same node's HTTP API before its cluster clock is measured: a task enqueued through it
+ * would be due at the node's own "now", 5 minutes late. It answers writes 503 until the clock
+ * is measured; then the task it takes is due now on the server's clock.
+ */
+Test(cluster_clock_skew, the_api_writes_nothing_before_the_cluster_clock_is_measured)
+{
+    cluster_options_t options = {
+        .tag = "clockapi",
+        .services = {{.name = "svc_a"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int db_port = 0;
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
+    /* The service exists (another node ran it): n1 is the one to enqueue through. */
+    const char *enqueue[] = {"enqueue", "svc_a", "--create", NULL};
+    cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
+    cluster_node_t *n = cluster_add_node(c, env);
+    int port = cluster_free_port();
+    char extra[64];
+    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d", port);
+    cluster_node_config_add(n, extra);
+    cluster_node_start(n);
+    char *token = NULL;
+    const char *create[] = {"tokens", "create", "all", "--scopes", "enqueue,read", NULL};
+    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
+    token[strcspn(token, "\r\n")] = '\0';
+    char auth[256];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    free(token);
+    cluster_assert(c, cluster_wait_log(n, "clock sample ignored", NULL, 20000),
+                   "n1 never pinged through the slow proxy");
+
+    http_response_t r;
+    cluster_assert(c, http_request_with(port, "POST", "/api/v1/services/svc_a/tasks", auth,
+                                        "{\"data\": {}}", 10000, &r),
+                   "no answer to an enqueue");
+    int before = r.status;
+    char body[512];
+    snprintf(body, sizeof body, "%s", r.body ? r.body : "");
+    http_response_free(&r);
+    int64_t written = cluster_try_count(c, "svc_a", "{}") - 1;
+    cluster_assert(c, before == 503 && written == 0,
+                   "before its clock was measured n1 answered an enqueue %d %s (%lld task(s) "
+                   "written, due on its own clock)",
+                   before, body, (long long)written);
+
+    delay_proxy_set_reply_delay(proxy, 0);
+    int64_t deadline = test_now_ms() + 20000;
+    int status = 0;
+    while (status != 201 && test_now_ms() < deadline) {
+        test_sleep_ms(200);
+        if (http_request_with(port, "POST", "/api/v1/services/svc_a/tasks", auth,
+                              "{\"data\": {}}", 10000, &r)) {
+            status = r.status;
+            http_response_free(&r);
+        }
+    }
+    cluster_assert(c, status == 201, "n1 never took an enqueue once its clock could be measured");
+    char filter[128];
+    snprintf(filter, sizeof filter, "{\"run_at\": {\"$gt\": {\"$date\": %lld}}}",
+             (long long)(cluster_server_ms(c) + 30000));
+    cluster_assert(c, cluster_try_count(c, "svc_a", filter) == 0,
+                   "a task enqueued through n1 is due more than 30 s from now");
     cluster_node_stop_ok(n, 15000);
     delay_proxy_stop(proxy);
 }
