@@ -195,6 +195,16 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     cohort_api_caller_t caller = {.name = ""};
     cohort_api_route_t route;
     memset(&route, 0, sizeof route);
+    /* A write stamps times (due, lease, expiry) on the cluster clock: none before this node
+     * has measured it (its own clock may be minutes off; node.c syncs it on every ping). */
+    if (strcmp(request->method, "GET") != 0 && strcmp(request->method, "HEAD") != 0 &&
+        !cohort_clock_synced()) {
+        cohort_api_fail(&err, 503, "unavailable",
+                        "this node has not measured the cluster clock yet (it just started, "
+                        "or the database is slow or away): retry shortly");
+        reply_error(reply, &err);
+        return;
+    }
     if (cohort_api_session_path(request->path)) { /* sign-in: before any authentication */
         if (!cohort_api_session_handle(api->options.store, api->auth, client, request, reply,
                                        &err))

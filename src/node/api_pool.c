@@ -59,6 +59,7 @@ struct cohort_api_pool {
     job_list_t queue; /* guarded by lock */
     job_list_t done;  /* guarded by lock */
     bool stopping;    /* guarded by lock */
+    bool stopped;     /* loop thread only: the threads are joined, requests get a 503 */
     int efd;
     struct event *done_event;
 
@@ -308,6 +309,10 @@ static size_t len_of(const char *s)
 void cohort_api_pool_submit(cohort_api_pool_t *pool, const cohort_api_request_t *request,
                             void *origin)
 {
+    if (pool->stopped) {
+        answer_error(pool, origin, 503, "unavailable", "the node is shutting down");
+        return;
+    }
     const cohort_api_request_t *r = request;
     size_t size = len_of(r->method) + len_of(r->path) + len_of(r->query) +
                   len_of(r->authorization) + len_of(r->idempotency_key) + len_of(r->cookie) +
@@ -379,9 +384,9 @@ cohort_api_pool_t *cohort_api_pool_start(struct event_base *base, cohort_api_t *
     return pool;
 }
 
-void cohort_api_pool_destroy(cohort_api_pool_t *pool)
+void cohort_api_pool_stop(cohort_api_pool_t *pool)
 {
-    if (!pool)
+    if (!pool || pool->stopped)
         return;
     pthread_mutex_lock(&pool->lock);
     pool->stopping = true;
@@ -389,6 +394,7 @@ void cohort_api_pool_destroy(cohort_api_pool_t *pool)
     pthread_mutex_unlock(&pool->lock);
     for (size_t i = 0; i < pool->n_threads; i++)
         pthread_join(pool->threads[i], NULL);
+    pool->stopped = true;
     /* No thread runs now: whatever is left is answered from here. A give-back that cannot
      * run now leaves its tasks to their leases (finish() may queue one: the queue goes last). */
     job_t *j;
@@ -405,6 +411,13 @@ void cohort_api_pool_destroy(cohort_api_pool_t *pool)
             answer_error(pool, j->origin, 503, "unavailable", "the node is shutting down");
         job_free(j);
     }
+}
+
+void cohort_api_pool_destroy(cohort_api_pool_t *pool)
+{
+    if (!pool)
+        return;
+    cohort_api_pool_stop(pool);
     if (pool->done_event)
         event_free(pool->done_event);
     if (pool->efd >= 0)

@@ -57,7 +57,12 @@ void cohort_api_pool_gone(cohort_api_pool_t *pool, void *origin);
 size_t cohort_api_pool_held(const cohort_api_pool_t *pool);
 
 /* Stops the threads after the request each is running, and answers every other request: held
- * ones with their last reply, queued ones with a 503. Loop thread; NULL is fine. */
+ * ones with their last reply, queued ones with a 503. A request submitted after this (the
+ * loop may still read some while it writes those answers out) is answered 503 at once. Loop
+ * thread; NULL and a second call are fine. */
+void cohort_api_pool_stop(cohort_api_pool_t *pool);
+
+/* cohort_api_pool_stop(), then frees the pool. Loop thread; NULL is fine. */
 void cohort_api_pool_destroy(cohort_api_pool_t *pool);
 
 #endif

@@ -54,7 +54,9 @@ typedef struct node {
     const cohort_config_t *config;
     char node_id[COHORT_NODE_ID_MAX + 1];
     char host[256];
-    int64_t started_at_ms;
+    int64_t started_at_ms;  /* the node's wall clock: for /metrics, never the database */
+    int64_t started_mono_ms; /* monotonic, at the same moment */
+    int64_t registered_start_ms; /* cluster clock: started_at in the database, 0 until synced */
     cohort_store_t *store;
     mongoc_client_t *client; /* the main thread's */
     cohort_service_t **services;
@@ -159,6 +161,16 @@ static void back_off(node_t *n, const bson_error_t *error)
         n->backoff_ms = cap;
 }
 
+/* When the process started, on the cluster clock (a time the database keeps must not come from
+ * this node's wall clock); 0 (not written) until the clock is synced. */
+static int64_t started_at_in_cluster_time(node_t *n)
+{
+    if (!n->registered_start_ms && cohort_clock_synced())
+        n->registered_start_ms =
+            cohort_clock_cluster_ms() - (cohort_clock_monotonic_ms() - n->started_mono_ms);
+    return n->registered_start_ms;
+}
+
 /* Registers the node and measures the cluster clock. False: the database is away. */
 static bool ping(node_t *n)
 {
@@ -167,7 +179,7 @@ static bool ping(node_t *n)
         .host = n->host,
         .pid = getpid(),
         .version = COHORT_VERSION,
-        .started_at_ms = n->started_at_ms,
+        .started_at_ms = started_at_in_cluster_time(n),
         .run_id = n->run.run_id,
         .run_since_ms = n->run.since_ms,
         .standing_back = n->run.standing_back,
@@ -250,6 +262,10 @@ static bool prepare(node_t *n, cohort_service_t *s)
 {
     if (s->prepared)
         return true;
+    /* The release below stamps the tasks' history with the cluster clock: not before it is
+     * measured (a restarted node's own clock may be minutes off). */
+    if (!cohort_clock_synced())
+        return false;
     bson_error_t error;
     if (!cohort_store_ensure_service(n->store, n->client, s->config->name, &error)) {
         cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
@@ -346,6 +362,12 @@ static bool start_run(node_t *n)
     switch (cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error)) {
     case COHORT_RUN_STARTED:
         cohort_log_node(COHORT_LOG_INFO, "run %s registered", n->run.run_id);
+        /* The main thread is alive from here on, though its first tick (preparing each
+         * service on a slow database) may take longer than a run's liveness: the heartbeat
+         * thread keeps the run's entry fresh meanwhile, so a second process with this
+         * node_id started now still sees this one alive and is refused (runs.h). */
+        for (size_t i = 0; i < n->n_services; i++)
+            cohort_election_note_alive(&n->services[i]->election);
         return true;
     case COHORT_RUN_REFUSED:
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", error.message);
@@ -381,7 +403,7 @@ static uint64_t node_work(node_t *n)
  * statistics in `nodes` stay fresh; the first tick and a run standing back ping too.) */
 static bool ping_due(node_t *n)
 {
-    if (n->pinged_ms == 0 || n->run.standing_back)
+    if (n->pinged_ms == 0 || n->run.standing_back || !cohort_clock_synced())
         return true;
     int64_t takeover =
         cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
@@ -719,6 +741,7 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
         cohort_node_default_id(n.node_id, sizeof n.node_id);
     gethostname(n.host, sizeof n.host - 1);
     n.started_at_ms = cohort_clock_realtime_ms();
+    n.started_mono_ms = cohort_clock_monotonic_ms();
     cohort_run_init(&n.run, n.node_id);
     cohort_log_set_node(n.node_id);
     cohort_log_set_level(config->log_level);
@@ -798,9 +821,10 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
 out:;
     if (n.api_pool) {
         /* Before the services its threads read: answers the claims it holds (no tasks) and
-         * the requests it queued (503), and lets the loop write them out. */
-        cohort_api_pool_destroy(n.api_pool);
-        n.api_pool = NULL;
+         * the requests it queued (503), and lets the loop write them out. That last run of the
+         * loop may read new requests too: the stopped pool answers them 503, so it is freed
+         * only with the listener. */
+        cohort_api_pool_stop(n.api_pool);
         event_base_loop(n.base, EVLOOP_NONBLOCK);
     }
     size_t still_running = n.base ? running_tasks(&n) : 0;
@@ -855,6 +879,7 @@ out:;
         event_free(n.sighup);
     cohort_config_destroy(n.reloaded);
     cohort_http_destroy(n.http);
+    cohort_api_pool_destroy(n.api_pool); /* after the listener that submits to it */
     cohort_api_destroy(n.api);
     if (n.base)
         event_base_free(n.base);

@@ -8,7 +8,9 @@
  *   - at start-up, a run that finds another run of its node_id alive (its check-in younger
  *     than the liveness bound, liveness.h) is refused with an error naming that run. A run
  *     whose check-in is recent but does not advance (the process died a moment ago) is
- *     watched until it is stale, so restarts after a crash still start;
+ *     watched until it is stale, so restarts after a crash still start. A run's entry is
+ *     kept fresh from its registration on (the heartbeat thread touches it while the main
+ *     thread's first tick prepares the services), so "stale" means dead, not slow to start;
  *   - later (a clone started where the first's check-ins could not be seen, e.g. while it was
  *     stopped), every ping sees the other run: both log an ERROR naming the clash every tick,
  *     and the newer run (the later start, on the server's clock) stands back: it claims

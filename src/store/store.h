@@ -154,7 +154,7 @@ typedef struct cohort_node_info {
     const char *host;
     int64_t pid;
     const char *version;
-    int64_t started_at_ms;
+    int64_t started_at_ms; /* cluster clock; 0: not written (the clock is not synced yet) */
     const char *const *services; /* the services it hosts (may be NULL) */
     const int64_t *workers;      /* their worker counts */
     size_t n_services;

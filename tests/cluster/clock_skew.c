@@ -3,7 +3,8 @@
  * (COHORT_TEST_CLOCK_SKEW_MS) never cause a second primary: over a few seconds of close
  * sampling each service keeps one primary and one epoch, each skewed node warns about its
  * clock, and a kill -9 of a primary still leads to exactly one takeover (epoch + 1) within
- * takeover_ms + 2 ticks.
+ * takeover_ms + 2 ticks. A node restarted with a skewed clock stamps the release of its
+ * earlier run's claims on the cluster clock, even when its first clock samples are unusable.
  *
  * The node 5 minutes ahead starts first so it usually wins the first election: a primary
  * whose clock is off is the interesting case, since a node trusting its own clock would
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "delay_proxy.h"
+#include "http_client.h"
 #include "support.h"
 
 #define SKEW_MS 300000
@@ -142,4 +145,170 @@ Test(cluster_clock_skew, skewed_clocks_never_cause_a_second_primary)
     for (size_t i = 0; i < c->n_nodes; i++)
         if (c->nodes[i].pid > 0)
             cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* Reads the `at` of the last history entry of task `id` (0 if none). */
+static int64_t last_history_at(cluster_t *c, const char *service, const char *id, char *event,
+                               size_t event_len)
+{
+    bson_t doc;
+    cluster_assert(c, cluster_read_task(c, service, id, &doc), "task %s is gone", id);
+    bson_iter_t it, history, entry;
+    int64_t at = 0;
+    event[0] = '\0';
+    if (bson_iter_init_find(&it, &doc, "history") && bson_iter_recurse(&it, &history))
+        while (bson_iter_next(&history))
+            if (BSON_ITER_HOLDS_DOCUMENT(&history) && bson_iter_recurse(&history, &entry))
+                while (bson_iter_next(&entry)) {
+                    if (strcmp(bson_iter_key(&entry), "at") == 0 &&
+                        BSON_ITER_HOLDS_DATE_TIME(&entry))
+                        at = bson_iter_date_time(&entry);
+                    else if (strcmp(bson_iter_key(&entry), "event") == 0 &&
+                             BSON_ITER_HOLDS_UTF8(&entry))
+                        snprintf(event, event_len, "%s", bson_iter_utf8(&entry, NULL));
+                }
+    bson_destroy(&doc);
+    return at;
+}
+
+/*
+ * A node restarted with a clock 5 minutes ahead releases the claims of its earlier run
+ * (issue 22, the chaos harness's [4 clock]): the history entry of the release is stamped on
+ * the cluster clock, not on the node's own. Its first clock samples are too slow to be used
+ * (its database replies are held back by a proxy, past takeover_ms/8), so it must wait for
+ * one that is: before the fix it released at once, at its own wall clock's time.
+ */
+Test(cluster_clock_skew, a_restarted_node_stamps_its_releases_on_the_cluster_clock)
+{
+    cluster_options_t options = {
+        .tag = "clockrelease",
+        .services = {{.name = "svc_a"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int db_port = 0;
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    /* A claim of an earlier run of n1 (killed): claimed, its check-in fresh. */
+    char id[25];
+    cluster_enqueue(c, "svc_a", NULL, NULL, id);
+    mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_svc_a");
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    int64_t now = cluster_server_ms(c);
+    bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8("n1"), "attempts", BCON_INT32(1), "claimed_at",
+                              BCON_DATE_TIME(now), "heartbeat_at", BCON_DATE_TIME(now), "}");
+    bson_error_t error;
+    bool ok = mongoc_collection_update_one(queue, filter, update, NULL, NULL, &error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(queue);
+    cluster_assert(c, ok, "cannot claim the task for n1: %s", error.message);
+
+    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
+    cluster_node_t *n = cluster_add_node(c, env);
+    cluster_node_start(n);
+    cluster_assert(c, cluster_wait_log(n, "clock sample ignored", NULL, 20000),
+                   "n1 never pinged through the slow proxy");
+    test_sleep_ms(1000);
+    delay_proxy_set_reply_delay(proxy, 0);
+    cluster_assert(c, cluster_wait_log(n, "released 1 task(s)", NULL, 20000),
+                   "n1 never released its earlier run's claim");
+    char event[32];
+    int64_t at = last_history_at(c, "svc_a", id, event, sizeof event);
+    int64_t server = cluster_server_ms(c);
+    fprintf(stderr, "clock_skew: release stamped %lld ms from the server's clock\n",
+            (long long)(at - server));
+    cluster_assert(c, strcmp(event, "crashed") == 0, "the last history entry is '%s'", event);
+    cluster_assert(c, llabs(at - server) < 30000,
+                   "n1 (clock 5 minutes ahead) stamped the release %lld ms from the server's "
+                   "clock: its own wall clock, not the cluster clock",
+                   (long long)(at - server));
+    cluster_node_stop_ok(n, 15000);
+    delay_proxy_stop(proxy);
+}
+
+/*
+ * The same node's HTTP API before its cluster clock is measured: a task enqueued through it
+ * would be due at the node's own "now", 5 minutes late. It answers writes 503 until the clock
+ * is measured; then the task it takes is due now on the server's clock.
+ */
+Test(cluster_clock_skew, the_api_writes_nothing_before_the_cluster_clock_is_measured)
+{
+    cluster_options_t options = {
+        .tag = "clockapi",
+        .services = {{.name = "svc_a"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int db_port = 0;
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
+    /* The service exists (another node ran it): n1 is the one to enqueue through. */
+    const char *enqueue[] = {"enqueue", "svc_a", "--create", NULL};
+    cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
+    cluster_node_t *n = cluster_add_node(c, env);
+    int port = cluster_free_port();
+    char extra[64];
+    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d", port);
+    cluster_node_config_add(n, extra);
+    cluster_node_start(n);
+    char *token = NULL;
+    const char *create[] = {"tokens", "create", "all", "--scopes", "enqueue,read", NULL};
+    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
+    token[strcspn(token, "\r\n")] = '\0';
+    char auth[256];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
+    free(token);
+    cluster_assert(c, cluster_wait_log(n, "clock sample ignored", NULL, 20000),
+                   "n1 never pinged through the slow proxy");
+
+    http_response_t r;
+    cluster_assert(c, http_request_with(port, "POST", "/api/v1/services/svc_a/tasks", auth,
+                                        "{\"data\": {}}", 10000, &r),
+                   "no answer to an enqueue");
+    int before = r.status;
+    char body[512];
+    snprintf(body, sizeof body, "%s", r.body ? r.body : "");
+    http_response_free(&r);
+    int64_t written = cluster_try_count(c, "svc_a", "{}") - 1;
+    cluster_assert(c, before == 503 && written == 0,
+                   "before its clock was measured n1 answered an enqueue %d %s (%lld task(s) "
+                   "written, due on its own clock)",
+                   before, body, (long long)written);
+
+    delay_proxy_set_reply_delay(proxy, 0);
+    int64_t deadline = test_now_ms() + 20000;
+    int status = 0;
+    while (status != 201 && test_now_ms() < deadline) {
+        test_sleep_ms(200);
+        if (http_request_with(port, "POST", "/api/v1/services/svc_a/tasks", auth,
+                              "{\"data\": {}}", 10000, &r)) {
+            status = r.status;
+            http_response_free(&r);
+        }
+    }
+    cluster_assert(c, status == 201, "n1 never took an enqueue once its clock could be measured");
+    char filter[128];
+    snprintf(filter, sizeof filter, "{\"run_at\": {\"$gt\": {\"$date\": %lld}}}",
+             (long long)(cluster_server_ms(c) + 30000));
+    cluster_assert(c, cluster_try_count(c, "svc_a", filter) == 0,
+                   "a task enqueued through n1 is due more than 30 s from now");
+    cluster_node_stop_ok(n, 15000);
+    delay_proxy_stop(proxy);
 }

@@ -5,6 +5,8 @@
  *  - A second process started while the first runs is refused at start-up: it exits
  *    non-zero with an error naming the node_id and the other run's host, pid and last
  *    check-in.
+ *  - The same while the first process has only just started and is still preparing its
+ *    services on a slow database (issue 22): its heartbeat thread keeps its run alive.
  *  - A clone the start-up check cannot see (the first process is stopped with SIGSTOP until
  *    its check-in is stale, then the clone starts, then the first resumes): both log an ERROR
  *    naming the clash every tick, the newer (the clone) stands back - it runs no task and
@@ -20,6 +22,7 @@
 #include <sys/wait.h>
 
 #include "cluster.h"
+#include "delay_proxy.h"
 #include "support.h"
 
 #define SERVICE "noop"
@@ -234,4 +237,79 @@ Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_no
                    "n1 did not notice the clone had gone");
     for (size_t i = 0; i < 2; i++)
         cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* Whether the nodes document of `node_id` has a run entry with a check-in (its first ping). */
+static bool has_run_entry(cluster_t *c, const char *node_id)
+{
+    bson_t doc;
+    char filter[160];
+    snprintf(filter, sizeof filter, "{\"_id\": \"%s\"}", node_id);
+    bool found = test_find_one(c->client, c->db, "nodes", filter, &doc);
+    bool seen = false;
+    bson_iter_t it, runs, entry;
+    if (found && bson_iter_init_find(&it, &doc, "runs") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+        bson_iter_recurse(&it, &runs))
+        while (!seen && bson_iter_next(&runs))
+            seen = BSON_ITER_HOLDS_DOCUMENT(&runs) && bson_iter_recurse(&runs, &entry) &&
+                   bson_iter_find(&entry, "seen_at");
+    if (found)
+        bson_destroy(&doc);
+    return seen;
+}
+
+/*
+ * The original has only just started (issue 22, found by the chaos harness): its first ping
+ * wrote its run entry, and its main thread is still preparing its service on a slow database
+ * (every reply held back 600 ms by a proxy), so it does not ping again for seconds. A second
+ * process with its node_id, started then, is still refused: the original's heartbeat thread
+ * keeps its run entry fresh from registration on. Before, it touched only once the main
+ * thread had ticked an election, the second process saw the entry go stale after 1.5 s, and
+ * started.
+ */
+Test(cluster_same_node_id, a_second_process_is_refused_while_the_first_is_still_starting)
+{
+    cluster_options_t options = {
+        .tag = "dupstart",
+        .services = {{.name = SERVICE, .settings = "workers = 2\njournal = @DIR@/journal.log"},
+                     {.name = "more1"},
+                     {.name = "more2"},
+                     {.name = "more3"},
+                     {.name = "more4"}},
+    };
+    cluster_t *c = cluster_new(&options);
+    char host[256];
+    int db_port = 0;
+    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
+                     c->uri);
+    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
+    delay_proxy_set_reply_delay(proxy, 150);
+    char uri_env[128];
+    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
+             delay_proxy_port(proxy));
+    const char *env[] = {uri_env, NULL};
+    cluster_node_t *first = cluster_add_node(c, env);
+    cluster_node_start(first);
+    int64_t deadline = test_now_ms() + 30000;
+    while (!has_run_entry(c, "n1") && test_now_ms() < deadline)
+        test_sleep_ms(20);
+    cluster_assert(c, has_run_entry(c, "n1"), "n1 never registered its run");
+
+    cluster_node_t *clone = add_clone(c);
+    int64_t started = test_now_ms();
+    cluster_node_start(clone);
+    int64_t took = cluster_node_wait_exit(clone, started, 30000);
+    cluster_assert(c, took >= 0, "the second process with node_id n1 started and still runs "
+                                 "after 30 s, while the first was starting");
+    cluster_assert(c, WIFEXITED(clone->wait_status) && WEXITSTATUS(clone->wait_status) != 0,
+                   "the second process exited with wait status 0x%x, want a non-zero exit",
+                   clone->wait_status);
+    cluster_assert(c, cluster_log_count(clone, "is in use by another live process", NULL) == 1,
+                   "the second process was not refused");
+    fprintf(stderr, "same_node_id: refused after %lld ms while the first was starting\n",
+            (long long)took);
+    delay_proxy_set_reply_delay(proxy, 0);
+    cluster_node_stop_ok(first, c->shutdown_grace_ms + 10000);
+    delay_proxy_stop(proxy);
 }
