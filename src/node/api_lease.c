@@ -53,15 +53,24 @@ static bool kinds_field(bson_iter_t *it, cohort_api_claim_t *claim, cohort_api_e
     bson_iter_t arr;
     if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &arr))
         return bad_request(err, "field 'kinds' must be an array of kind names");
-    while (bson_iter_next(&arr)) {
+    size_t i = 0;
+    for (; bson_iter_next(&arr); i++) {
+        if (BSON_ITER_HOLDS_NULL(&arr)) { /* exactly the kinds named: null names "no kind" */
+            claim->no_kind = true;
+            continue;
+        }
         if (!BSON_ITER_HOLDS_UTF8(&arr) || !cohort_config_valid_kind(bson_iter_utf8(&arr, NULL)))
-            return bad_request(err, "field 'kinds[%zu]' must be 1-64 of [A-Za-z0-9_-]",
-                               claim->n_kinds);
+            return bad_request(err, "field 'kinds[%zu]' must be 1-64 of [A-Za-z0-9_-], or null "
+                                    "for the tasks without a kind",
+                               i);
         if (claim->n_kinds == COHORT_API_KINDS_MAX)
             return bad_request(err, "field 'kinds' may name at most %d kinds",
                                COHORT_API_KINDS_MAX);
         claim->kinds[claim->n_kinds++] = bson_iter_utf8(&arr, NULL);
     }
+    if (i == 0)
+        return bad_request(err, "field 'kinds' is empty: name the kinds to claim (null for the "
+                                "tasks without a kind), or leave it out to claim every kind");
     return true;
 }
 
