@@ -67,13 +67,13 @@ int cmd_data(ctl_t *ctl, int argc, char **argv)
         if (asprintf(&json, "{\"value\": %s}", argv[3]) < 0)
             return CTL_FAILED;
         bson_error_t error;
-        bool parsed = cohort_json_parse_doc(json, &wrapped, &error);
+        bool parsed = cohort_json_parse_doc(json, true, &wrapped, &error);
         free(json);
         if (parsed)
             wrapper = &wrapped;
         if (!parsed || !bson_iter_init_find(&value, wrapper, "value")) {
-            fprintf(stderr, "cohortctl data set: '%s' is refused: %s\n", argv[3],
-                    parsed ? "it is empty" : error.message);
+            fprintf(stderr, "cohortctl data set: '%s' is not a JSON value Cohort can store: %s\n",
+                    argv[3], parsed ? "it is empty" : error.message);
             bson_destroy(wrapper);
             return CTL_USAGE;
         }

@@ -369,8 +369,8 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             goto out;
         }
         bson_error_t error;
-        if (!cohort_json_parse_doc(data_json, &parsed, &error)) {
-            fprintf(stderr, "cohortctl enqueue: --data is refused: %s\n", error.message);
+        if (!cohort_json_parse_doc(data_json, false, &parsed, &error)) {
+            fprintf(stderr, "cohortctl enqueue: --data is not a JSON object Cohort can store: %s\n", error.message);
             goto out;
         }
         data = &parsed;

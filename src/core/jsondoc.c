@@ -237,12 +237,18 @@ static bool find_duplicate(const bson_t *doc, const char **dup)
     return true;
 }
 
-static bool walk(const bson_t *doc, bool array, char *path, int depth, int max_depth,
+/* What a walk checks: the depth, and whether keys may start with '$'. */
+typedef struct rules {
+    int max_depth;
+    bool dollar_ok;
+} rules_t;
+
+static bool walk(const bson_t *doc, bool array, char *path, int depth, const rules_t *r,
                  bson_error_t *error);
 
 /* One element of a document being walked; `path` holds its parent's path. */
 static bool walk_element(bson_iter_t *it, bool array, uint32_t index, char *path, int depth,
-                         int max_depth, bson_error_t *error)
+                         const rules_t *r, bson_error_t *error)
 {
     const char *key = bson_iter_key(it);
     size_t parent = strlen(path);
@@ -250,7 +256,7 @@ static bool walk_element(bson_iter_t *it, bool array, uint32_t index, char *path
     bool ok = true;
     if (!array && !*key)
         ok = refuse(error, "field '%s': a key is empty (MongoDB refuses it)", path);
-    else if (!array && key[0] == '$')
+    else if (!array && key[0] == '$' && !r->dollar_ok)
         ok = refuse(error,
                     "field '%s': a key may not start with '$' (MongoDB refuses it in a "
                     "stored document)",
@@ -264,18 +270,18 @@ static bool walk_element(bson_iter_t *it, bool array, uint32_t index, char *path
         else
             bson_iter_array(it, &len, &raw);
         ok = (raw && bson_init_static(&child, raw, len))
-                 ? walk(&child, BSON_ITER_HOLDS_ARRAY(it), path, depth + 1, max_depth, error)
+                 ? walk(&child, BSON_ITER_HOLDS_ARRAY(it), path, depth + 1, r, error)
                  : refuse(error, "field '%s' is not a valid document", path);
     }
     path[parent] = '\0';
     return ok;
 }
 
-static bool walk(const bson_t *doc, bool array, char *path, int depth, int max_depth,
+static bool walk(const bson_t *doc, bool array, char *path, int depth, const rules_t *r,
                  bson_error_t *error)
 {
-    if (depth > max_depth)
-        return refuse(error, "field '%s': nested deeper than %d levels", path, max_depth);
+    if (depth > r->max_depth)
+        return refuse(error, "field '%s': nested deeper than %d levels", path, r->max_depth);
     const char *dup = NULL;
     if (!array && !find_duplicate(doc, &dup))
         return cohort_error_nomem(error, "checking a document's keys");
@@ -291,23 +297,25 @@ static bool walk(const bson_t *doc, bool array, char *path, int depth, int max_d
         return refuse(error, "field '%s' is not a valid document", path);
     uint32_t index = 0;
     while (bson_iter_next(&it))
-        if (!walk_element(&it, array, index++, path, depth, max_depth, error))
+        if (!walk_element(&it, array, index++, path, depth, r, error))
             return false;
     return true;
 }
 
 /* Keys and depth of `doc`, whose path is `where` ("" for a body's fields). */
-static bool check_keys(const bson_t *doc, const char *where, int max_depth, bson_error_t *error)
+static bool check_keys(const bson_t *doc, bool array, const char *where, const rules_t *r,
+                       bson_error_t *error)
 {
     char path[PATH_MAX_TEXT] = "";
     path_add(path, sizeof path, where, strlen(where));
-    return walk(doc, false, path, 1, max_depth, error);
+    return walk(doc, array, path, 1, r, error);
 }
 
 /* ---- the entry points ------------------------------------------------------------------ */
 
-bool cohort_json_parse_object(const char *text, ssize_t len, int max_depth, bson_t *doc,
-                              bson_error_t *error)
+/* cohort_json_parse_object() under `r`. */
+static bool parse_object(const char *text, ssize_t len, const rules_t *r, bson_t *doc,
+                         bson_error_t *error)
 {
     scan_t *s = calloc(1, sizeof *s);
     if (!s)
@@ -317,7 +325,7 @@ bool cohort_json_parse_object(const char *text, ssize_t len, int max_depth, bson
     while (s->at < s->len && strchr(" \t\r\n", text[s->at]) && text[s->at])
         s->at++;
     bool ok = s->at < s->len && text[s->at] == '{'
-                  ? scan_object(s, max_depth, error)
+                  ? scan_object(s, r->max_depth, error)
                   : refuse(error, "the JSON text must be an object (start with '{')");
     size_t n = s->len;
     free(s);
@@ -326,11 +334,18 @@ bool cohort_json_parse_object(const char *text, ssize_t len, int max_depth, bson
     bson_error_t why;
     if (!bson_init_from_json(doc, text, (ssize_t)n, &why))
         return refuse(error, "the JSON text is not valid: %.300s", why.message);
-    if (!check_keys(doc, "", max_depth, error)) {
+    if (!check_keys(doc, false, "", r, error)) {
         bson_destroy(doc);
         return false;
     }
     return true;
+}
+
+bool cohort_json_parse_object(const char *text, ssize_t len, int max_depth, bson_t *doc,
+                              bson_error_t *error)
+{
+    rules_t r = {.max_depth = max_depth};
+    return parse_object(text, len, &r, doc, error);
 }
 
 static bool check_size(const bson_t *doc, const char *where, bson_error_t *error)
@@ -341,9 +356,10 @@ static bool check_size(const bson_t *doc, const char *where, bson_error_t *error
                   COHORT_DOC_BYTES_MAX);
 }
 
-bool cohort_json_parse_doc(const char *text, bson_t *doc, bson_error_t *error)
+bool cohort_json_parse_doc(const char *text, bool dollar_keys, bson_t *doc, bson_error_t *error)
 {
-    if (!cohort_json_parse_object(text, -1, COHORT_DOC_DEPTH_MAX, doc, error))
+    rules_t r = {.max_depth = COHORT_DOC_DEPTH_MAX, .dollar_ok = dollar_keys};
+    if (!parse_object(text, -1, &r, doc, error))
         return false;
     if (check_size(doc, "", error))
         return true;
@@ -357,7 +373,8 @@ bool cohort_doc_check(const bson_t *doc, const char *where, bson_error_t *error)
     if (!bson_validate(doc, BSON_VALIDATE_UTF8 | BSON_VALIDATE_UTF8_ALLOW_NULL, &offset))
         return refuse(error, "field '%s' is not valid BSON or not valid UTF-8 (at byte %zu)",
                       where, offset);
-    return check_size(doc, where, error) && check_keys(doc, where, COHORT_DOC_DEPTH_MAX, error);
+    rules_t r = {.max_depth = COHORT_DOC_DEPTH_MAX};
+    return check_size(doc, where, error) && check_keys(doc, false, where, &r, error);
 }
 
 bool cohort_value_check(const bson_value_t *value, const char *where, bson_error_t *error)
@@ -368,11 +385,7 @@ bool cohort_value_check(const bson_value_t *value, const char *where, bson_error
     bson_t doc;
     if (!bson_init_static(&doc, value->value.v_doc.data, value->value.v_doc.data_len))
         return refuse(error, "field '%s' is not a valid document", where);
-    if (value->value_type == BSON_TYPE_DOCUMENT)
-        return cohort_doc_check(&doc, where, error);
-    /* An array: its elements are checked as a document's, without the key rules. */
-    char path[PATH_MAX_TEXT] = "";
-    path_add(path, sizeof path, where, strlen(where));
+    rules_t r = {.max_depth = COHORT_DOC_DEPTH_MAX, .dollar_ok = true};
     return check_size(&doc, where, error) &&
-           walk(&doc, true, path, 1, COHORT_DOC_DEPTH_MAX, error);
+           check_keys(&doc, value->value_type == BSON_TYPE_ARRAY, where, &r, error);
 }

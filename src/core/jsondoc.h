@@ -38,15 +38,18 @@ bool cohort_json_parse_object(const char *text, ssize_t len, int max_depth, bson
                               bson_error_t *error);
 
 /* cohort_json_parse_object() for a user's document itself (`cohortctl --data`, a schedule's
- * data=): at most COHORT_DOC_DEPTH_MAX levels and COHORT_DOC_BYTES_MAX bytes. */
-bool cohort_json_parse_doc(const char *text, bson_t *doc, bson_error_t *error);
+ * data=): at most COHORT_DOC_DEPTH_MAX levels and COHORT_DOC_BYTES_MAX bytes. With
+ * `dollar_keys`, keys may start with '$' (a generic-data value: store/data.c writes it so
+ * that MongoDB takes it as a value). */
+bool cohort_json_parse_doc(const char *text, bool dollar_keys, bson_t *doc, bson_error_t *error);
 
 /* Checks a BSON document (`where` names it in messages: "data", "tasks[3].data") against the
  * rules: keys, UTF-8, at most COHORT_DOC_DEPTH_MAX levels and COHORT_DOC_BYTES_MAX bytes. */
 bool cohort_doc_check(const bson_t *doc, const char *where, bson_error_t *error);
 
-/* The same for a value: a document or an array is checked as above, any other value passes
- * (a string's UTF-8 is the caller's: libbson checked it when it was built from JSON). */
+/* The same for a generic-data value (cohort_set, cohort_data_cas): a document or an array is
+ * checked as above except that keys may start with '$' (store/data.c writes such a value as
+ * a value); any other value passes. */
 bool cohort_value_check(const bson_value_t *value, const char *where, bson_error_t *error);
 
 #endif

@@ -136,7 +136,7 @@ static bool option(cohort_schedule_config_t *s, bson_t *opts, const char *key, c
     if (strcmp(key, "data") == 0) {
         bson_error_t why;
         bson_t parsed;
-        if (value[0] != '{' || !cohort_json_parse_doc(value, &parsed, &why))
+        if (value[0] != '{' || !cohort_json_parse_doc(value, false, &parsed, &why))
             return bad(error, "option 'data' must be a JSON object: %s",
                        value[0] != '{' ? "not an object" : why.message);
         bson_t *data = bson_copy(&parsed);

@@ -154,9 +154,12 @@ Test(jsondoc, parse_doc_bounds_a_users_document)
 {
     bson_t doc;
     bson_error_t error;
-    cr_assert(cohort_json_parse_doc("{\"k\": [1, {\"v\": null}]}", &doc, &error), "%s",
+    cr_assert(cohort_json_parse_doc("{\"k\": [1, {\"v\": null}]}", false, &doc, &error), "%s",
               error.message);
     bson_destroy(&doc);
-    cr_assert_not(cohort_json_parse_doc("{\"k\": 1, \"k\": 1}", &doc, &error));
-    cr_assert_not(cohort_json_parse_doc("{\"k\": 1} x", &doc, &error));
+    cr_assert_not(cohort_json_parse_doc("{\"k\": 1, \"k\": 1}", false, &doc, &error));
+    cr_assert_not(cohort_json_parse_doc("{\"k\": 1} x", true, &doc, &error));
+    cr_assert_not(cohort_json_parse_doc("{\"$k\": 1}", false, &doc, &error));
+    cr_assert(cohort_json_parse_doc("{\"$k\": 1}", true, &doc, &error), "%s", error.message);
+    bson_destroy(&doc);
 }
