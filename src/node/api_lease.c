@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/jsondoc.h"
 
 #define bad_request(err, ...) cohort_api_fail((err), 400, "bad_request", __VA_ARGS__)
 
@@ -127,7 +128,8 @@ static bool object_field(bson_iter_t *it, const char *name, bson_t *out, cohort_
     bson_iter_document(it, &len, &raw);
     if (!bson_init_static(out, raw, len))
         return bad_request(err, "field '%s' is not a valid document", name);
-    return true;
+    bson_error_t why; /* depth and size as for a task's data (core/jsondoc.h) */
+    return cohort_doc_check(out, name, &why) || bad_request(err, "%s", why.message);
 }
 
 bool cohort_api_parse_lease_body(const bson_t *body, cohort_api_endpoint_t endpoint,
