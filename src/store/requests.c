@@ -59,17 +59,15 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
     *deleted = 0;
     if (n == 0)
         return true;
-    bson_t filter = BSON_INITIALIZER, id, in;
-    BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
-    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
+    bson_t filter = BSON_INITIALIZER, in = BSON_INITIALIZER;
     for (uint32_t i = 0; i < n; i++) {
         char buf[16];
         const char *key;
         bson_uint32_to_string(i, &key, buf, sizeof buf);
         BSON_APPEND_OID(&in, key, &ids[i]);
     }
-    bson_append_array_end(&id, &in);
-    bson_append_document_end(&filter, &id);
+    store_append_id_in(&filter, &in);
+    bson_destroy(&in);
     BSON_APPEND_UTF8(&filter, "status", "pending");
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t reply;
