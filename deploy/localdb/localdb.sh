@@ -5,7 +5,8 @@
 #   localdb.sh start STATE_DIR [--h2 FILE] [--port N] [--no-oplog]
 #       Build if needed, start the server in the background and print one
 #       line to stdout: mongodb://127.0.0.1:PORT
-#       STATE_DIR gets: pid, port, localdb.log.
+#       STATE_DIR gets: pid, port, last-port, localdb.log. Started again on
+#       the same STATE_DIR without --port, it takes last-port if that is free.
 #       --h2 FILE  keep data in an H2 MVStore file (survives stop/start)
 #       --port N   bind port N instead of a free one
 #       --no-oplog without oplog emulation: change streams are refused, as on a
@@ -149,6 +150,11 @@ kill_server() {
     return 1
 }
 
+# port_is_free PORT: nothing accepts connections on 127.0.0.1:PORT
+port_is_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 # --- commands --------------------------------------------------------------
 
 START_PID=""
@@ -193,6 +199,18 @@ cmd_start() {
 
     build
 
+    # Restarted without --port, the server takes the port it had (kept in STATE_DIR/last-port)
+    # if that is still free, so nodes started against the old URI reconnect.
+    if [ -z "$port" ] && [ -s "$state/last-port" ]; then
+        local last
+        last="$(tr -dc '0-9' <"$state/last-port")"
+        if [ -n "$last" ] && port_is_free "$last"; then
+            port="$last"
+        elif [ -n "$last" ]; then
+            log "port $last (of the last start) is taken now: using a free one"
+        fi
+    fi
+
     local args=(--port-file "$state/port")
     [ -n "$h2" ] && args+=(--h2 "$h2")
     [ -n "$port" ] && args+=(--port "$port")
@@ -232,6 +250,7 @@ cmd_start() {
     fi
     STARTED=1
     trap - EXIT INT TERM
+    echo "$p" >"$state/last-port"
     printf 'mongodb://127.0.0.1:%s\n' "$p"
 }
 

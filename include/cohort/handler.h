@@ -26,7 +26,8 @@
  * (cohort_batch_next_unsuccessful) and the cohort_task_status/last_error accessors.
  *
  * The handler calls back into the node only through the cohort_* functions declared here
- * (they are exported by the cohortd executable; a handler links with nothing but libbson).
+ * (they are exported by the cohortd executable, and they alone: a handler that calls any
+ * other function of the daemon fails to load; a handler links with nothing but libbson).
  *
  * Stability: this header is versioned by COHORT_HANDLER_ABI_VERSION. A release that adds to
  * the ABI raises the version and appends fields to cohort_handler_t; cohortd keeps loading
@@ -89,6 +90,13 @@ extern "C" {
 #else
 #define COHORT_HANDLER_EXPORT
 #define COHORT_PRINTF(f, a)
+#endif
+
+/* Every function declared from here on is exported by cohortd, and nothing else is: cohortd
+ * is built with hidden visibility, so a handler that calls any other function of the daemon
+ * fails to load ("calls 'NAME', which is not part of the handler ABI"). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 /* Opaque: the call context (service, node, role), a task, and a completed tracked batch. */
@@ -315,7 +323,11 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
  * COHORT_ERROR_INVALID and changes nothing. The stored value becomes an int64.
  *
  *     int64_t done;
- *     if (!cohort_data_inc(ctx, "processed", 1, &done, &error)) ...   // exact across nodes
+ *     if (!cohort_data_inc(ctx, "processed", 1, &done, &error)) ...   // no update lost
+ *
+ * From process_task the change is immediate and counts the run, not the task: a task run
+ * again (its node killed, its lease lost) adds again. For totals that must be exact, add
+ * cohort_batch_succeeded() in on_tasks_completed (docs/HANDLERS.md, "Counting").
  *
  * cohort_data_cas sets `key` to `value` (NULL removes it) only if it holds `expected` now;
  * `expected` NULL (or a null value) means "only if the key is absent". Values compare as
@@ -333,6 +345,10 @@ bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t 
                      cohort_error_t *error);
 bool cohort_data_cas(cohort_ctx_t *ctx, const char *key, const bson_value_t *expected,
                      const bson_value_t *value, cohort_error_t *error);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

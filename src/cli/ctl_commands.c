@@ -179,8 +179,18 @@ const cli_command_t ctl_commands[] = {
      "live settings (tick_ms, takeover_ms, primary_task_count, secondary_task_count, "
      "stall_timeout_ms, *_retention_ms): while set, the database value wins over the config "
      "file",
-     "settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY",
-     NULL},
+     "settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY. "
+     "A change is checked against every live node's own values (its config file's, which "
+     "the database's override): one that a node would refuse is refused, naming the node; "
+     "get lists the nodes whose values differ, and any node that cannot apply the database's "
+     "values.",
+     (const cli_option_t[]){
+         {"force", NULL, 'f', CLI_LONG_ONLY,
+          "set or unset a takeover_ms under 3 x a live node's measured database round trip "
+          "(p99) all the same",
+          NULL},
+         END_OPTIONS,
+     }},
     {"nodes", cmd_nodes, "[--json]", "nodes seen in the last day: live or expired, last ping",
      NULL, json_options},
     {"schedules", cmd_schedules, "SERVICE [--json] | pause|resume SERVICE ID",

@@ -64,6 +64,10 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
         if (s.live_runs > 1)
             printf("  CLASH: %d live processes use node_id %s: %s\n", s.live_runs, s.id,
                    s.clash);
+        for (const char *line = s.problems, *end; *line; line = *end ? end + 1 : end) {
+            end = strchr(line, '\n') ? strchr(line, '\n') : line + strlen(line);
+            printf("  SETTINGS: %.*s\n", (int)(end - line), line);
+        }
     }
     return true;
 }

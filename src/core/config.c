@@ -546,30 +546,42 @@ static int on_key(void *user, const char *section, const char *key, const char *
     return 1;
 }
 
+/* One rule between live settings (settings.h), reported at the line of the key it blames
+ * (in `section`, else the cluster's) or at `fallback`, with `prefix`. */
+static void check_rule(parser_t *p, cohort_settings_rule_t rule, const cohort_settings_t *values,
+                       const char *section, int fallback, const char *prefix)
+{
+    const char *key = NULL;
+    bson_error_t why;
+    if (cohort_settings_rule_holds(rule, values, &key, &why))
+        return;
+    int line = line_of(p, section, key);
+    if (!line)
+        line = line_of(p, "cluster", key);
+    problem(p, line ? line : fallback, "%s%s", prefix, why.message);
+}
+
 static void check_whole(parser_t *p)
 {
     cohort_config_t *c = p->config;
-    if (c->takeover_ms <= c->tick_ms) {
-        int line = line_of(p, "cluster", "takeover_ms");
-        problem(p, line ? line : line_of(p, "cluster", "tick_ms"),
-                "takeover_ms (%lld) must be greater than tick_ms (%lld)",
-                (long long)c->takeover_ms, (long long)c->tick_ms);
-    }
+    cohort_settings_t cluster;
+    cohort_settings_from_config(c, NULL, &cluster);
+    check_rule(p, COHORT_RULE_TAKEOVER_OVER_TICK, &cluster, "cluster",
+               line_of(p, "cluster", "tick_ms"), "");
     if (c->n_services == 0)
         problem(p, 0, "no [service:NAME] section: a node must host at least one service");
     for (size_t i = 0; i < c->n_services; i++) {
         cohort_service_config_t *s = &c->services[i];
-        char section[8 + COHORT_SERVICE_NAME_MAX + 1];
+        char section[8 + COHORT_SERVICE_NAME_MAX + 1], prefix[COHORT_SERVICE_NAME_MAX + 16];
         snprintf(section, sizeof section, "service:%s", s->name);
+        snprintf(prefix, sizeof prefix, "[service:%s] ", s->name);
         s->stall_line = line_of(p, section, "stall_timeout_ms");
         if (!s->handler_path && s->handler_line == 0)
             problem(p, s->line, "[service:%s] has no 'handler' (the path of a handler .so)",
                     s->name);
-        /* Check-ins happen on the tick, every stall_timeout_ms/3: keep several per timeout. */
-        if (s->stall_timeout_ms < 3 * c->tick_ms)
-            problem(p, s->stall_line ? s->stall_line : s->line,
-                    "[service:%s] stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
-                    s->name, (long long)s->stall_timeout_ms, (long long)(3 * c->tick_ms));
+        cohort_settings_t values;
+        cohort_settings_from_config(c, s, &values);
+        check_rule(p, COHORT_RULE_STALL_OVER_TICKS, &values, section, s->line, prefix);
     }
 }
 

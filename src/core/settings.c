@@ -228,6 +228,33 @@ int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key)
     return r ? (int64_t *)((char *)settings + r->live_field.offset) : NULL;
 }
 
+void cohort_settings_append(bson_t *doc, const char *key, const cohort_settings_t *settings)
+{
+    bson_t child;
+    cohort_settings_t copy = *settings;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, key, &child);
+    for (size_t i = 0; cohort_setting_names[i]; i++)
+        BSON_APPEND_INT64(&child, cohort_setting_names[i],
+                          *cohort_settings_field(&copy, cohort_setting_names[i]));
+    bson_append_document_end(doc, &child);
+}
+
+void cohort_settings_overlay_iter(cohort_settings_t *settings, bson_iter_t *iter)
+{
+    while (bson_iter_next(iter)) {
+        int64_t *field = cohort_settings_field(settings, bson_iter_key(iter));
+        if (field && BSON_ITER_HOLDS_NUMBER(iter))
+            *field = bson_iter_as_int64(iter);
+    }
+}
+
+void cohort_settings_overlay(cohort_settings_t *settings, const bson_t *doc)
+{
+    bson_iter_t it;
+    if (bson_iter_init(&it, doc))
+        cohort_settings_overlay_iter(settings, &it);
+}
+
 bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error)
 {
     const cohort_setting_t *r = cohort_setting_find_live(key);
@@ -258,18 +285,31 @@ bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *e
                                             *cohort_settings_field(&copy, cohort_setting_names[i]),
                                             error))
             return false;
-    if (settings->takeover_ms <= settings->tick_ms) {
+    for (int rule = 0; rule < COHORT_RULES; rule++)
+        if (!cohort_settings_rule_holds((cohort_settings_rule_t)rule, settings, NULL, error))
+            return false;
+    return true;
+}
+
+bool cohort_settings_rule_holds(cohort_settings_rule_t rule, const cohort_settings_t *settings,
+                                const char **key, bson_error_t *error)
+{
+    const cohort_settings_t *s = settings;
+    if (rule == COHORT_RULE_TAKEOVER_OVER_TICK && s->takeover_ms <= s->tick_ms) {
+        if (key)
+            *key = "takeover_ms";
         cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
                          "takeover_ms (%lld) must be greater than tick_ms (%lld)",
-                         (long long)settings->takeover_ms, (long long)settings->tick_ms);
+                         (long long)s->takeover_ms, (long long)s->tick_ms);
         return false;
     }
     /* Check-ins happen on the tick, every stall_timeout_ms/3: keep several per timeout. */
-    if (settings->stall_timeout_ms < 3 * settings->tick_ms) {
+    if (rule == COHORT_RULE_STALL_OVER_TICKS && s->stall_timeout_ms < 3 * s->tick_ms) {
+        if (key)
+            *key = "stall_timeout_ms";
         cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
                          "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
-                         (long long)settings->stall_timeout_ms,
-                         (long long)(3 * settings->tick_ms));
+                         (long long)s->stall_timeout_ms, (long long)(3 * s->tick_ms));
         return false;
     }
     return true;

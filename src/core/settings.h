@@ -155,9 +155,37 @@ void cohort_settings_defaults(cohort_settings_t *settings);
 /* A pointer to the field named `key`, or NULL if it is not a live setting. */
 int64_t *cohort_settings_field(cohort_settings_t *settings, const char *key);
 
-/* Checks one value's range, then the rules between values (takeover_ms > tick_ms,
- * stall_timeout_ms >= 3 * tick_ms). False with `error` (COHORT_DOMAIN_CONFIG) set to a
- * reason a person can act on. */
+/* Appends `settings` to `doc` as the sub-document `key`, one int64 per live setting. */
+void cohort_settings_append(bson_t *doc, const char *key, const cohort_settings_t *settings);
+
+/* Puts in `settings` each number of `doc` (a sub-document's iterator with `iter`, or NULL to
+ * read `doc` itself) named like a live setting; other keys are ignored. */
+void cohort_settings_overlay(cohort_settings_t *settings, const bson_t *doc);
+void cohort_settings_overlay_iter(cohort_settings_t *settings, bson_iter_t *iter);
+
+/* The rules between live settings, written once for the config file's check (config.c) and
+ * the live path (cohort_settings_validate: cohortctl, the API, each node applying the
+ * database's values). */
+typedef enum cohort_settings_rule {
+    COHORT_RULE_TAKEOVER_OVER_TICK, /* takeover_ms > tick_ms */
+    COHORT_RULE_STALL_OVER_TICKS,   /* stall_timeout_ms >= 3 * tick_ms */
+    COHORT_RULES                    /* how many */
+} cohort_settings_rule_t;
+
+/* True if `rule` holds for `settings`; else false with `error` (COHORT_DOMAIN_CONFIG) saying
+ * which values break it, and *key (may be NULL) the key the message blames (the one whose
+ * config line is reported). Static strings. */
+bool cohort_settings_rule_holds(cohort_settings_rule_t rule, const cohort_settings_t *settings,
+                                const char **key, bson_error_t *error);
+
+/* How many database round trips fit in a takeover: `cohortctl settings set` (and the API's
+ * PATCH) refuse, unless forced, a takeover_ms under this multiple of a live node's measured
+ * p99 round trip. Guarantee 7 keeps a primary's lease while the database answers within a
+ * third of takeover_ms: below 3 x p99 more than 1 round trip in 100 already breaks it. */
+#define COHORT_TAKEOVER_RTT_MULTIPLE 3
+
+/* Checks one value's range, then the rules between values (cohort_settings_rule_holds()).
+ * False with `error` (COHORT_DOMAIN_CONFIG) set to a reason a person can act on. */
 bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error);
 bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *error);
 

@@ -63,7 +63,9 @@ const cohort_setting_t cohort_settings_table[] = {
      .live_field = LIVE(takeover_ms),
      .doc = "a primary silent this long may be replaced; must be greater than `tick_ms`. A "
             "primary acts for `takeover_ms × 3/4` after each renewal, so keep 3 or more ticks "
-            "per takeover"},
+            "per takeover. `cohortctl settings set` refuses, unless `--force`, a value under 3 "
+            "× a live node's p99 database round trip (`db_rtt_p99_ms` in `cohortctl nodes "
+            "--json`)"},
     {.name = "shutdown_grace_ms", .section = COHORT_SECTION_CLUSTER,
      .type = COHORT_SETTING_DURATION_MS, .def = 30000, .min = 0, .max = 3600000,
      .field = CLUSTER(shutdown_grace_ms), .live_field = NO_FIELD,

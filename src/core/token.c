@@ -1,6 +1,6 @@
 /*
- * token.c - API tokens (see token.h): random bytes from getrandom(), SHA-256 from OpenSSL's
- * libcrypto (already linked by libmongoc for TLS), constant-time comparison.
+ * token.c - API tokens and other secrets (see token.h): random bytes from getrandom(), SHA-256
+ * from OpenSSL's libcrypto (already linked by libmongoc for TLS), constant-time comparison.
  */
 #include "core/token.h"
 
@@ -39,21 +39,40 @@ static void encode_base64url(const uint8_t *in, size_t n, char *out)
     out[o] = '\0';
 }
 
-bool cohort_token_generate(char *out, size_t len, bson_error_t *error)
+/* `n` bytes from the kernel's CSPRNG; false with `error` set if it gives none. */
+static bool random_bytes(uint8_t *bytes, size_t n, bson_error_t *error)
 {
-    uint8_t bytes[TOKEN_RANDOM_BYTES];
     size_t got = 0;
-    while (got < sizeof bytes) {
-        ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-        if (n < 0 && errno == EINTR)
+    while (got < n) {
+        ssize_t r = getrandom(bytes + got, n - got, 0);
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
+        if (r <= 0) {
             cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
                              "cannot read random bytes: %s", strerror(errno));
             return false;
         }
-        got += (size_t)n;
+        got += (size_t)r;
     }
+    return true;
+}
+
+bool cohort_secret_hex(char out[COHORT_SECRET_HEX_SIZE], bson_error_t *error)
+{
+    uint8_t bytes[(COHORT_SECRET_HEX_SIZE - 1) / 2];
+    if (!random_bytes(bytes, sizeof bytes, error))
+        return false;
+    for (size_t i = 0; i < sizeof bytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+    OPENSSL_cleanse(bytes, sizeof bytes);
+    return true;
+}
+
+bool cohort_token_generate(char *out, size_t len, bson_error_t *error)
+{
+    uint8_t bytes[TOKEN_RANDOM_BYTES];
+    if (!random_bytes(bytes, sizeof bytes, error))
+        return false;
     if (len < COHORT_TOKEN_TEXT_MAX) {
         cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_INVALID,
                          "token buffer too small");

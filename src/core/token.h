@@ -36,6 +36,12 @@ extern const char *const cohort_scope_names[];
  * kernel gives no random bytes. */
 bool cohort_token_generate(char *out, size_t len, bson_error_t *error);
 
+/* A secret that grants a right but is not an API token (an external worker's claim, whose
+ * lease token is its capability): 128 bits from getrandom() as 32 lowercase hex digits and a
+ * NUL. False with `error` set if the kernel gives no random bytes. */
+#define COHORT_SECRET_HEX_SIZE 33
+bool cohort_secret_hex(char out[COHORT_SECRET_HEX_SIZE], bson_error_t *error);
+
 /* True if `text` has the shape of a token ("cht_" + 43 base64url characters). */
 bool cohort_token_well_formed(const char *text);
 

@@ -123,6 +123,12 @@ static void reply_error(cohort_api_reply_t *reply, const cohort_api_error_t *err
     reply->status = err->status ? err->status : 500;
 }
 
+void cohort_api_give_back(cohort_api_t *api, mongoc_client_t *client, cohort_api_reply_t *reply)
+{
+    cohort_api_claim_give_back(api->options.store, client, api->options.services,
+                               api->options.n_services, reply);
+}
+
 void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
                        const cohort_api_request_t *request, cohort_api_reply_t *reply)
 {

@@ -48,4 +48,9 @@ void cohort_api_set_token_ttl(cohort_api_t *api, int64_t ttl_ms);
 void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
                        const cohort_api_request_t *request, cohort_api_reply_t *reply);
 
+/* A claim's reply that was never delivered (its client left): gives back the tasks still
+ * claimed under reply->claimed, untouched (pending, attempts as before the claim), and sets
+ * reply->wake to their service so held claims take them. Thread-safe. */
+void cohort_api_give_back(cohort_api_t *api, mongoc_client_t *client, cohort_api_reply_t *reply);
+
 #endif

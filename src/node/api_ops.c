@@ -211,6 +211,25 @@ bool cohort_api_write_settings(cohort_api_call_t *call)
     bson_error_t error;
     if (ok && !cohort_settings_validate(&next, &error))
         ok = cohort_api_fail(call->err, 400, "bad_request", "refused: %.400s", error.message);
+    /* ... and against every live node's own values, as cohortctl settings set (no --force
+     * here: an unsafe takeover_ms is refused). */
+    bson_t next_db, step;
+    bson_copy_to(&in_db, &next_db);
+    for (size_t i = 0; ok && i < patch.n; i++) {
+        cohort_service_settings_next_db(&next_db, patch.items[i].name, patch.items[i].set,
+                                        patch.items[i].value, &step);
+        bson_destroy(&next_db);
+        bson_steal(&next_db, &step);
+    }
+    char refusal[768];
+    if (ok)
+        ok = (cohort_service_settings_check_nodes(call->store, call->client,
+                                                  call->route->service, &next_db, false,
+                                                  refusal, sizeof refusal, &error) ||
+              cohort_api_fail_store(call->err, &error, "cannot read the nodes")) &&
+             (!refusal[0] ||
+              cohort_api_fail(call->err, 400, "bad_request", "refused: %.600s", refusal));
+    bson_destroy(&next_db);
     for (size_t i = 0; ok && i < patch.n; i++) {
         bool found = false;
         ok = cohort_store_set_setting(call->store, call->client, call->route->service,

@@ -233,9 +233,12 @@ bool cohort_lease_token_parse(const char *text, cohort_lease_ref_t *ref)
         !lease_part(&p, attempt, sizeof attempt) ||
         !lease_part(&p, ref->claim, sizeof ref->claim) || *p)
         return false;
+    /* The claim: 32 hex digits (128 random bits), or an ObjectId's 24 from a node of an older
+     * version during an upgrade (store/leases.c never lets one name a node's own claim). */
+    size_t claim_len = strlen(ref->claim);
     if (!cohort_config_valid_service_name(ref->service) || strlen(ref->task_id) != 24 ||
-        !bson_oid_is_valid(ref->task_id, 24) || strlen(ref->claim) != 24 ||
-        !bson_oid_is_valid(ref->claim, 24))
+        !bson_oid_is_valid(ref->task_id, 24) || (claim_len != 32 && claim_len != 24) ||
+        strspn(ref->claim, "0123456789abcdef") != claim_len)
         return false;
     char *end = NULL;
     long v = strtol(attempt, &end, 10);

@@ -51,6 +51,13 @@ typedef struct cohort_api_reply {
     int64_t hold_ms;
     char held_service[65];
     char wake[65]; /* "" or a service whose queue gained tasks: its held claims run again */
+    /* A claim that handed out tasks (all under one claim token): if the reply cannot be
+     * delivered, they are given back (cohort_api_give_back()). service "": none. */
+    struct {
+        char service[65];
+        char worker[65];
+        char token[COHORT_CLAIM_TOKEN_SIZE];
+    } claimed;
     char set_cookie[256]; /* "" or a Set-Cookie header (the dashboard's session) */
 } cohort_api_reply_t;
 
@@ -107,7 +114,8 @@ typedef struct cohort_api_route {
 } cohort_api_route_t;
 
 /* A lease token is "l1.SERVICE.TASK.ATTEMPT.CLAIM": the service, the task's id (24 hex
- * digits), the attempt the claim raised, and the claim's token (24 hex digits). Opaque to
+ * digits), the attempt the claim raised, and the claim's token (32 hex digits: 128 bits from
+ * getrandom(), the token's secret; 24 in tokens from nodes of older versions). Opaque to
  * workers; it names exactly one claim, so a write made with it is fenced on that claim
  * (store/leases.c). */
 #define COHORT_LEASE_TOKEN_MAX 160 /* with its NUL */

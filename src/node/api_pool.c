@@ -5,6 +5,12 @@
  * time: the queue (threads take from it), a thread, the done list (the loop takes from it),
  * or the held list (loop thread only, with its deadline timer). The queue and the done list
  * share one mutex; nothing else is shared, so the loop never waits on a database call.
+ *
+ * A client that leaves costs nothing: a held job whose client is gone ends (its reply is
+ * dropped) when the listener says so (cohort_api_pool_gone()), and is checked again before it
+ * is held or run again, so it never claims for nobody. A claim's reply that cannot be
+ * delivered (the client left while a thread claimed) goes back to a thread as a give-back job
+ * (no origin): cohort_api_give_back() hands its tasks back, their attempts not counted.
  */
 #include "node/api_pool.h"
 
@@ -28,6 +34,7 @@ struct job {
     void *origin;
     cohort_api_reply_t reply;
     bool has_reply;
+    bool give_back; /* runs cohort_api_give_back() on `reply`; no origin, never delivered */
     int64_t deadline_ms; /* monotonic; 0 until first held */
     char service[65];    /* held for this service's work */
     struct event *timer; /* while held */
@@ -44,6 +51,7 @@ struct cohort_api_pool {
     cohort_api_t *api;
     cohort_store_t *store;
     cohort_api_deliver_fn deliver;
+    cohort_api_gone_fn gone;
     void *arg;
 
     pthread_mutex_t lock;
@@ -103,10 +111,18 @@ static void job_free(job_t *j)
     free(j);
 }
 
-/* Answers the job's origin with its last reply and frees it. */
+static void submit_job(cohort_api_pool_t *pool, job_t *j);
+
+/* Answers the job's origin with its last reply and frees it; if the reply hands out tasks
+ * and its client is gone, the job goes back to a thread to give them back. */
 static void finish(cohort_api_pool_t *pool, job_t *j)
 {
-    pool->deliver(pool->arg, j->origin, &j->reply);
+    if (!pool->deliver(pool->arg, j->origin, &j->reply) && j->reply.claimed.service[0]) {
+        j->give_back = true;
+        j->origin = NULL; /* answered (evhttp frees it) */
+        submit_job(pool, j);
+        return;
+    }
     job_free(j);
 }
 
@@ -138,10 +154,14 @@ static void *thread_main(void *arg)
         job_t *j = list_pop(&pool->queue);
         pthread_mutex_unlock(&pool->lock);
 
-        if (j->has_reply)
-            bson_destroy(&j->reply.body);
-        cohort_api_handle(pool->api, client, &j->request, &j->reply);
-        j->has_reply = true;
+        if (j->give_back) {
+            cohort_api_give_back(pool->api, client, &j->reply);
+        } else {
+            if (j->has_reply)
+                bson_destroy(&j->reply.body);
+            cohort_api_handle(pool->api, client, &j->request, &j->reply);
+            j->has_reply = true;
+        }
 
         pthread_mutex_lock(&pool->lock);
         list_push(&pool->done, j);
@@ -172,10 +192,15 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     finish(j->pool, j);
 }
 
-/* Holds `j` until its deadline (set on its first hold), or answers it if that has passed. */
+/* Holds `j` until its deadline (set on its first hold), or answers it if that has passed or
+ * its client is gone. */
 static void hold(cohort_api_pool_t *pool, job_t *j)
 {
     int64_t now = cohort_clock_monotonic_ms();
+    if (pool->gone(pool->arg, j->origin)) {
+        finish(pool, j);
+        return;
+    }
     if (!j->deadline_ms) {
         j->deadline_ms = now + j->reply.hold_ms;
         bson_strncpy(j->service, j->reply.held_service, sizeof j->service);
@@ -208,7 +233,9 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     while ((j = list_pop(&done))) {
         char wake[sizeof j->reply.wake];
         bson_strncpy(wake, j->reply.wake, sizeof wake);
-        if (j->reply.hold_ms > 0)
+        if (j->give_back)
+            job_free(j);
+        else if (j->reply.hold_ms > 0)
             hold(pool, j);
         else
             finish(pool, j);
@@ -227,9 +254,26 @@ void cohort_api_pool_wake(cohort_api_pool_t *pool, const char *service)
         if (!service || strcmp(service, j->service) == 0) {
             list_remove(&pool->held, j);
             evtimer_del(j->timer);
-            submit_job(pool, j);
+            if (pool->gone(pool->arg, j->origin))
+                finish(pool, j); /* nobody waits: no claim for it */
+            else
+                submit_job(pool, j);
         }
         j = next;
+    }
+}
+
+void cohort_api_pool_gone(cohort_api_pool_t *pool, void *origin)
+{
+    if (!pool)
+        return;
+    for (job_t *j = pool->held.head; j; j = j->next) {
+        if (j->origin == origin) {
+            list_remove(&pool->held, j);
+            evtimer_del(j->timer);
+            finish(pool, j);
+            return;
+        }
     }
 }
 
@@ -296,8 +340,8 @@ void cohort_api_pool_submit(cohort_api_pool_t *pool, const cohort_api_request_t 
 
 cohort_api_pool_t *cohort_api_pool_start(struct event_base *base, cohort_api_t *api,
                                          cohort_store_t *store, size_t threads,
-                                         cohort_api_deliver_fn deliver, void *arg,
-                                         bson_error_t *error)
+                                         cohort_api_deliver_fn deliver, cohort_api_gone_fn gone,
+                                         void *arg, bson_error_t *error)
 {
     cohort_api_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool || !(pool->threads = calloc(threads, sizeof *pool->threads))) {
@@ -309,6 +353,7 @@ cohort_api_pool_t *cohort_api_pool_start(struct event_base *base, cohort_api_t *
     pool->api = api;
     pool->store = store;
     pool->deliver = deliver;
+    pool->gone = gone;
     pool->arg = arg;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->work, NULL);
@@ -344,14 +389,20 @@ void cohort_api_pool_destroy(cohort_api_pool_t *pool)
     pthread_mutex_unlock(&pool->lock);
     for (size_t i = 0; i < pool->n_threads; i++)
         pthread_join(pool->threads[i], NULL);
-    /* No thread runs now: whatever is left is answered from here. */
+    /* No thread runs now: whatever is left is answered from here. A give-back that cannot
+     * run now leaves its tasks to their leases (finish() may queue one: the queue goes last). */
     job_t *j;
-    while ((j = list_pop(&pool->done)))
-        finish(pool, j);
+    while ((j = list_pop(&pool->done))) {
+        if (j->give_back)
+            job_free(j);
+        else
+            finish(pool, j);
+    }
     while ((j = list_pop(&pool->held)))
         finish(pool, j);
     while ((j = list_pop(&pool->queue))) {
-        answer_error(pool, j->origin, 503, "unavailable", "the node is shutting down");
+        if (!j->give_back)
+            answer_error(pool, j->origin, 503, "unavailable", "the node is shutting down");
         job_free(j);
     }
     if (pool->done_event)

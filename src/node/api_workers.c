@@ -8,10 +8,16 @@
  * the difference is the lease: the task is the worker's until lease_expires_at, which its
  * heartbeats push on, and the primary's sweep gives back a claim whose lease ran out.
  *
+ * A claim's token is 128 bits from getrandom(): it is the secret of the lease tokens the
+ * worker gets, the only thing that lets a write touch the task. A claim whose reply never
+ * reaches its worker (the client left meanwhile; api_pool.c) is given back at once, the
+ * attempts not counted (cohort_api_claim_give_back()).
+ *
  * Outcomes are one conditional write on {_id, status: claimed, attempts, claim_token}
- * (store/leases.c). The read before it only chooses the answer: applied (200), a replay of
- * an outcome already written under the same claim (200, nothing written again), or a lost
- * lease (409 lease_lost, nothing written).
+ * (store/leases.c), recorded in the history with the API token that sent it. The read before
+ * it only chooses the answer: applied (200), a replay of the outcome already written under
+ * the same claim, with the same body (200, nothing written again), another outcome or body
+ * for that claim (409 conflict), or a lost lease (409 lease_lost, nothing written).
  */
 #include "node/api_workers.h"
 
@@ -20,6 +26,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/token.h"
 #include "node/api_json.h"
 #include "node/api_lease.h"
 #include "node/api_tasks.h"
@@ -27,12 +34,25 @@
 #include "node/filter.h"
 #include "node/host.h"
 
+_Static_assert(COHORT_SECRET_HEX_SIZE == COHORT_CLAIM_TOKEN_SIZE,
+               "an external claim's token is a secret from core/token.h");
+
+/* The hosted service named `name`, or NULL. */
+static cohort_service_t *find_hosted(cohort_service_t *const *services, size_t n,
+                                     const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(services[i]->config->name, name) == 0)
+            return services[i];
+    return NULL;
+}
+
 /* The hosted service the call names; 404 if this node does not host it. */
 static cohort_service_t *hosted(cohort_api_call_t *call)
 {
-    for (size_t i = 0; i < call->n_services; i++)
-        if (strcmp(call->services[i]->config->name, call->route->service) == 0)
-            return call->services[i];
+    cohort_service_t *s = find_hosted(call->services, call->n_services, call->route->service);
+    if (s)
+        return s;
     cohort_api_fail(call->err, 404, "not_found",
                     "this node does not host service '%s': send external workers' calls to a "
                     "node that has it in its configuration",
@@ -68,7 +88,8 @@ static bool may_run(cohort_api_call_t *call, cohort_service_t *s, const char *wo
         cohort_task_result_t result = {.finish = COHORT_FINISH_FAILED,
                                        .error = "attempts exhausted (max_attempts)",
                                        .started_at_ms = cohort_clock_cluster_ms(),
-                                       .ended_at_ms = cohort_clock_cluster_ms()};
+                                       .ended_at_ms = cohort_clock_cluster_ms(),
+                                       .api_token = call->caller->name};
         if (!cohort_store_finish_leased(call->store, call->client, ref, worker, &result,
                                         &applied, &error))
             cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
@@ -123,7 +144,9 @@ static void append_claimed(bson_t *tasks, uint32_t *n, const bson_t *doc,
     bson_append_document_end(tasks, &one);
 }
 
-/* The claim filter: the worker's kinds, and this node's copy of the switches and groups. */
+/* The claim filter: the worker's kinds, and this node's copy of the switches and groups. The
+ * claim's token is a fresh secret (one getrandom() call per claim call, against the three
+ * database commands of the claim). */
 static bool claim_tasks(cohort_api_call_t *call, cohort_service_t *s,
                         const cohort_api_claim_t *claim, int64_t now, bson_t *docs, size_t *n,
                         char token[COHORT_CLAIM_TOKEN_SIZE], bson_error_t *error)
@@ -139,7 +162,8 @@ static bool claim_tasks(cohort_api_call_t *call, cohort_service_t *s,
         .busy_groups = (const char *const *)copy.groups,
         .n_busy_groups = copy.n_groups,
     };
-    cohort_store_new_claim_token(token);
+    if (!cohort_secret_hex(token, error))
+        return false;
     bool ok = cohort_store_claim_leased(call->store, call->client, s->config->name, claim->worker,
                                         now, now + claim->lease_ms, &filter, (size_t)claim->max,
                                         docs, n, token, error);
@@ -204,6 +228,13 @@ bool cohort_api_claim(cohort_api_call_t *call)
         bson_append_array_end(&call->reply->body, &tasks);
         call->reply->status = 200;
         atomic_fetch_add(&s->stats.ext_claimed, k);
+        if (k > 0) { /* given back if the reply cannot be delivered */
+            bson_strncpy(call->reply->claimed.service, s->config->name,
+                         sizeof call->reply->claimed.service);
+            bson_strncpy(call->reply->claimed.worker, claim.worker,
+                         sizeof call->reply->claimed.worker);
+            bson_strncpy(call->reply->claimed.token, token, sizeof call->reply->claimed.token);
+        }
         if (k == 0 && claim.wait_ms > 0) {
             call->reply->hold_ms = claim.wait_ms;
             bson_strncpy(call->reply->held_service, s->config->name,
@@ -216,10 +247,37 @@ bool cohort_api_claim(cohort_api_call_t *call)
     return ok;
 }
 
+void cohort_api_claim_give_back(cohort_store_t *store, mongoc_client_t *client,
+                                cohort_service_t *const *services, size_t n_services,
+                                cohort_api_reply_t *reply)
+{
+    cohort_service_t *s = find_hosted(services, n_services, reply->claimed.service);
+    if (!s)
+        return;
+    int64_t given = 0;
+    bson_error_t error;
+    const char *role = cohort_election_role(&s->election);
+    if (!cohort_store_give_back_claim(store, client, s->config->name, reply->claimed.worker,
+                                      reply->claimed.token, &given, &error)) {
+        cohort_logf(COHORT_LOG_WARN, s->config->name, role, 0,
+                    "cannot give back the tasks claimed by external worker '%s', whose client "
+                    "left before the reply: %s (their leases run out)",
+                    reply->claimed.worker, error.message);
+        return;
+    }
+    atomic_fetch_add(&s->stats.ext_released, (uint64_t)given);
+    cohort_logf(COHORT_LOG_INFO, s->config->name, role, 0,
+                "gave back %lld task(s) claimed by external worker '%s': its client left "
+                "before the reply (attempts not counted)",
+                (long long)given, reply->claimed.worker);
+    if (given > 0)
+        bson_strncpy(reply->wake, s->config->name, sizeof reply->wake);
+}
+
 /* ---- POST /api/v1/leases/{token}/... ----------------------------------------------------- */
 
 /* The answer to an outcome whose conditional write matched nothing: a replay of the outcome
- * the claim already has (200), or a lost lease (409). */
+ * the claim already has, with the same body (`consistent`: 200), or a lost lease (409). */
 static bool not_held(cohort_api_call_t *call, cohort_service_t *s,
                      const cohort_lease_state_t *state, bool consistent)
 {
@@ -235,7 +293,8 @@ static bool not_held(cohort_api_call_t *call, cohort_service_t *s,
     }
     if (state->same_claim)
         return cohort_api_fail(call->err, 409, "conflict",
-                               "this attempt was reported already: the task is %s",
+                               "this attempt was reported already with another outcome or body: "
+                               "the task is %s, and nothing was written",
                                cohort_status_name(state->status));
     atomic_fetch_add(&s->stats.ext_lost, 1);
     return cohort_api_fail(call->err, 409, "lease_lost",
@@ -275,17 +334,63 @@ bool cohort_api_heartbeat(cohort_api_call_t *call)
     return ok;
 }
 
-/* Whether a task left in `status` is what `endpoint` would have left (a replay). */
-static bool consistent(cohort_api_endpoint_t endpoint, cohort_task_status_t status)
+/* Whether a task left in `status` is what `endpoint` with `in` would have left: failed, or
+ * pending after a retry (not with retry: false). */
+static bool consistent_status(cohort_api_endpoint_t endpoint, const cohort_api_lease_body_t *in,
+                              cohort_task_status_t status)
 {
     switch (endpoint) {
     case COHORT_API_LEASE_SUCCEED:
         return status == COHORT_STATUS_SUCCEEDED;
     case COHORT_API_LEASE_FAIL:
-        return status == COHORT_STATUS_FAILED || status == COHORT_STATUS_PENDING;
+        return status == COHORT_STATUS_FAILED || (in->retry && status == COHORT_STATUS_PENDING);
     default:
         return false;
     }
+}
+
+/* The error message a fail with `in` records. */
+static const char *fail_message(const cohort_api_lease_body_t *in)
+{
+    return in->error ? in->error : "failed by its external worker";
+}
+
+/* Whether the outcome stored under the claim (`stored`: {result, last_error}) is the one the
+ * call sends: succeed's `result` byte for byte (the same keys in the same order, the same
+ * values and types; none if it sent none), fail's `error`. */
+static bool same_body(cohort_api_endpoint_t endpoint, const cohort_api_lease_body_t *in,
+                      const bson_t *stored)
+{
+    bson_iter_t it;
+    if (endpoint == COHORT_API_LEASE_FAIL)
+        return bson_iter_init_find(&it, stored, "last_error") && BSON_ITER_HOLDS_UTF8(&it) &&
+               strcmp(bson_iter_utf8(&it, NULL), fail_message(in)) == 0;
+    bool has = bson_iter_init_find(&it, stored, "result") && BSON_ITER_HOLDS_DOCUMENT(&it);
+    if (!has || !in->has_result)
+        return has == in->has_result;
+    uint32_t len = 0;
+    const uint8_t *raw = NULL;
+    bson_iter_document(&it, &len, &raw);
+    return len == in->result.len && memcmp(raw, bson_get_data(&in->result), len) == 0;
+}
+
+/* Whether an outcome the claim already has is this call's (a replay): the same status and
+ * body, read from the task. */
+static bool is_replay(cohort_api_call_t *call, const cohort_api_lease_body_t *in,
+                      const cohort_lease_state_t *state, bool *same, bson_error_t *error)
+{
+    *same = false;
+    if (!state->same_claim || !consistent_status(call->route->endpoint, in, state->status))
+        return true;
+    bson_t stored;
+    if (!cohort_store_read_outcome(call->store, call->client, &call->route->lease, &stored,
+                                   error)) {
+        bson_destroy(&stored);
+        return false;
+    }
+    *same = same_body(call->route->endpoint, in, &stored);
+    bson_destroy(&stored);
+    return true;
 }
 
 /* succeed and fail: the outcome, as a node's worker records it. */
@@ -296,10 +401,11 @@ static bool finish(cohort_api_call_t *call, cohort_service_t *s, const cohort_ap
     cohort_task_result_t result = {.finish = COHORT_FINISH_SUCCEEDED,
                                    .started_at_ms = state->claimed_at_ms,
                                    .ended_at_ms = cohort_clock_cluster_ms(),
-                                   .output = in->has_result ? &in->result : NULL};
+                                   .output = in->has_result ? &in->result : NULL,
+                                   .api_token = call->caller->name};
     if (call->route->endpoint == COHORT_API_LEASE_FAIL) {
         result.finish = COHORT_FINISH_FAILED;
-        result.error = in->error ? in->error : "failed by its external worker";
+        result.error = fail_message(in);
         if (in->retry)
             cohort_host_retry(s->config, ref->attempt, &result);
     }
@@ -358,10 +464,13 @@ bool cohort_api_lease_outcome(cohort_api_call_t *call)
     }
     if (ok && !applied) {
         /* Not held when read, or lost between the read and the write: read what became of it. */
-        if (state.held && !cohort_store_read_lease(call->store, call->client, ref, &state, &error))
+        bool same = false;
+        if ((state.held &&
+             !cohort_store_read_lease(call->store, call->client, ref, &state, &error)) ||
+            !is_replay(call, &in, &state, &same, &error))
             ok = cohort_api_fail_store(call->err, &error, "cannot read the task");
         else
-            ok = not_held(call, s, &state, consistent(call->route->endpoint, state.status));
+            ok = not_held(call, s, &state, same);
     }
     bson_destroy(&body);
     return ok;

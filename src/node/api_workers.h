@@ -21,4 +21,11 @@ bool cohort_api_claim(cohort_api_call_t *call);
 bool cohort_api_heartbeat(cohort_api_call_t *call);
 bool cohort_api_lease_outcome(cohort_api_call_t *call); /* succeed, fail, release */
 
+/* Gives back the tasks of a claim whose reply was never delivered (reply->claimed, set by
+ * cohort_api_claim()): pending again, their attempts not counted, logged; reply->wake names
+ * the service if any went back. On a database error they wait for their lease (logged). */
+void cohort_api_claim_give_back(cohort_store_t *store, mongoc_client_t *client,
+                                cohort_service_t *const *services, size_t n_services,
+                                cohort_api_reply_t *reply);
+
 #endif

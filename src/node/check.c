@@ -10,6 +10,8 @@
  *     rest again without them. If it still refuses, its message is reported once, at the
  *     line it names ("line N: ...", the convention of cohort_option_t.line) or else at the
  *     handler's line. A near miss the handler accepts is its option, and no typo.
+ *   - without a handler to run (missing, unreadable, not loadable), the near misses are
+ *     reported all the same, so that one run of --check-config lists every problem.
  * init() runs here as the handler ABI says it may: without a database, followed by
  * destroy(), as often as a check needs.
  */
@@ -113,15 +115,28 @@ static void judge_options(const check_t *c)
     free(rest);
 }
 
+/* No handler to judge the options (missing, unreadable or not loadable; or external): the
+ * near misses of a setting name ("wokers") are reported now rather than on the run after the
+ * handler is fixed; the other keys wait for a handler to judge them. */
+static void report_near_misses(const check_t *c)
+{
+    for (size_t i = 0; i < c->service->n_options; i++)
+        if (cohort_settings_did_you_mean(COHORT_SECTION_SERVICE, c->service->options[i].key))
+            unknown_key(c, &c->service->options[i], "");
+}
+
 static void check_service(const check_t *c)
 {
     const cohort_service_config_t *s = c->service;
-    if (!s->handler_path)
-        return; /* missing or unreadable: the configuration's check said so */
+    if (!s->handler_path) {
+        report_near_misses(c); /* the handler: the configuration's check said what is wrong */
+        return;
+    }
     bson_error_t error;
     cohort_plugin_t *plugin = cohort_plugin_load(s->handler_path, &error);
     if (!plugin) {
         report(c, s->handler_line, "[service:%s] %s", s->name, error.message);
+        report_near_misses(c);
         return;
     }
     bool has_init = plugin->handler->init != NULL;

@@ -396,9 +396,14 @@ static bool wait_for_document(cohort_ctx_t *ctx, const char *key, const char *ve
         bool ok = cohort_store_read_service(service->store, ctx->client, service->config->name,
                                             &doc, &found, &db_error);
         bson_destroy(&doc);
-        if (!ok)
+        if (!ok) {
+            /* A read that fails while the collection is dropped again is asked again: the
+             * wait is bounded by the deadline, and a lasting error is what is reported. */
+            if (cohort_clock_monotonic_ms() < *deadline)
+                continue;
             return fail(error, COHORT_ERROR_DATABASE, "cannot %s '%s': %s", verb, key,
                         db_error.message);
+        }
         if (found)
             return true;
     }
@@ -451,9 +456,17 @@ bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
         bson_error_t db_error;
         if (!cohort_store_set_data(service->store, ctx->client, service->config->name, key,
                                    value, ctx->fenced ? service->node_id : NULL, epoch, &applied,
-                                   &db_error))
-            return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key,
-                        db_error.message);
+                                   &db_error)) {
+            /* A $set is idempotent, so an unfenced one that the server refused while the
+             * document was being dropped or recreated (mongo-java-server answers "Unknown
+             * error: null" then) is tried again within the same wait as a missing document.
+             * The server's error is what the caller sees if that wait runs out. */
+            cohort_error_t waited;
+            if (ctx->fenced || !wait_for_document(ctx, key, "set", &deadline, &waited))
+                return fail(error, COHORT_ERROR_DATABASE, "cannot set '%s': %s", key,
+                            db_error.message);
+            continue;
+        }
         if (applied)
             return true;
         if (ctx->fenced)

@@ -15,6 +15,12 @@
  * - Slow clients. Each connection must send a whole request within `request_deadline_ms` of
  *   being accepted or of its previous answer, however it dribbles: the sweep shuts down those
  *   past it. evhttp's own timeout (HTTP_TIMEOUT_S) still cuts a connection idle that long.
+ * - Clients that leave while they wait. evhttp stops reading a connection once its request is
+ *   whole and until it is answered, so it notices neither a close nor a reset meanwhile: a
+ *   long-poll claim whose client went away would wait on, and claim, for nobody. The sweep
+ *   therefore peeks (MSG_PEEK, no data consumed) at each connection whose API request is
+ *   unanswered and tells the API (`api_gone`) once the client has closed it;
+ *   cohort_http_api_reply() and cohort_http_api_client_gone() make the same check.
  * - Large bodies. evhttp refuses a body over `api_max_body` itself, with its HTML 413 page and
  *   before the request reaches us (Content-Length, chunked and Expect: 100-continue alike).
  *   A callback on each connection's output buffer replaces that page, as evhttp writes it,
@@ -60,6 +66,8 @@ typedef struct http_conn {
     int64_t deadline_ms;     /* a whole request by then (INT64_MAX while one is served) */
     bool shut;               /* shut down by us; evhttp frees it */
     bool replacing;          /* the 413 page is being replaced: drop what evhttp writes */
+    void *api_origin;        /* the API request being answered (NULL: none) */
+    bool api_gone_told;      /* its client closed, and callbacks.api_gone was told */
     struct http_conn *prev, *next;
     struct cohort_http *owner;
 } http_conn_t;
@@ -117,8 +125,21 @@ static bool conn_let_go(const http_conn_t *c)
     return !r && !w && !e;
 }
 
-/* Releases the connections evhttp let go; shuts down those past their deadline. `newest`
- * (being made: evhttp has not set its callbacks yet) is left alone. */
+/* Whether the peer of `fd` closed (or reset) the connection, or there is none: a peek that
+ * reads the end of the stream or an error. Bytes waiting (a pipelined request) say it is
+ * still there; nothing is consumed. */
+static bool peer_gone(evutil_socket_t fd)
+{
+    char byte;
+    if (fd < 0)
+        return true;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Releases the connections evhttp let go; shuts down those past their deadline; tells the API
+ * of a client that left while its request waits for an answer. `newest` (being made: evhttp
+ * has not set its callbacks yet) is left alone. */
 static void sweep(cohort_http_t *h, int64_t now, const http_conn_t *newest)
 {
     for (http_conn_t *c = h->first, *next; c; c = next) {
@@ -129,6 +150,10 @@ static void sweep(cohort_http_t *h, int64_t now, const http_conn_t *newest)
             conn_release(h, c);
         } else if (now >= c->deadline_ms && conn_shut(h, c)) {
             h->late_unlogged++;
+        } else if (c->api_origin && !c->api_gone_told && h->callbacks.api_gone &&
+                   peer_gone(bufferevent_getfd(c->bev))) {
+            c->api_gone_told = true;
+            h->callbacks.api_gone(h->callbacks.arg, c->api_origin);
         }
     }
     if (h->late_unlogged && now - h->late_logged_ms >= 1000) {
@@ -298,18 +323,22 @@ static void on_complete(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
     http_conn_t *c = conn_of(h, req);
-    if (c)
-        c->deadline_ms = cohort_clock_monotonic_ms() + h->request_deadline_ms;
+    if (!c)
+        return;
+    c->deadline_ms = cohort_clock_monotonic_ms() + h->request_deadline_ms;
+    c->api_origin = NULL;
+    c->api_gone_told = false;
 }
 
-/* A whole request arrived: no deadline while it is served. */
-static void request_begins(cohort_http_t *h, struct evhttp_request *req)
+/* A whole request arrived: no deadline while it is served. Its connection (NULL: uncounted). */
+static http_conn_t *request_begins(cohort_http_t *h, struct evhttp_request *req)
 {
     http_conn_t *c = conn_of(h, req);
     if (!c)
-        return;
+        return NULL;
     c->deadline_ms = INT64_MAX;
     evhttp_request_set_on_complete_cb(req, on_complete, h);
+    return c;
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
@@ -384,9 +413,17 @@ static const char *method_name(enum evhttp_cmd_type method)
     }
 }
 
-void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
+bool cohort_http_api_client_gone(void *origin)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(origin);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    return peer_gone(bev ? bufferevent_getfd(bev) : -1);
+}
+
+bool cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
 {
     struct evhttp_request *req = origin;
+    bool there = !cohort_http_api_client_gone(origin);
     if (answer->allow)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", answer->allow);
     if (answer->set_cookie[0])
@@ -396,10 +433,11 @@ void cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
     char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
     if (!text) {
         reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot render the reply\n");
-        return;
+        return false;
     }
-    reply(req, answer->status, NULL, JSON, text, text_len);
+    reply(req, answer->status, NULL, JSON, text, text_len); /* frees `req` if the client left */
     bson_free(text);
+    return there;
 }
 
 /* /api/...: the request as the API reads it, handed on; its reply comes back through
@@ -428,10 +466,12 @@ static void serve_api(cohort_http_t *h, struct evhttp_request *req, const struct
 static void on_request(struct evhttp_request *req, void *arg)
 {
     cohort_http_t *h = arg;
-    request_begins(h, req);
+    http_conn_t *c = request_begins(h, req);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (path && h->callbacks.api && strncmp(path, "/api/", 5) == 0) {
+        if (c)
+            c->api_origin = req; /* until answered (on_complete) */
         serve_api(h, req, uri);
         return;
     }

@@ -42,6 +42,11 @@ typedef struct cohort_http_callbacks {
      * cohort_http_api_reply(origin, ...) on the loop thread, now or later. `request` is valid
      * during the call only. */
     void (*api)(void *arg, const cohort_api_request_t *request, void *origin);
+    /* The client of `origin` (an API request not answered yet) closed its connection: the
+     * request is still to be answered (its reply is then dropped), but nobody waits for it
+     * (a held claim ends). Called once per request, from the listener's sweep (every
+     * 100 ms); NULL: not told. */
+    void (*api_gone)(void *arg, void *origin);
     void *arg;
     size_t api_max_body; /* bytes; 0: the listener's small default */
     size_t max_connections; /* open at once (http_max_connections); 0: 256. Past it, a new
@@ -62,8 +67,14 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
 
 /* Answers the API request `origin` (handed to callbacks.api) with `reply` as JSON. Loop
  * thread only; once per request. Safe after the client went away (evhttp then frees the
- * request instead of writing). */
-void cohort_http_api_reply(void *origin, const cohort_api_reply_t *reply);
+ * request instead of writing). Returns false if the client had gone (closed or reset its
+ * connection) before the reply was written: it will never read it. True says only that the
+ * reply was handed to a connection still open. */
+bool cohort_http_api_reply(void *origin, const cohort_api_reply_t *reply);
+
+/* Whether the client of the unanswered API request `origin` has closed (or reset) its
+ * connection. Loop thread only. */
+bool cohort_http_api_client_gone(void *origin);
 /* The connections open now (those shut down and not yet freed by evhttp aside). */
 size_t cohort_http_connections(const cohort_http_t *http);
 

@@ -31,14 +31,7 @@ void cohort_service_reload_file_settings(cohort_service_t *s, const cohort_setti
 void cohort_live_settings_apply(cohort_service_t *s)
 {
     cohort_settings_t next = s->file;
-    bson_iter_t it;
-    if (bson_iter_init(&it, &s->election.settings)) {
-        while (bson_iter_next(&it)) {
-            int64_t *field = cohort_settings_field(&next, bson_iter_key(&it));
-            if (field && BSON_ITER_HOLDS_NUMBER(&it))
-                *field = bson_iter_as_int64(&it);
-        }
-    }
+    cohort_settings_overlay(&next, &s->election.settings);
     bson_error_t why;
     if (!cohort_settings_validate(&next, &why)) {
         if (strcmp(why.message, s->settings_problem) != 0) {
@@ -60,4 +53,15 @@ void cohort_live_settings_apply(cohort_service_t *s)
                                                                      : "set in the database");
     }
     put_in_effect(s, &next);
+}
+
+void cohort_live_settings_publish(const cohort_service_t *s, bson_t *doc)
+{
+    bson_t one;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, s->config->name, &one);
+    cohort_settings_append(&one, "file", &s->file);
+    cohort_settings_append(&one, "effective", &s->eff);
+    if (s->settings_problem[0])
+        BSON_APPEND_UTF8(&one, "problem", s->settings_problem);
+    bson_append_document_end(doc, &one);
 }

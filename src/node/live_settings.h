@@ -27,4 +27,10 @@ void cohort_service_reload_file_settings(cohort_service_t *service, const cohort
  * ignored. */
 void cohort_live_settings_apply(cohort_service_t *service);
 
+/* Main thread: appends to `doc` the service's entry of its node document's `settings`:
+ * {file: {...}, effective: {...}, problem: "..." while the database's values cannot be
+ * applied} (docs/SCHEMA.md, `nodes`), so that cohortctl settings and status see each node's
+ * own values. */
+void cohort_live_settings_publish(const cohort_service_t *s, bson_t *doc);
+
 #endif

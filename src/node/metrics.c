@@ -129,7 +129,9 @@ static const struct {
     {"cohort_external_retried_total",
      "External workers' fail calls this node recorded as a retry.", ext_retried},
     {"cohort_external_released_total",
-     "External workers' release calls this node recorded (back to pending).", ext_released},
+     "External workers' release calls this node recorded, and tasks of claims whose reply "
+     "could not be delivered (back to pending, attempt not counted).",
+     ext_released},
     {"cohort_external_lost_total",
      "External workers' calls refused with 409 lease_lost: nothing was written.", ext_lost},
     {"cohort_leases_expired_total",

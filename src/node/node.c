@@ -32,6 +32,7 @@
 #include "node/heartbeat.h"
 #include "node/http.h"
 #include "node/lease.h"
+#include "node/live_settings.h"
 #include "node/liveness.h"
 #include "node/metrics.h"
 #include "node/watch.h"
@@ -40,6 +41,7 @@
 #include "node/notify.h"
 #include "node/ready.h"
 #include "node/reload.h"
+#include "node/round_trips.h"
 #include "node/runs.h"
 #include "node/service.h"
 #include "store/store.h"
@@ -74,6 +76,7 @@ typedef struct node {
     bool stopping;
     int64_t stop_deadline_ms;
     bool clock_warned;
+    cohort_round_trips_t round_trips; /* main thread: the pings' round trips */
     const cohort_config_t *current; /* the configuration in force (for SIGHUP comparisons) */
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
     cohort_run_t run;               /* this process's run of node_id (runs.h) */
@@ -178,8 +181,12 @@ static bool ping(node_t *n)
     info.services = names;
     info.workers = workers;
     info.n_services = n->n_services;
-    bson_t stats = BSON_INITIALIZER;
+    bson_t stats = BSON_INITIALIZER, settings = BSON_INITIALIZER;
     build_stats(n, &stats);
+    for (size_t i = 0; i < n->n_services; i++)
+        cohort_live_settings_publish(n->services[i], &settings);
+    info.settings = &settings;
+    info.db_rtt_p99_ms = cohort_round_trips_p99(&n->round_trips);
     bson_error_t error;
     int64_t server_ms = 0;
     bool expired = false;
@@ -189,11 +196,15 @@ static bool ping(node_t *n)
                                      &other_run, &error);
     int64_t received = cohort_clock_monotonic_ms();
     bson_destroy(&stats);
+    bson_destroy(&settings);
 
     if (!ok) {
         back_off(n, &error);
         return false;
     }
+    /* The first ping also connects (TCP, handshake): not a round trip of the database's. */
+    if (n->pinged_ms)
+        cohort_round_trips_add(&n->round_trips, received - sent);
     if (n->backoff_ms) {
         cohort_log_node(COHORT_LOG_INFO, "database reachable again");
         n->backoff_ms = 0;
@@ -600,10 +611,22 @@ static void http_api(void *arg, const cohort_api_request_t *request, void *origi
     cohort_api_pool_submit(n->api_pool, request, origin);
 }
 
-static void api_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+static bool api_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
 {
     (void)arg;
-    cohort_http_api_reply(origin, reply);
+    return cohort_http_api_reply(origin, reply);
+}
+
+static bool api_client_gone(void *arg, void *origin)
+{
+    (void)arg;
+    return cohort_http_api_client_gone(origin);
+}
+
+/* The listener saw a client leave: a claim it held ends. */
+static void http_api_gone(void *arg, void *origin)
+{
+    cohort_api_pool_gone(((node_t *)arg)->api_pool, origin);
 }
 
 /* The HTTP listener, if configured; the primaries then count their queues for it. */
@@ -623,7 +646,8 @@ static bool start_http(node_t *n)
         return false;
     }
     n->api_pool = cohort_api_pool_start(n->base, n->api, n->store,
-                                        (size_t)n->config->api_threads, api_deliver, n, &err);
+                                        (size_t)n->config->api_threads, api_deliver,
+                                        api_client_gone, n, &err);
     if (!n->api_pool) {
         cohort_log_node(COHORT_LOG_ERROR, "cannot start: %s", err.message);
         return false;
@@ -631,6 +655,7 @@ static bool start_http(node_t *n)
     cohort_http_callbacks_t callbacks = {.ready = http_ready,
                                          .metrics = http_metrics,
                                          .api = http_api,
+                                         .api_gone = http_api_gone,
                                          .arg = n,
                                          .api_max_body = (size_t)n->config->api_max_body,
                                          .max_connections =

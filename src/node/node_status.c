@@ -83,6 +83,25 @@ static int list_runs(const bson_t *doc, int64_t now, int64_t lease, bson_t *runs
     return live;
 }
 
+/* "service S cannot apply the database's settings: ...\n" for each service whose entry in
+ * the node's `settings` has a problem (node/live_settings.h), into `buf`. */
+static void settings_problems(const bson_t *doc, char *buf, size_t len)
+{
+    bson_iter_t it, services, entry;
+    buf[0] = '\0';
+    if (!bson_iter_init_find(&it, doc, "settings") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+        !bson_iter_recurse(&it, &services))
+        return;
+    while (bson_iter_next(&services)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&services) || !bson_iter_recurse(&services, &entry) ||
+            !bson_iter_find(&entry, "problem") || !BSON_ITER_HOLDS_UTF8(&entry))
+            continue;
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "service %s cannot apply the database's settings: %s\n",
+                 bson_iter_key(&services), bson_iter_utf8(&entry, NULL));
+    }
+}
+
 void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bson_t *one,
                         cohort_node_summary_t *summary)
 {
@@ -120,4 +139,7 @@ void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bso
     bson_append_array_end(one, &runs);
     BSON_APPEND_INT32(one, "live_runs", s->live_runs);
     BSON_APPEND_BOOL(one, "clash", s->live_runs > 1);
+    copy_field(doc, "settings", one);
+    copy_field(doc, "db_rtt_p99_ms", one);
+    settings_problems(doc, s->problems, sizeof s->problems);
 }

@@ -61,6 +61,26 @@ static cohort_plugin_t *load_external(bson_error_t *error)
     return plugin;
 }
 
+/* dlopen()'s failure in one line. A symbol it could not resolve is most often a function of
+ * the daemon that is not part of the handler ABI (cohortd exports only handler.h's). */
+static void report_load_error(const char *path, const char *why, bson_error_t *error)
+{
+    static const char undefined[] = "undefined symbol: ";
+    const char *symbol = strstr(why, undefined);
+    if (symbol) {
+        symbol += sizeof undefined - 1;
+        int len = (int)strcspn(symbol, " ,(");
+        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                         "cannot load handler '%s': it calls '%.*s', which is not part of the "
+                         "handler ABI (a handler may call only the functions of "
+                         "cohort/handler.h, ABI version %d, and the libraries it links)",
+                         path, len, symbol, COHORT_HANDLER_ABI_VERSION);
+        return;
+    }
+    cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                     "cannot load handler '%s': %s", path, why);
+}
+
 cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
 {
     if (strcmp(path, COHORT_HANDLER_EXTERNAL) == 0)
@@ -69,8 +89,7 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *why = dlerror();
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "cannot load handler '%s': %s", path, why ? why : "unknown error");
+        report_load_error(path, why ? why : "unknown error", error);
         return NULL;
     }
     const cohort_handler_t *handler = dlsym(dl, COHORT_HANDLER_SYMBOL);

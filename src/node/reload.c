@@ -131,7 +131,10 @@ cohort_config_t *cohort_reload(const cohort_config_t *old, cohort_service_t *con
                             err.message);
         }
     }
-    cohort_log_node(COHORT_LOG_INFO, "configuration reloaded from %s (log_level %s)", next->path,
+    /* The summary shows whatever the new log_level: at INFO, or at that level if higher (a
+     * reload to log_level = warn still says it happened). */
+    cohort_log_node(next->log_level > COHORT_LOG_INFO ? next->log_level : COHORT_LOG_INFO,
+                    "configuration reloaded from %s (log_level %s)", next->path,
                     cohort_log_level_name(next->log_level));
     return next;
 }

@@ -33,4 +33,40 @@ void cohort_service_settings_change(const cohort_config_t *config, const char *s
                                     cohort_settings_t *next, const char *key, bool set,
                                     int64_t value);
 
+/* One live node hosting the service, as its node document publishes it (each node's ping,
+ * node/live_settings.h). Views into the document: valid for the callback only. */
+typedef struct cohort_node_settings {
+    const char *node_id;
+    bool published;              /* false: a node of an older version (no `settings`) */
+    cohort_settings_t file;      /* its config file's values */
+    cohort_settings_t effective; /* what it runs with now */
+    const char *problem;         /* why it cannot apply the database's values, or NULL */
+    int64_t db_rtt_p99_ms;       /* its database round trip's p99, or -1 if not published */
+} cohort_node_settings_t;
+
+typedef void (*cohort_node_settings_fn)(void *user, const cohort_node_settings_t *node);
+
+/* Calls `fn` for each live cohortd node hosting `service`: not expired, and pinged within
+ * twice its own takeover_ms (at least 3 s) of the server's time now. False on a database
+ * error. */
+bool cohort_service_settings_each_node(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, cohort_node_settings_fn fn,
+                                       void *user, bson_error_t *error);
+
+/* `in_db` (the keys set in the database) after one change: `key` set to `value`, or removed
+ * (`set` false), into `out` (initialised by the call; destroy it). */
+void cohort_service_settings_next_db(const bson_t *in_db, const char *key, bool set,
+                                     int64_t value, bson_t *out);
+
+/* Checks the database's settings as they will be (`next_db`) against every live node's own
+ * values, the way each node will apply them (its file's, overridden by the database's):
+ *   - a node would refuse them (cohort_settings_validate): refused, naming the node;
+ *   - unless `force`, a node's takeover_ms would change to less than
+ *     COHORT_TAKEOVER_RTT_MULTIPLE x its measured p99 round trip: refused with the figures.
+ * Sets `refusal` ("" if none; `len` bytes) and returns true; false on a database error.
+ * Shared by `cohortctl settings set|unset` and the API's PATCH .../settings. */
+bool cohort_service_settings_check_nodes(cohort_store_t *store, mongoc_client_t *client,
+                                         const char *service, const bson_t *next_db, bool force,
+                                         char *refusal, size_t len, bson_error_t *error);
+
 #endif

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "node/api_json.h"
+#include "node/service_settings.h"
 
 /* The fields of one switch's subdocument {reason, by, at}. */
 static void read_switch(bson_iter_t *entry, cohort_switch_t *sw)
@@ -147,6 +148,31 @@ static void read_primary(const bson_t *doc, int64_t server_now_ms, cohort_servic
                                               : 0;
 }
 
+typedef struct problems {
+    bson_t *list;
+    uint32_t n;
+    cohort_service_summary_t *summary;
+} problems_t;
+
+/* A live node that cannot apply the database's settings: into settings_problems and the
+ * table's details, until it can (node/live_settings.h publishes it each ping). */
+static void collect_problem(void *user, const cohort_node_settings_t *node)
+{
+    problems_t *p = user;
+    if (!node->problem)
+        return;
+    bson_t one;
+    cohort_json_array_begin_document(p->list, &p->n, &one);
+    BSON_APPEND_UTF8(&one, "node_id", node->node_id);
+    BSON_APPEND_UTF8(&one, "problem", node->problem);
+    bson_append_document_end(p->list, &one);
+    char *details = p->summary->details;
+    size_t used = strlen(details);
+    snprintf(details + used, sizeof p->summary->details - used,
+             "    settings: node %s cannot apply the database's settings: %s\n", node->node_id,
+             node->problem);
+}
+
 bool cohort_service_status(cohort_store_t *store, mongoc_client_t *client, const char *name,
                            int64_t server_now_ms, bson_t *svc, cohort_service_summary_t *summary,
                            bson_error_t *error)
@@ -177,5 +203,11 @@ bool cohort_service_status(cohort_store_t *store, mongoc_client_t *client, const
     bson_destroy(&paused);
     bson_destroy(&blocked);
     bson_destroy(&doc);
-    return true;
+    bson_t list = BSON_INITIALIZER;
+    problems_t problems = {.list = &list, .summary = s};
+    bool ok = cohort_service_settings_each_node(store, client, name, collect_problem, &problems,
+                                                error);
+    BSON_APPEND_ARRAY(svc, "settings_problems", &list);
+    bson_destroy(&list);
+    return ok;
 }

@@ -46,11 +46,12 @@ typedef struct cohort_service_summary {
 } cohort_service_summary_t;
 
 /* Appends to `svc` (a document the caller began) the fields of service `name`: name,
- * service_document, primary {node_id, epoch, last_active_ms_ago} or null, counts {status: n}, paused [...],
- * blocked [...]; `server_now_ms` is the server's time. `summary` (may be NULL) receives the
- * same for a table. `service_document` says whether the service has its config document
- * (a queue can have tasks without one: cohortctl status lists those too). False on a
- * database error. */
+ * service_document, primary {node_id, epoch, last_active_ms_ago} or null, counts {status: n},
+ * paused [...], blocked [...], settings_problems [{node_id, problem}] (live nodes that cannot
+ * apply the database's settings; also lines of the summary's details); `server_now_ms` is the
+ * server's time. `summary` (may be NULL) receives the same for a table. `service_document`
+ * says whether the service has its config document (a queue can have tasks without one:
+ * cohortctl status lists those too). False on a database error. */
 bool cohort_service_status(cohort_store_t *store, mongoc_client_t *client, const char *name,
                            int64_t server_now_ms, bson_t *svc, cohort_service_summary_t *summary,
                            bson_error_t *error);

@@ -10,6 +10,11 @@
  * it), a late worker's write matches nothing and changes nothing. A release by the sweep
  * unsets the claim token; an outcome keeps it, which is how a replayed outcome is told from a
  * lost lease (cohort_store_read_lease()).
+ *
+ * The claim token of an external claim is the lease token's secret: 128 bits from getrandom()
+ * (node/api_workers.c), where a node's own claims use ObjectIds (unique, not secret: a node's
+ * claim is no capability). Every filter here also asks for lease_expires_at, which only an
+ * external claim has, so no lease token, guessed or not, can name a node's claim.
  */
 #include "store/internal.h"
 
@@ -26,7 +31,8 @@ static bson_t *held_lease(const cohort_lease_ref_t *ref)
     bson_oid_t oid;
     bson_oid_init_from_string(&oid, ref->task_id);
     return BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("claimed"), "attempts",
-                    BCON_INT32(ref->attempt), "claim_token", BCON_UTF8(ref->claim));
+                    BCON_INT32(ref->attempt), "claim_token", BCON_UTF8(ref->claim),
+                    "lease_expires_at", "{", "$exists", BCON_BOOL(true), "}");
 }
 
 static bool bad_ref(bson_error_t *error)
@@ -108,44 +114,144 @@ bool cohort_store_extend_lease(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
-                             const cohort_lease_ref_t *ref, cohort_lease_state_t *state,
-                             bson_error_t *error)
+/* Walks the tasks of `service` that `filter` matches (with `opts`) through `fn`. */
+static bool walk_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                       const bson_t *filter, const bson_t *opts, store_doc_fn fn, void *user,
+                       bson_error_t *error)
 {
-    memset(state, 0, sizeof *state);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, filter, opts, NULL), fn,
+                                user, error);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
+/* The task `ref` names, read with `projection`, through `fn`; `extra` (may be NULL) adds
+ * conditions to {_id}. */
+static bool read_task(cohort_store_t *store, mongoc_client_t *client,
+                      const cohort_lease_ref_t *ref, const bson_t *extra, const bson_t *projection,
+                      store_doc_fn fn, void *user, bson_error_t *error)
+{
     if (!bson_oid_is_valid(ref->task_id, strlen(ref->task_id)))
         return bad_ref(error);
     bson_oid_t oid;
     bson_oid_init_from_string(&oid, ref->task_id);
     bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
-    bson_t *opts = BCON_NEW("projection", "{", "history", BCON_INT32(0), "data", BCON_INT32(0),
-                            "}", "limit", BCON_INT64(1));
-    mongoc_collection_t *tasks = store_queue(store, client, ref->service);
-    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(tasks, filter, opts, NULL);
-    const bson_t *doc;
-    if (mongoc_cursor_next(cursor, &doc)) {
-        state->found = true;
-        bson_iter_t it;
-        if (bson_iter_init_find(&it, doc, "status") && BSON_ITER_HOLDS_UTF8(&it))
-            cohort_status_parse(bson_iter_utf8(&it, NULL), &state->status);
-        if (bson_iter_init_find(&it, doc, "claimed_by") && BSON_ITER_HOLDS_UTF8(&it))
-            bson_strncpy(state->claimed_by, bson_iter_utf8(&it, NULL),
-                         sizeof state->claimed_by);
-        bool same_token = bson_iter_init_find(&it, doc, "claim_token") &&
-                          BSON_ITER_HOLDS_UTF8(&it) &&
-                          strcmp(bson_iter_utf8(&it, NULL), ref->claim) == 0;
-        bool same_attempt = bson_iter_init_find(&it, doc, "attempts") &&
-                            BSON_ITER_HOLDS_INT32(&it) && bson_iter_int32(&it) == ref->attempt;
-        state->same_claim = same_token && same_attempt;
-        state->held = state->same_claim && state->status == COHORT_STATUS_CLAIMED;
-        store_date_field(doc, "claimed_at", &state->claimed_at_ms);
-        if (bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it))
-            bson_strncpy(state->coalesce_key, bson_iter_utf8(&it, NULL),
-                         sizeof state->coalesce_key);
-    }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
-    mongoc_collection_destroy(tasks);
+    if (extra)
+        bson_concat(filter, extra);
+    bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
+    BSON_APPEND_DOCUMENT(opts, "projection", projection);
+    bool ok = walk_tasks(store, client, ref->service, filter, opts, fn, user, error);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}
+
+typedef struct lease_read {
+    const cohort_lease_ref_t *ref;
+    cohort_lease_state_t *state;
+} lease_read_t;
+
+static bool read_state(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    const cohort_lease_ref_t *ref = ((lease_read_t *)user)->ref;
+    cohort_lease_state_t *state = ((lease_read_t *)user)->state;
+    state->found = true;
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, "status") && BSON_ITER_HOLDS_UTF8(&it))
+        cohort_status_parse(bson_iter_utf8(&it, NULL), &state->status);
+    if (bson_iter_init_find(&it, doc, "claimed_by") && BSON_ITER_HOLDS_UTF8(&it))
+        bson_strncpy(state->claimed_by, bson_iter_utf8(&it, NULL), sizeof state->claimed_by);
+    bool same_token = bson_iter_init_find(&it, doc, "claim_token") && BSON_ITER_HOLDS_UTF8(&it) &&
+                      strcmp(bson_iter_utf8(&it, NULL), ref->claim) == 0;
+    bool same_attempt = bson_iter_init_find(&it, doc, "attempts") &&
+                        BSON_ITER_HOLDS_INT32(&it) && bson_iter_int32(&it) == ref->attempt;
+    bool leased = bson_iter_init_find(&it, doc, "lease_expires_at"); /* not a node's claim */
+    state->same_claim = same_token && same_attempt && leased;
+    state->held = state->same_claim && state->status == COHORT_STATUS_CLAIMED;
+    store_date_field(doc, "claimed_at", &state->claimed_at_ms);
+    if (bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it))
+        bson_strncpy(state->coalesce_key, bson_iter_utf8(&it, NULL), sizeof state->coalesce_key);
+    return true;
+}
+
+bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
+                             const cohort_lease_ref_t *ref, cohort_lease_state_t *state,
+                             bson_error_t *error)
+{
+    memset(state, 0, sizeof *state);
+    bson_t *projection = BCON_NEW("history", BCON_INT32(0), "data", BCON_INT32(0));
+    lease_read_t read = {.ref = ref, .state = state};
+    bool ok = read_task(store, client, ref, NULL, projection, read_state, &read, error);
+    bson_destroy(projection);
+    return ok;
+}
+
+static bool copy_doc(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    return bson_concat(user, doc);
+}
+
+bool cohort_store_read_outcome(cohort_store_t *store, mongoc_client_t *client,
+                               const cohort_lease_ref_t *ref, bson_t *outcome,
+                               bson_error_t *error)
+{
+    bson_init(outcome);
+    bson_t *claim = BCON_NEW("claim_token", BCON_UTF8(ref->claim), "attempts",
+                             BCON_INT32(ref->attempt));
+    bson_t *projection = BCON_NEW("_id", BCON_INT32(0), "result", BCON_INT32(1), "last_error",
+                                  BCON_INT32(1));
+    bool ok = read_task(store, client, ref, claim, projection, copy_doc, outcome, error);
+    bson_destroy(projection);
+    bson_destroy(claim);
+    return ok;
+}
+
+typedef struct give_back {
+    cohort_store_t *store;
+    mongoc_client_t *client;
+    const char *service, *token;
+    int64_t given;
+} give_back_t;
+
+/* One task of the claim, given back as its release would: fenced on the claim, its coalesce
+ * key taken back. */
+static bool give_back_one(void *user, const bson_t *doc, bson_error_t *error)
+{
+    give_back_t *g = user;
+    cohort_lease_ref_t ref = {.attempt = 0};
+    bson_strncpy(ref.service, g->service, sizeof ref.service);
+    bson_strncpy(ref.claim, g->token, sizeof ref.claim);
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_OID(&it))
+        return true; /* never handed out (node/api_workers.c): its lease runs out */
+    bson_oid_to_string(bson_iter_oid(&it), ref.task_id);
+    if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_INT32(&it))
+        ref.attempt = bson_iter_int32(&it);
+    const char *key = bson_iter_init_find(&it, doc, "coalesce_key") && BSON_ITER_HOLDS_UTF8(&it)
+                          ? bson_iter_utf8(&it, NULL)
+                          : NULL;
+    bool applied = false;
+    if (!cohort_store_release_lease(g->store, g->client, &ref, key, &applied, error))
+        return false;
+    g->given += applied;
+    return true;
+}
+
+bool cohort_store_give_back_claim(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const char *worker, const char *token,
+                                  int64_t *given, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(worker),
+                              "status", BCON_UTF8("claimed"), "lease_expires_at", "{",
+                              "$exists", BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("projection", "{", "attempts", BCON_INT32(1), "coalesce_key",
+                            BCON_INT32(1), "}");
+    give_back_t g = {.store = store, .client = client, .service = service, .token = token};
+    bool ok = walk_tasks(store, client, service, filter, opts, give_back_one, &g, error);
+    *given = g.given;
     bson_destroy(opts);
     bson_destroy(filter);
     return ok;

@@ -34,6 +34,10 @@ static void append_identity(bson_t *set, const cohort_node_info_t *node, const b
         BSON_APPEND_UTF8(set, "run_id", node->run_id);
     if (stats)
         BSON_APPEND_DOCUMENT(set, "stats", stats);
+    if (node->settings)
+        BSON_APPEND_DOCUMENT(set, "settings", node->settings);
+    if (node->db_rtt_p99_ms >= 0)
+        BSON_APPEND_INT64(set, "db_rtt_p99_ms", node->db_rtt_p99_ms);
     if (!node->services)
         return;
     bson_t list, workers;

@@ -63,6 +63,8 @@ void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
     BSON_APPEND_UTF8(&entry, "outcome", finish_name(result->finish));
     if (result->error)
         BSON_APPEND_UTF8(&entry, "error", result->error);
+    if (result->api_token)
+        BSON_APPEND_UTF8(&entry, "token", result->api_token);
     store_append_history_push(update, &entry);
     bson_destroy(&entry);
 }

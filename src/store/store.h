@@ -164,6 +164,10 @@ typedef struct cohort_node_info {
      * writes only its own runs.<id> entry, so the document keeps showing the other process
      * (host, pid, seen_at: the node's liveness) and cohortctl nodes shows the clash. */
     bool standing_back;
+    /* Published with the identity (may be NULL / -1): each service's live settings as this
+     * node runs them (node/live_settings.h) and its database round trip's p99 in ms. */
+    const bson_t *settings;
+    int64_t db_rtt_p99_ms;
 } cohort_node_info_t;
 
 /* One run (process) of a node_id, as its document records it (runs.c). */
@@ -323,8 +327,11 @@ typedef struct cohort_claim_filter {
  * (written before weights existed) or a bad one. */
 int64_t cohort_store_task_weight(const bson_t *task);
 
-/* A claim token: 24 hex digits and a NUL. Each claim call marks what it claims with one. */
-#define COHORT_CLAIM_TOKEN_SIZE 25
+/* A claim token and its NUL. Each claim call marks what it claims with one: a node's is an
+ * ObjectId's 24 hex digits (cohort_store_new_claim_token(): unique, cheap, not secret); an
+ * external worker's is 32 hex digits from getrandom() (core/token.h: its lease token's
+ * secret). */
+#define COHORT_CLAIM_TOKEN_SIZE 33
 
 /* A fresh claim token into `token`. */
 void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE]);
@@ -400,6 +407,8 @@ typedef struct cohort_task_result {
     int64_t ended_at_ms;     /* cluster clock */
     bool crashed;            /* the attempt died with its worker process (history: "crashed") */
     const bson_t *output;    /* NULL, or stored as the task's `result` (an external worker's) */
+    const char *api_token;   /* NULL, or the name of the API token that reported it (an
+                                external worker's outcome): recorded in the history */
 } cohort_task_result_t;
 
 /* Writes the outcome of the attempt `attempt` of task `id` (any _id type: an ObjectId, or a
@@ -471,8 +480,9 @@ bool cohort_store_extend_lease(cohort_store_t *store, mongoc_client_t *client,
 typedef struct cohort_lease_state {
     bool found;      /* the task exists */
     bool held;       /* still claimed under this claim */
-    bool same_claim; /* the task's attempt and claim token are the lease's: held, or its
-                        outcome was written (a replay) */
+    bool same_claim; /* the task's attempt and claim token are the lease's, and it is an
+                        external claim (it has lease_expires_at): held, or its outcome was
+                        written (a replay) */
     cohort_task_status_t status;
     char claimed_by[129];
     int64_t claimed_at_ms;
@@ -483,6 +493,20 @@ typedef struct cohort_lease_state {
 bool cohort_store_read_lease(cohort_store_t *store, mongoc_client_t *client,
                              const cohort_lease_ref_t *ref, cohort_lease_state_t *state,
                              bson_error_t *error);
+
+/* The outcome stored under the claim the lease names, as {result, last_error} (each only if
+ * the task has it; empty if the task is not under that claim): what a replayed outcome is
+ * compared with. `outcome` is initialised by the call; the caller destroys it. */
+bool cohort_store_read_outcome(cohort_store_t *store, mongoc_client_t *client,
+                               const cohort_lease_ref_t *ref, bson_t *outcome,
+                               bson_error_t *error);
+
+/* Gives back every task still claimed by external worker `worker` under claim `token` as its
+ * release would (pending, the attempt not counted, its coalesce key taken back; each write
+ * fenced on the claim): the claim's reply never reached the worker. *given counts them. */
+bool cohort_store_give_back_claim(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const char *worker, const char *token,
+                                  int64_t *given, bson_error_t *error);
 
 /* Writes the outcome of the leased attempt (run by `worker`, for the history), conditional on
  * the lease still holding: *applied is false, and nothing changed, if it does not. */

@@ -9,11 +9,15 @@ What it does (see tests/chaos/README.md for the reasoning):
   1. starts a private local database (deploy/localdb/localdb.sh, H2 file backend, so data
      survives a database restart) on a free port, or uses MONGODB_URI if set;
   2. puts a TCP proxy (proxy.py) between each node and the database;
-  3. starts N cohortd nodes running the noop handler: a journal and a completed_log per node,
-     a tracked generator, crash_on = poison;
+  3. starts N cohortd nodes with three services: noop (a journal and a completed_log per node,
+     a tracked generator, crash_on = poison, batch claims, a schedule line), work (the sleeper
+     test handler: long tasks and tasks that time out) and ext (handler = external), and two
+     external workers (handlers/external-python/cohort_worker.py) with call journals;
   4. for --duration seconds injects random faults from a printed seed (kill -9, SIGSTOP,
-     partition, database restart, clock skew, poison task) and enqueues untracked and tracked
-     tasks with cohortctl;
+     partition, slow link, database restart, clock skew, poison rounds; and what operators and
+     clients do: rolling restarts by SIGTERM, live settings changes, a duplicate node_id, worker
+     kills and freezes, dropped long-polls), logging each with its time in events.jsonl (the
+     fault timeline), and enqueues tasks with cohortctl;
   5. heals everything, stops the generator (SIGHUP with generate_per_tick = 0) and waits for
      convergence (one live primary, nothing pending or claimed, every tracked batch
      completed) for at most --bound seconds, measuring the time;
@@ -36,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -56,15 +61,39 @@ import check  # noqa: E402
 from proxy import BLACKHOLE, REFUSE, Proxy, ProxyLoop  # noqa: E402
 
 SERVICE = "noop"
+WORK = "work"  # long tasks (sleeper handler): drains and timeouts
+EXT = "ext"  # run by external workers over the HTTP API (handlers/external-python)
+WORKERS = ("w1", "w2")
+# The external workers' lease, renewed every third: long enough that a busy machine's slow
+# replies do not lose it, short enough that a freeze (1.5-2.5 leases) does within a short run.
+LEASE_MS = 8000
+DROPPER = "dropper"  # the worker name of long-polls whose connection the driver drops
 TICK_MS = 200
 TAKEOVER_MS = 1500
 STALL_MS = 3000
 MAX_ATTEMPTS = 4
 SKEW_MS = 300000
 DEFAULT_BOUND_S = 90
+GRACE_MS = 15000  # shutdown_grace_ms: longer than any long task, so a drain finishes them
+STOP_S = GRACE_MS / 1000 + 15  # a SIGTERM stops a node within this (else SIGKILL)
+# Long tasks run longer than any stall_timeout_ms the run sets plus a maintenance interval, so
+# that a drain (SIGTERM) shortly after they started leaves them running past the stall timeout.
+LONG_MS = (8000, 10000)
+HANG_MS = 4000  # a task that times out sleeps this long ...
+HANG_TIMEOUT = "1s"  # ... under this task timeout
+CLAIM_BATCH = 8  # noop's batch claims: a poison task is claimed beside innocent ones
+SCHEDULE = "*/2 * * * * *"  # noop's schedule line "beat": a slot every 2 s
+# Live settings an operator changes (cohortctl settings set), each within the safe ranges
+# (takeover_ms > tick_ms, stall_timeout_ms >= 3 tick_ms, takeover_ms/4 above the checker's
+# tolerance, stall below the long tasks' length).
+SETTINGS = {"tick_ms": (150, 300), "takeover_ms": (1500, 2500), "stall_timeout_ms": (3000, 4500)}
 
-# Fault kinds and their relative weights (poison is scheduled separately, a few per run).
-WEIGHTS = {"kill": 3, "pause": 2, "partition": 3, "slow": 1, "db_restart": 2, "skew": 1}
+# Fault kinds and their relative weights (poison rounds and the duplicate node_id are
+# scheduled separately, a few per run). drain: SIGTERM to nodes running long tasks, a rolling
+# restart of 2-3 nodes in a row; settings: a live settings change.
+WEIGHTS = {"kill": 3, "pause": 2, "partition": 3, "slow": 1, "db_restart": 2, "skew": 1,
+           "drain": 3, "settings": 2, "worker_kill": 1, "worker_freeze": 1, "worker_drop": 1}
+WORKER_FAULTS = ("worker_kill", "worker_freeze", "worker_drop")
 
 
 def log(msg):
@@ -130,28 +159,40 @@ class Database:
 class Node:
     """One cohortd node: its files, its process, its proxy and what the harness did to it."""
 
-    def __init__(self, run, index):
+    def __init__(self, run, index, files=None):
         self.run = run
         self.id = f"n{index}"
-        self.config = os.path.join(run.workdir, f"{self.id}.ini")
-        self.log = os.path.join(run.workdir, f"{self.id}.log")
-        self.journal = os.path.join(run.workdir, f"{self.id}.journal")
-        self.completed = os.path.join(run.workdir, f"{self.id}.completed")
+        files = files or self.id  # a duplicate of node nX writes its own files (nX-dup.*)
+        self.config = os.path.join(run.workdir, f"{files}.ini")
+        self.log = os.path.join(run.workdir, f"{files}.log")
+        self.journal = os.path.join(run.workdir, f"{files}.journal")
+        self.completed = os.path.join(run.workdir, f"{files}.completed")
+        self.work_journal = os.path.join(run.workdir, f"{files}.work.journal")
         self.proc = None
         self.state = "down"  # up | down | paused | partitioned
         self.skew_ms = 0
         self.proxy = None
         self.expect_exit = False
         self.log_offset = 0  # where the current process's log starts
+        self.drain_t0 = 0.0  # when the driver sent the drain's SIGTERM (monotonic)
+        # A duplicate gets a port of its own, so it fails on its node_id, not on its listener.
+        self.http_port = run.node_ports.setdefault(self.id, free_port()) if files == self.id \
+            else free_port()
 
     def write_config(self, generate):
+        # The schedule line goes with the generator when the faults stop (SIGHUP), so that the
+        # queue can drain.
+        schedule = f'schedule.beat = {SCHEDULE} ; data={{"sched": true}} ; catch_up=latest' \
+            if generate else "# schedule.beat stopped"
         text = f"""# chaos harness node {self.id} (written by tests/chaos/chaos.py)
 [cluster]
 mongodb_uri = mongodb://127.0.0.1:{self.proxy.port}/
 database = {self.run.database}
 tick_ms = {TICK_MS}
 takeover_ms = {TAKEOVER_MS}
-shutdown_grace_ms = 3000
+shutdown_grace_ms = {GRACE_MS}
+http_listen = 127.0.0.1:{self.http_port}
+api_max_wait_ms = 10000
 node_id = {self.id}
 log_level = info
 
@@ -171,9 +212,30 @@ generate_per_tick = {self.run.generate_per_tick if generate else 0}
 generate_every = 5
 generate_tracked = true
 crash_on = poison
+claim_batch = {CLAIM_BATCH}
+{schedule}
+
+[service:{WORK}]
+handler = {self.run.sleeper_so}
+workers = 2
+max_attempts = {MAX_ATTEMPTS}
+retry_base_ms = 100
+stall_timeout_ms = {STALL_MS}
+succeeded_retention_ms = 0
+failed_retention_ms = 0
+journal = {self.work_journal}
+
+[service:{EXT}]
+handler = external
+max_attempts = {MAX_ATTEMPTS}
+retry_base_ms = 100
+stall_timeout_ms = {STALL_MS}
+succeeded_retention_ms = 0
+failed_retention_ms = 0
 """
-        with open(self.config, "w") as f:
+        with open(self.config + ".tmp", "w") as f:  # a node starting now reads all or nothing
             f.write(text)
+        os.replace(self.config + ".tmp", self.config)
 
     def start(self):
         env = dict(os.environ)
@@ -215,6 +277,36 @@ crash_on = poison
             return ""
 
 
+class ExtWorker:
+    """An external worker (handlers/external-python/cohort_worker.py, the demo handler: it
+    sleeps data.sleep_ms) with a journal of every claim and outcome and their answers."""
+
+    def __init__(self, run, name):
+        self.run = run
+        self.id = name
+        self.journal = os.path.join(run.workdir, f"{name}.worker.journal")
+        self.log = os.path.join(run.workdir, f"{name}.worker.log")
+        self.proc = None
+        self.state = "down"  # up | down | frozen
+
+    def start(self):
+        urls = []
+        for port in self.run.node_ports.values():
+            urls += ["--url", f"http://127.0.0.1:{port}"]
+        with open(self.log, "ab") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, self.run.worker_py, "--service", EXT, "--worker", self.id,
+                 "--token-file", self.run.token_file, "--max", "2", "--wait-ms", "5000",
+                 "--lease-ms", str(LEASE_MS), "--journal", self.journal] + urls,
+                stdin=subprocess.DEVNULL, stdout=f, stderr=f, start_new_session=True)
+        self.state = "up"
+        self.run.event("worker_start", node=self.id, pid=self.proc.pid)
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+
 class Run:
     def __init__(self, args):
         self.args = args
@@ -228,6 +320,7 @@ class Run:
         self.cohortctl = find_binary(build, ["src/cohortctl", "cohortctl"])
         self.noop_so = find_binary(build, ["handlers/cohort_noop.so",
                                            "handlers/noop/cohort_noop.so"])
+        self.sleeper_so = find_binary(build, ["tests/handlers/test_handler_sleeper.so"])
         self.database = f"chaos_{args.seed}_{os.getpid()}"
         self.generate_per_tick = 2
         self.db = Database(self.workdir, os.environ.get("MONGODB_URI"))
@@ -243,6 +336,13 @@ class Run:
         self.enqueue_seq = 0
         self.observed = None  # (primary, epoch) last seen
         self.pending_takeover = None
+        self.rolling_left = 0  # drains still to come in the current rolling restart
+        self.settings_set = {}  # (service, key) -> value an operator set live
+        self.dup = None  # the process started with a duplicate node_id, while it runs
+        self.healing = threading.Event()  # set when the faults stop
+        self.node_ports = {}  # node id -> its http_listen port (a duplicate shares it)
+        self.ext_workers = []
+        self.worker_py = os.path.join(ROOT, "handlers/external-python/cohort_worker.py")
 
     # ---- bookkeeping ----------------------------------------------------------------------
 
@@ -272,6 +372,10 @@ class Run:
             "max_attempts": MAX_ATTEMPTS, "tick_ms": TICK_MS, "takeover_ms": TAKEOVER_MS,
             "stall_timeout_ms": STALL_MS, "external_db": bool(self.db.external),
             "node_ids": [f"n{i + 1}" for i in range(self.args.nodes)],
+            "work_service": WORK, "grace_ms": GRACE_MS, "long_ms": list(LONG_MS),
+            "stop_s": STOP_S,
+            "settings_ranges": SETTINGS, "schedule": "beat", "ext_service": EXT,
+            "ext_workers": list(WORKERS), "dropped_worker": DROPPER, "lease_ms": LEASE_MS,
         }
         with open(os.path.join(self.workdir, "run.json"), "w") as f:
             json.dump(meta, f, indent=1)
@@ -283,6 +387,16 @@ class Run:
         for node in self.nodes:
             node.start()
             self.event("start", node=node.id, skew_ms=0, pid=node.proc.pid)
+        rc, token, err = self.ctl(["tokens", "create", "chaos-workers", "--scopes", "work"])
+        if rc != 0:
+            raise RuntimeError(f"cohortctl tokens create: {err}")
+        self.token_file = os.path.join(self.workdir, "worker.token")
+        with open(self.token_file, "w") as f:
+            f.write(token.split()[-1] + "\n")
+        for name in WORKERS:
+            w = ExtWorker(self, name)
+            self.ext_workers.append(w)
+            w.start()
 
     # ---- observation ----------------------------------------------------------------------
 
@@ -325,7 +439,33 @@ class Run:
     # ---- processes ------------------------------------------------------------------------
 
     def reap(self):
+        for w in self.ext_workers:
+            if w.state == "up" and w.proc.poll() is not None:
+                self.event("worker_exit", node=w.id, rc=w.proc.returncode)
+                log(f"worker {w.id} exited with status {w.proc.returncode}: restarting")
+                w.start()
+        dup = self.dup
+        if dup and dup.proc.poll() is not None:
+            refused = "in use by another live process" in dup.log_since_start()
+            self.event("dup_exit", node=dup.id, rc=dup.proc.returncode, refused=refused)
+            log(f"the duplicate {dup.id} exited with status {dup.proc.returncode}"
+                f"{' (refused: node_id in use)' if refused else ''}")
+            self.dup = None
         for node in self.nodes:
+            if node.state == "draining" and node.proc.poll() is not None:
+                seconds = round(time.monotonic() - node.drain_t0, 2)
+                rc = node.proc.returncode
+                if rc != 0 and "is poison (crash_on)" in node.log_since_start():
+                    # a poison task it was still running crashed it during the drain
+                    self.event("crash", node=node.id, rc=rc, poison=True)
+                else:
+                    self.event("drained", node=node.id, rc=rc, seconds=seconds)
+                log(f"{node.id} drained in {seconds:.1f}s (status {rc})")
+                node.state = "down"
+                self.later(0.5, "restart", node)
+                if self.rolling_left:
+                    self.later(1.5, "drain")
+                continue
             if node.state in ("up", "partitioned") and node.proc and node.proc.poll() is not None:
                 rc = node.proc.returncode
                 text = node.log_since_start()
@@ -334,6 +474,12 @@ class Run:
                 if node.proxy.mode != "forward":
                     node.proxy.restore()
                 if node.expect_exit:
+                    continue
+                if "is in use by another live process" in text:
+                    # refused because a duplicate took its node_id over while it was down:
+                    # right; tried again later
+                    self.event("start_refused", node=node.id, rc=rc)
+                    self.later(2.0, "restart", node)
                     continue
                 self.event("crash", node=node.id, rc=rc, poison=poison)
                 log(f"{node.id} exited with status {rc}"
@@ -356,7 +502,7 @@ class Run:
             node.signal(signal.SIGCONT)
         node.signal(sig)
         try:
-            node.proc.wait(15)
+            node.proc.wait(STOP_S)
         except subprocess.TimeoutExpired:
             node.signal(signal.SIGKILL)
             node.proc.wait(10)
@@ -369,8 +515,9 @@ class Run:
         return [n for n in self.nodes if n.state == "up" and n.proc.poll() is None]
 
     def pick_node(self):
-        """A running node, the primary half of the time."""
-        ups = self.up_nodes()
+        """A running node, the primary half of the time (never the one a duplicate of which
+        runs: that duplicate must find it alive)."""
+        ups = [n for n in self.up_nodes() if not (self.dup and n.id == self.dup.id)]
         if not ups:
             return None
         prim = [n for n in ups if n.id == self.primary()]
@@ -386,6 +533,15 @@ class Run:
         if not kinds:
             return
         kind = self.rng.choices(kinds, [weights[k] for k in kinds])[0]
+        if kind in WORKER_FAULTS:
+            self.worker_fault(kind)
+            return
+        if kind == "settings":
+            self.settings_change()
+            return
+        if kind == "drain":
+            self.rolling_restart()
+            return
         if kind != "db_restart" and disrupted >= max(1, (len(self.nodes) - 1) // 2):
             return  # keep a majority running, so the run makes progress
         if kind == "db_restart":
@@ -446,6 +602,174 @@ class Run:
                 self.later(3.0, "unslow", node)
             self.restart(node, skew)
 
+    # ---- operators ------------------------------------------------------------------------
+
+    def rolling_restart(self):
+        """An operator's rolling restart: long tasks (longer than stall_timeout_ms) are
+        enqueued, then 2-3 nodes are drained (SIGTERM) one after the other, each restarted once
+        it exited, preferring the node running the most long tasks."""
+        if self.rolling_left or any(n.state == "draining" for n in self.nodes):
+            return
+        self.submit_work("long", self.rng.randint(3, 5))
+        self.rolling_left = self.rng.randint(2, 3)
+        log(f"rolling restart of {self.rolling_left} nodes in 1.5s (long tasks enqueued)")
+        self.later(1.5, "drain")
+
+    def running_work(self):
+        """node id -> how many work tasks it holds claimed (empty if the database is away)."""
+        try:
+            q = self.client[self.database][f"queue_{WORK}"]
+            held = Counter(d.get("claimed_by") for d in
+                           q.find({"status": "claimed"}, {"claimed_by": 1}))
+            return dict(held)
+        except Exception:
+            return {}
+
+    def drain_next(self):
+        if self.rolling_left <= 0:
+            return
+        disrupted = sum(1 for n in self.nodes if n.state != "up")
+        ups = [n for n in self.up_nodes() if not (self.dup and n.id == self.dup.id)]
+        if not ups or disrupted >= max(1, (len(self.nodes) - 1) // 2):
+            self.later(1.0, "drain")  # wait for the other faults to heal
+            return
+        self.rolling_left -= 1
+        held = self.running_work()
+        node = max(ups, key=lambda n: (held.get(n.id, 0), self.rng.random()))
+        node.wait_ready()
+        self.watch_takeover(node, "drain")
+        node.expect_exit = True
+        node.drain_t0 = time.monotonic()
+        node.signal(signal.SIGTERM)
+        node.state = "draining"
+        self.event("fault", fault="drain", node=node.id, long_tasks=held.get(node.id, 0),
+                   was_primary=node.id == self.primary(), rolling_left=self.rolling_left)
+        log(f"drain (SIGTERM) {node.id} holding {held.get(node.id, 0)} long task(s); "
+            f"{self.rolling_left} more to drain")
+
+    def ctl(self, args, timeout=30):
+        env = dict(os.environ, MONGODB_URI=self.db.uri)
+        try:
+            out = subprocess.run([self.cohortctl, "--database", self.database] + args, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 timeout=timeout)
+            return out.returncode, out.stdout.strip(), out.stderr.strip()
+        except subprocess.TimeoutExpired:
+            return -1, "", "timeout"
+
+    def settings_change(self):
+        """An operator's live settings change (cohortctl settings set) within the safe
+        ranges, undone (settings unset) 8-20 s later."""
+        service = self.rng.choice([SERVICE, WORK])
+        key = self.rng.choice(sorted(SETTINGS))
+        lo, hi = SETTINGS[key]
+        value = self.rng.choice([lo, (lo + hi) // 2, hi])
+        undo = self.rng.uniform(8, 20)
+
+        def work():
+            rc, out, err = self.ctl(["settings", "set", service, key, str(value)])
+            self.event("fault", fault="settings", service=service, key=key, value=value, rc=rc,
+                       err=err[-300:])
+            log(f"settings set {service} {key} {value}: rc={rc} {err[-200:]}")
+            if rc == 0:
+                with self.lock:
+                    self.settings_set[service, key] = value
+                self.healing.wait(undo)
+                self.settings_unset(service, key)
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        self.workers.append(t)
+
+    def settings_unset(self, service, key):
+        with self.lock:
+            if self.settings_set.pop((service, key), None) is None:
+                return
+        rc, out, err = self.ctl(["settings", "unset", service, key])
+        self.event("settings_unset", service=service, key=key, rc=rc, err=err[-300:])
+
+    def start_duplicate(self):
+        """An operator's mistake: a second process started with a running node's node_id (its
+        own log and journals). It must refuse to start and run nothing."""
+        ups = self.pick_node()
+        if not ups or self.dup:
+            return
+        index = int(ups.id[1:])
+        dup = Node(self, index, files=f"{ups.id}-dup")
+        dup.proxy = ups.proxy
+        dup.write_config(generate=True)
+        dup.start()
+        self.dup = dup
+        self.event("dup_start", node=dup.id, pid=dup.proc.pid)
+        log(f"started a duplicate of {dup.id} (same node_id)")
+        self.later(45.0, "dup_stop")
+
+    def stop_duplicate(self):
+        dup = self.dup
+        if dup and dup.proc.poll() is None:
+            dup.signal(signal.SIGKILL)
+            dup.proc.wait(10)
+            self.event("dup_exit", node=dup.id, rc=None, refused=False, still_running=True)
+            log(f"the duplicate {dup.id} was still running: killed")
+            self.dup = None
+
+    # ---- external workers -----------------------------------------------------------------
+
+    def worker_fault(self, kind):
+        ups = [w for w in self.ext_workers if w.state == "up"]
+        if kind == "worker_drop":
+            self.drop_long_poll()
+            return
+        if not ups:
+            return
+        w = self.rng.choice(ups)
+        if kind == "worker_kill":
+            down = self.rng.uniform(1.0, 3.0)
+            w.signal(signal.SIGKILL)
+            w.proc.wait(10)
+            w.state = "down"
+            self.event("fault", fault="worker_kill", node=w.id, down_s=round(down, 2))
+            log(f"kill -9 worker {w.id} for {down:.1f}s")
+            self.later(down, "worker_restart", None, worker=w)
+        else:  # frozen past its lease: its late outcomes must be refused (lease_lost)
+            length = self.rng.uniform(1.5, 2.5) * LEASE_MS / 1000
+            w.signal(signal.SIGSTOP)
+            w.state = "frozen"
+            self.event("fault", fault="worker_freeze", node=w.id, length_s=round(length, 2))
+            log(f"SIGSTOP worker {w.id} for {length:.1f}s (lease {LEASE_MS} ms)")
+            self.later(length, "worker_thaw", None, worker=w)
+
+    def drop_long_poll(self):
+        """A worker that hangs up in the middle of a long-poll: a claim for a kind nothing has
+        (it waits), the connection closed after 0.5-2 s, then a task of that kind enqueued while
+        the claim's wait would still run. The task must go to a live worker; a claim made for
+        the gone connection (issue 23.1) shows as a claim of `dropper` taken back."""
+        port = self.rng.choice(list(self.node_ports.values()))
+        hold = self.rng.uniform(0.5, 2.0)
+        with open(self.token_file) as f:
+            token = f.read().strip()
+        body = json.dumps({"worker": DROPPER, "max": 1, "wait_ms": 8000, "lease_ms": LEASE_MS,
+                           "kinds": ["dropped"]}).encode()
+        request = (f"POST /api/v1/services/{EXT}/claims HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        self.event("fault", fault="worker_drop", node=DROPPER, port=port, hold_s=round(hold, 2))
+        log(f"long-poll on :{port} dropped after {hold:.1f}s, then a task of its kind")
+
+        def work():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(request)
+                    time.sleep(hold)
+            except OSError as e:
+                self.event("worker_drop_error", error=str(e))
+            time.sleep(0.3)
+            self.submit_now(EXT, {"sleep_ms": 200}, 1, False, extra=["--kind", "dropped"])
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        self.workers.append(t)
+
     def db_restart(self):
         down = self.rng.uniform(1.0, 4.0)
         self.db_down = True
@@ -479,39 +803,62 @@ class Run:
         self.db_thread.start()
 
     def poison(self):
-        self.enqueue(poison=True)
-
-    def enqueue(self, poison=False):
-        self.enqueue_seq += 1
-        tag = f"p{self.enqueue_seq}" if poison else f"e{self.enqueue_seq}"
-        tracked = not poison and self.rng.random() < 0.3
-        count = 1 if poison or self.rng.random() < 0.3 else self.rng.randint(2, 20)
-        data = {"chaos": tag}
-        if poison:
-            data["poison"] = True
-        cmd = [self.cohortctl, "--database", self.database, "enqueue", SERVICE,
-               "--create", "--data", json.dumps(data)]
-        if count > 1:
-            cmd += ["--count", str(count)]
-        if tracked:
-            cmd.append("--tracked")
-        env = dict(os.environ, MONGODB_URI=self.db.uri)
-
+        """A poison round: a task that crashes every node that runs it, and right behind it
+        (claimed in the same batch) innocent tasks, which must never end failed for it."""
         def work():
-            try:
-                out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, timeout=30)
-                rc, stdout, stderr = out.returncode, out.stdout.strip(), out.stderr.strip()
-            except subprocess.TimeoutExpired:
-                rc, stdout, stderr = -1, "", "timeout"
-            self.event("enqueue", tag=tag, count=count, tracked=tracked, poison=poison,
-                       rc=rc, out=stdout, err=stderr[-300:])
-            if poison:
-                log(f"poison task {tag} enqueued: rc={rc} {stdout} {stderr[-200:]}")
+            self.submit_now(SERVICE, {"poison": True}, 1, False, poison=True)
+            self.submit_now(SERVICE, {"innocent": True}, 10, False)
 
         t = threading.Thread(target=work, daemon=True)
         t.start()
         self.workers.append(t)
+
+    def enqueue(self):
+        """The regular load: noop tasks (untracked and tracked), sometimes long work tasks and
+        a task that times out."""
+        tracked = self.rng.random() < 0.3
+        count = 1 if self.rng.random() < 0.3 else self.rng.randint(2, 20)
+        self.submit(SERVICE, {}, count, tracked)
+        if self.rng.random() < 0.4:
+            self.submit(EXT, {"sleep_ms": self.rng.choice([100, 500, 1500])},
+                        self.rng.randint(1, 3), self.rng.random() < 0.3)
+        roll = self.rng.random()
+        if roll < 0.3:
+            self.submit_work("long", self.rng.randint(1, 3))
+        elif roll < 0.45:
+            self.submit_work("hang", 1)
+
+    def submit_work(self, kind, count):
+        if kind == "long":
+            self.submit(WORK, {"long": True, "sleep_ms": self.rng.randint(*LONG_MS)}, count,
+                        False)
+        else:  # sleeps past its timeout: must end timed_out, once
+            self.submit(WORK, {"hang": True, "sleep_ms": HANG_MS}, count, False,
+                        extra=["--timeout", HANG_TIMEOUT])
+
+    def submit(self, service, data, count, tracked, extra=()):
+        """Enqueues in the background (cohortctl may wait out a database restart)."""
+        t = threading.Thread(target=self.submit_now, args=(service, data, count, tracked),
+                             kwargs={"extra": extra}, daemon=True)
+        t.start()
+        self.workers.append(t)
+
+    def submit_now(self, service, data, count, tracked, poison=False, extra=()):
+        with self.lock:
+            self.enqueue_seq += 1
+            tag = f"{'p' if poison else 'e'}{self.enqueue_seq}"
+        data = dict(data, chaos=tag)
+        cmd = ["enqueue", service, "--create", "--data", json.dumps(data)] + list(extra)
+        if count > 1:
+            cmd += ["--count", str(count)]
+        if tracked:
+            cmd.append("--tracked")
+        rc, stdout, stderr = self.ctl(cmd)
+        self.event("enqueue", tag=tag, service=service, count=count, tracked=tracked,
+                   poison=poison, data=data, rc=rc, out=stdout[-300:], err=stderr[-300:])
+        if poison or rc != 0:
+            log(f"{'poison task' if poison else 'enqueue'} {tag} ({service}): rc={rc} "
+                f"{stdout[-100:]} {stderr[-200:]}")
 
     def run_timers(self):
         now = time.monotonic()
@@ -523,11 +870,24 @@ class Run:
             elif what == "resume" and node.state == "paused":
                 node.signal(signal.SIGCONT)
                 node.state = "up"
+                self.event("resume", node=node.id)  # the fault's real end, for the checker
             elif what == "heal" and node.state == "partitioned":
                 node.proxy.restore()
                 node.state = "up"
+                self.event("heal", node=node.id)
             elif what == "unslow":
                 node.proxy.slow(0)
+                self.event("unslow", node=node.id)
+            elif what == "worker_restart" and _extra["worker"].state == "down":
+                _extra["worker"].start()
+            elif what == "worker_thaw" and _extra["worker"].state == "frozen":
+                _extra["worker"].signal(signal.SIGCONT)
+                _extra["worker"].state = "up"
+                self.event("resume", node=_extra["worker"].id)
+            elif what == "drain":
+                self.drain_next()
+            elif what == "dup_stop":
+                self.stop_duplicate()
 
     # ---- phases ---------------------------------------------------------------------------
 
@@ -535,9 +895,12 @@ class Run:
         end = time.monotonic() + self.args.duration
         next_fault = time.monotonic() + self.rng.uniform(3, 6)
         next_enqueue = time.monotonic() + self.rng.uniform(1, 3)
-        n_poison = max(1, self.args.duration // 300)
+        # Poison rounds: 3 in a 2-minute run, one a minute beyond (each costs a node
+        # max_attempts crashes); at random times in the first 60% of the run so they finish.
+        n_poison = max(3, self.args.duration // 60)
         poison_at = sorted(time.monotonic() + self.rng.uniform(0.1, 0.6) * self.args.duration
                            for _ in range(n_poison))
+        dup_at = time.monotonic() + self.rng.uniform(0.1, 0.7) * self.args.duration
         last_observe = 0
         while time.monotonic() < end:
             self.reap()
@@ -555,21 +918,48 @@ class Run:
             if poison_at and now >= poison_at[0]:
                 poison_at.pop(0)
                 self.poison()
+            if dup_at and now >= dup_at:
+                dup_at = None
+                self.start_duplicate()
             time.sleep(0.05)
 
     def heal_all(self):
+        self.rolling_left = 0
+        self.healing.set()
         if self.db_thread:
             self.db_thread.join(240)
+        for node in self.nodes:
+            if node.state == "draining":
+                try:
+                    node.proc.wait(GRACE_MS / 1000 + 10)
+                except subprocess.TimeoutExpired:
+                    self.event("stop_timeout", node=node.id)
+                    node.signal(signal.SIGKILL)
+                    node.proc.wait(10)
+        self.reap()
+        self.stop_duplicate()
+        for service, key in list(self.settings_set):
+            self.settings_unset(service, key)
+        for w in self.ext_workers:
+            if w.state == "frozen":
+                w.signal(signal.SIGCONT)
+                w.state = "up"
+                self.event("resume", node=w.id)
+            elif w.state == "down":
+                w.start()
         for t in self.workers:
             t.join(60)
         for node in self.nodes:
             if node.state == "paused":
                 node.signal(signal.SIGCONT)
                 node.state = "up"
+                self.event("resume", node=node.id)
             elif node.state == "partitioned":
                 node.proxy.restore()
                 node.state = "up"
+                self.event("heal", node=node.id)
             node.proxy.slow(0)
+            self.event("unslow", node=node.id)
         self.reap()
         for node in self.nodes:
             if node.state == "down":
@@ -594,10 +984,13 @@ class Run:
             return False, f"primary {primary!r} not a running node"
         if any(n.state != "up" for n in self.nodes):
             return False, "a node is down"
-        q = self.client[self.database][f"queue_{SERVICE}"]
-        busy = q.count_documents({"status": {"$in": ["pending", "claimed"]}})
-        if busy:
-            return False, f"{busy} task(s) pending or claimed"
+        db = self.client[self.database]
+        for service in (SERVICE, WORK, EXT):
+            busy = db[f"queue_{service}"].count_documents(
+                {"status": {"$in": ["pending", "claimed"]}})
+            if busy:
+                return False, f"{busy} {service} task(s) pending or claimed"
+        q = db[f"queue_{SERVICE}"]
         seq = doc.get("batch_seq", 1)
         if doc.get("draining"):
             return False, f"batch {doc['draining']} draining"
@@ -637,6 +1030,14 @@ class Run:
         return False
 
     def shutdown(self):
+        for w in self.ext_workers:
+            w.signal(signal.SIGTERM)
+            try:
+                w.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                w.signal(signal.SIGKILL)
+            w.state = "stopped"
+            self.event("worker_stop", node=w.id, rc=w.proc.returncode)
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
                 if node.state == "paused":
@@ -649,12 +1050,19 @@ class Run:
         out = {
             "services": [check.plain(d) for d in db["services"].find({})],
             "tasks": [check.plain(d) for d in db[f"queue_{SERVICE}"].find({})],
+            "work_tasks": [check.plain(d) for d in db[f"queue_{WORK}"].find({})],
+            "ext_tasks": [check.plain(d) for d in db[f"queue_{EXT}"].find({})],
             "nodes": [check.plain(d) for d in db["nodes"].find({})],
         }
         with open(os.path.join(self.workdir, "dump.json"), "w") as f:
             json.dump(out, f)
 
     def cleanup(self):
+        if self.dup and self.dup.proc.poll() is None:
+            self.dup.signal(signal.SIGKILL)
+        for w in self.ext_workers:
+            w.signal(signal.SIGCONT)
+            w.signal(signal.SIGKILL)
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
                 node.signal(signal.SIGCONT)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check.py - the chaos harness's checker: reads what a run left in its workdir and asserts the
-invariants of issue 5 (the guarantees in ../shared/BRIEF.md). Exit status 1 on any violation.
+invariants of issues 5 and 22 (the guarantees in ../shared/BRIEF.md). Exit status 1 on any
+violation.
 
   python3 tests/chaos/check.py WORKDIR
 
@@ -12,7 +13,14 @@ The workdir (written by chaos.py) holds:
                   ObjectIds as hex strings, dates as milliseconds since the epoch
   nX.log          each node's stderr (all its processes; "# chaos:" lines mark restarts)
   nX.journal      noop journal: "<task id> <node> <attempt> <started ms> <ended ms>"
+  nX.work.journal sleeper journal (work service): "<task id> <node> <attempt> <group> <started>
+                  <ended> <kind> <wall started> <wall ended>", written for every run
   nX.completed    noop completed_log: "<batch> <succeeded> <failed> <iterated> <node>"
+  nX-dup.*        the same files of a process started with nX's node_id
+  wX.worker.journal  an external worker's calls (JSON lines: call, task, attempt, lease,
+                  status, replayed, code)
+  dump.json also holds work_tasks and ext_tasks (queue_work, queue_ext); events.jsonl is the
+  fault timeline the re-run attribution reads (invariants 7 and 8)
 
 Only checks that hold under at-least-once execution are made (README.md says why each is
 sound). Times from different clocks (the server's, a node's cluster clock) are compared with
@@ -73,10 +81,26 @@ class Evidence:
         self.journal_bad = []
         self.completed = []  # (batch, succeeded, failed, iterated, node)
         self.completed_bad = []
+        self.dup_journal = []  # lines a process with a duplicate node_id journaled
+        self.worker_calls = []  # external workers' journals: claims and outcomes, answers
+        for name in self.run.get("ext_workers", []) + [self.run.get("dropped_worker", "")]:
+            for no, line in enumerate(self._lines(os.path.join(workdir,
+                                                               f"{name}.worker.journal")), 1):
+                try:
+                    self.worker_calls.append(json.loads(line))
+                except ValueError:
+                    self.journal_bad.append(f"{name}.worker.journal:{no}: {line[:120]}")
         for node in self.run["node_ids"]:
             self.logs[node] = self._read_log(os.path.join(workdir, f"{node}.log"))
             self._read_journal(os.path.join(workdir, f"{node}.journal"))
+            self._read_journal(os.path.join(workdir, f"{node}.work.journal"), sleeper=True)
             self._read_completed(os.path.join(workdir, f"{node}.completed"))
+            for ext in ("journal", "work.journal"):
+                # A duplicate's runs are runs of that node_id (journal checks) and, for the
+                # duplicate check, runs of a process that should not have run
+                path = os.path.join(workdir, f"{node}-dup.{ext}")
+                self._read_journal(path, sleeper=ext == "work.journal")
+                self.dup_journal += [f"{node}-dup.{ext}: {line}" for line in self._lines(path)]
 
     @staticmethod
     def _lines(path):
@@ -95,10 +119,14 @@ class Evidence:
                 out.append(d)
         return out
 
-    def _read_journal(self, path):
+    def _read_journal(self, path, sleeper=False):
+        """noop's journal (5 fields), or the sleeper's (9: id node attempt group start end kind
+        wall_start wall_end), read as the same (task, node, attempt, start, end)."""
         for no, line in enumerate(self._lines(path), 1):
             f = line.split()
             try:
+                if sleeper and len(f) == 9:
+                    f = f[:3] + f[4:6]
                 if len(f) != 5 or len(f[0]) != 24:
                     raise ValueError
                 self.journal.append((f[0], f[1], int(f[2]), int(f[3]), int(f[4]),
@@ -125,7 +153,17 @@ class Checker:
         service = ev.run["service"]
         dump = ev.dump or {"services": [], "tasks": [], "nodes": []}
         self.service_doc = next((s for s in dump["services"] if s.get("_id") == service), None)
-        self.tasks = dump["tasks"]
+        # The noop service's tasks, then the work service's (long tasks, timeouts): one list,
+        # each task marked with its service (ids are ObjectIds, unique across collections).
+        self.work = ev.run.get("work_service")
+        for t in dump["tasks"]:
+            t["_service"] = service
+        for t in dump.get("work_tasks", []):
+            t["_service"] = self.work
+        self.ext = ev.run.get("ext_service")
+        for t in dump.get("ext_tasks", []):
+            t["_service"] = self.ext
+        self.tasks = dump["tasks"] + dump.get("work_tasks", []) + dump.get("ext_tasks", [])
         self.by_id = {t["_id"]: t for t in self.tasks}
         self.primary_of = {}  # epoch -> node, from the logs
         self.skews = defaultdict(set)  # node -> clock skews it ran with (ms, nonzero)
@@ -153,9 +191,12 @@ class Checker:
     def check_epochs(self):
         acted = defaultdict(set)
         became = []
+        service = self.ev.run["service"]  # each service has its own epochs
         for node, lines in self.ev.logs.items():
             last = 0
             for d in lines:
+                if d["service"] != service:
+                    continue
                 if d["role"] == "primary" and d["epoch"] > 0:
                     acted[d["epoch"]].add(node)
                 m = BECAME.match(d["msg"])
@@ -217,7 +258,9 @@ class Checker:
             return
         status = Counter(t.get("status") for t in self.tasks)
         for t in self.tasks:
-            if t.get("status") not in ("succeeded", "failed"):
+            final = ("succeeded", "failed", "timed_out") if t["_service"] == self.work else \
+                ("succeeded", "failed")
+            if t.get("status") not in final:
                 self.fail("2 tasks", f"task {t['_id']} ({t.get('data')}) is {t.get('status')} "
                                      f"after the run quiesced (attempts {t.get('attempts')}, "
                                      f"claimed_by {t.get('claimed_by')})")
@@ -305,8 +348,8 @@ class Checker:
                               f"task {tid}: attempt {b.get('attempt')} on {b.get('node')} "
                               f"started {end - start} ms before attempt {a.get('attempt')} on "
                               f"{a.get('node')} ended (both recorded)")
-        if t.get("status") != "succeeded":
-            return retries
+        if t.get("status") != "succeeded" or t["_service"] == self.ext:
+            return retries  # external workers' runs: check_external
         last = hist[-1] if hist else {}
         node, attempt = last.get("node"), last.get("attempt")
         if last.get("outcome") != "succeeded":
@@ -358,8 +401,8 @@ class Checker:
                 self.fail("3 batches", f"callback for batch {c[0]}, never closed (batch_seq {seq})")
         counts = defaultdict(Counter)
         for t in self.tasks:
-            if not t.get("tracked"):
-                continue
+            if not t.get("tracked") or t["_service"] != self.ev.run["service"]:
+                continue  # (the other services' batches are their own)
             b = t.get("batch")
             counts[b][t.get("status")] += 1
             if b is None or b >= seq:
@@ -377,7 +420,7 @@ class Checker:
         recorded = Counter()
         for lines_of_node in self.ev.logs.values():
             for d in lines_of_node:
-                m = COMPLETED.match(d["msg"])
+                m = COMPLETED.match(d["msg"]) if d["service"] == self.ev.run["service"] else None
                 if m:
                     recorded[int(m.group(1))] += 1
         for b, n in recorded.items():
@@ -418,10 +461,11 @@ class Checker:
         for t in self.tasks:
             if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
                 continue
-            if "exceeds max_attempts" in (t.get("last_error") or ""):
-                exhausted += 1  # its runs were all cut short by faults: allowed, reported
-            else:
+            error = t.get("last_error") or ""
+            if "exceeds max_attempts" not in error and "attempts exhausted" not in error:
                 self.fail("4 poison", f"task {t['_id']} failed: {t.get('last_error')!r}")
+            else:
+                exhausted += 1  # judged by check_innocent: only faults may use its attempts
         crashes = [e for e in self.ev.events if e["kind"] == "crash"]
         for e in crashes:
             if not e.get("poison"):
@@ -430,6 +474,321 @@ class Checker:
         self.stats["poison tasks"] = n_poison
         self.stats["poison crashes"] = sum(1 for e in crashes if e.get("poison"))
         self.stats["failed (attempts used up by faults)"] = exhausted
+
+    # ---- 7-10. ordinary operations cost nothing (issue 22) ---------------------------------
+
+    def lease_windows(self):
+        """The fault timeline: every fault that can take a runner's lease, as (runner or None
+        for every runner, kind, start s, end s, poison). A kill or a crash lasts until the
+        node's next start; a pause, partition or slow link its length; a database restart until
+        the database is back. Drains (SIGTERM), settings changes and duplicate node_ids are not
+        here: they must take no lease."""
+        events = sorted(self.ev.events, key=lambda e: e["t"])
+        windows = []
+
+        def next_event(after, kind, node=None, default=None):
+            for e in events:
+                if e["t"] >= after and e["kind"] == kind and (node is None or
+                                                               e.get("node") == node):
+                    return e["t"]
+            if default is not None:
+                return default
+            return events[-1]["t"] if events else after
+
+        for e in events:
+            t, node = e["t"], e.get("node")
+            if e["kind"] == "fault":
+                f = e["fault"]
+                if f == "kill":
+                    windows.append((node, f, t, next_event(t, "start", node), False))
+                elif f in ("pause", "partition", "slow", "worker_freeze"):
+                    # until the driver really ended it (its timers may run late), at least its
+                    # planned length
+                    end = {"pause": "resume", "partition": "heal", "slow": "unslow",
+                           "worker_freeze": "resume"}[f]
+                    planned = t + e.get("length_s", 0)
+                    windows.append((node, f, t, max(planned, next_event(t, end, node, planned)),
+                                    False))
+                elif f == "skew" and e.get("slow_start"):
+                    windows.append((node, "slow", t, max(t + 3.0, next_event(t, "unslow", node,
+                                                                             t + 3.0)), False))
+                elif f == "db_restart":
+                    windows.append((None, f, t, next_event(t, "db_up"), False))
+                elif f == "worker_kill":
+                    windows.append((node, "kill", t, next_event(t, "worker_start", node), False))
+            elif e["kind"] == "crash":  # died by itself (a poison task): seen up to 1 s late
+                windows.append((node, "crash", t - 1.0, next_event(t, "start", node),
+                                bool(e.get("poison"))))
+            elif e["kind"] == "stop_timeout":  # SIGKILLed after 15 s of a SIGTERM
+                windows.append((node, "kill", t - 15.0, next_event(t, "start", node), False))
+            elif e["kind"] == "worker_exit":  # died by itself
+                windows.append((node, "crash", t - 1.0, next_event(t, "worker_start", node),
+                                False))
+        # An external worker talks to the nodes: a fault of any node may cost it a heartbeat.
+        # (Not the dropped long-polls' worker: a claim for it should never have been made.)
+        workers = set(self.ev.run.get("ext_workers", []))
+        node_ids = set(self.ev.run["node_ids"])
+        windows += [(w, kind, a, b, p) for (n, kind, a, b, p) in list(windows) if n in node_ids
+                    for w in workers]
+        return windows
+
+    def release_after_s(self):
+        """How long after a fault ends a lease it took may be released: the longest stall
+        timeout, a maintenance interval (a third of it, at most 5 s), the longest takeover
+        (node expiry) and 2 s for a busy machine."""
+        ranges = self.ev.run.get("settings_ranges") or {}
+        stall = max(self.ev.run.get("stall_timeout_ms", 3000),
+                    (ranges.get("stall_timeout_ms") or [0, 0])[1])
+        takeover = max(self.ev.run.get("takeover_ms", 1500),
+                       (ranges.get("takeover_ms") or [0, 0])[1])
+        return (stall + min(stall / 3, 5000) + takeover + 2000) / 1000
+
+    def previous_run(self, runner, at_s):
+        """(start of the run before the one running at `at_s`, start of that one) of node
+        `runner`, from the driver's start events; None if unknown."""
+        starts = sorted(e["t"] for e in self.ev.events
+                        if e["kind"] == "start" and e.get("node") == runner)
+        before = [t for t in starts if t <= at_s + TOL_MS / 1000]
+        return (before[-2], before[-1]) if len(before) >= 2 else None
+
+    def explaining(self, runner, at_ms, windows, poison_ok=True, restart=False):
+        """The lease-taking faults that explain a claim of `runner` taken back at `at_ms`. A
+        restart's release (`restart`) frees the claims of the node's previous run, whenever
+        the new run gets to it: any fault that overlapped that previous run explains it."""
+        at, after = at_ms / 1000, self.release_after_s()
+        found = [w for w in windows if (w[0] is None or w[0] == runner) and
+                 w[2] - TOL_MS / 1000 <= at <= w[3] + after and (poison_ok or not w[4])]
+        run = self.previous_run(runner, at) if restart and not found else None
+        if run:
+            found = [w for w in windows if (w[0] is None or w[0] == runner) and
+                     w[2] - TOL_MS / 1000 <= run[1] and w[3] > run[0] + TOL_MS / 1000 and
+                     (poison_ok or not w[4])]
+        return found
+
+    def ordinary_near(self, runner, at_ms):
+        """What the driver did to `runner` (or to every node) that takes no lease, in the
+        minute before `at_ms`: the probable cause of an unexplained re-run."""
+        out = []
+        for e in self.ev.events:
+            if not (at_ms / 1000 - 60 <= e["t"] <= at_ms / 1000 + TOL_MS / 1000):
+                continue
+            if e["kind"] == "fault" and e["fault"] == "drain" and e.get("node") == runner:
+                out.append(f"drain (SIGTERM) at {e['t']:.1f}")
+            elif e["kind"] == "fault" and e["fault"] == "skew" and e.get("node") == runner:
+                out.append(f"restart (SIGTERM) at {e['t']:.1f}")
+            elif e["kind"] == "dup_start" and e.get("node") == runner:
+                out.append(f"a second process with its node_id started at {e['t']:.1f}")
+            elif e["kind"] == "fault" and e["fault"] == "settings":
+                out.append(f"settings set {e['service']} {e['key']} {e['value']} at "
+                           f"{e['t']:.1f}")
+        return "; ".join(out[-4:]) or "nothing"
+
+    def unskewed(self, runner, at_ms):
+        """The times `at_ms` may really be: itself, or (if `runner` ran with a skewed clock)
+        that time stamped from the runner's own wall clock."""
+        return [at_ms] + [at_ms - skew for skew in self.skews.get(runner, ())]
+
+    def attribute(self, runner, at_ms, windows, poison_ok=True, why=""):
+        """(explaining windows, skewed): the faults that explain a claim of `runner` taken
+        back at `at_ms` (`why`: the history entry's error); skewed if only the time corrected
+        by the runner's clock skew fits."""
+        restart = "restarted" in (why or "")
+        for i, at in enumerate(self.unskewed(runner, at_ms)):
+            found = self.explaining(runner, at, windows, poison_ok, restart)
+            if found:
+                return found, i > 0
+        return [], False
+
+    def check_reruns(self):
+        """7: a claim is taken back (history event "crashed": stall reset, node expiry, a
+        restart's release; the attempt counted, the task runs again) only after a fault that
+        took its runner's lease."""
+        windows = self.lease_windows()
+        taken = explained = 0
+        for t in self.tasks:
+            for h in t.get("history") or []:
+                if h.get("event") != "crashed":
+                    continue
+                taken += 1
+                at = h.get("at") or h.get("ended_at") or 0
+                found, skewed = self.attribute(h.get("node"), at, windows, why=h.get("error"))
+                if skewed:
+                    self.fail("4 clock", f"task {t['_id']}: the release of attempt "
+                                         f"{h.get('attempt')} on {h.get('node')} "
+                                         f"({h.get('error')!r}) is stamped {at} ms, off by "
+                                         f"{h.get('node')}'s clock skew: a node's own wall clock")
+                if found:
+                    explained += 1
+                    continue
+                self.fail("7 re-run", f"task {t['_id']} ({t['_service']}, {t.get('data')}): "
+                                      f"attempt {h.get('attempt')} on {h.get('node')} taken back "
+                                      f"at {at / 1000:.1f} ({h.get('error')!r}) with no fault that "
+                                      f"took {h.get('node')}'s lease; what the driver did "
+                                      f"before: {self.ordinary_near(h.get('node'), at)}")
+        self.stats["claims taken back"] = taken
+        self.stats["... after a lease-taking fault"] = explained
+
+    def check_innocent(self):
+        """8: a task that is not poison ends failed only if lease-taking faults other than a
+        poison task's crash used up its attempts (noop and sleeper never fail on their own)."""
+        windows = self.lease_windows()
+        poison_tags = {e["tag"] for e in self.ev.events if e["kind"] == "enqueue" and e["poison"]}
+        innocent_failed = 0
+        for t in self.tasks:
+            if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
+                continue
+            blamed = []
+            for h in t.get("history") or []:
+                if h.get("event") != "crashed":
+                    continue
+                at = h.get("at") or h.get("ended_at") or 0
+                if not self.attribute(h.get("node"), at, windows, False, h.get("error"))[0]:
+                    why = self.attribute(h.get("node"), at, windows, why=h.get("error"))[0]
+                    blamed.append(f"attempt {h.get('attempt')} on {h.get('node')} "
+                                  f"({'a poison crash' if why else 'no fault'})")
+            if blamed:
+                innocent_failed += 1
+                self.fail("8 innocent", f"task {t['_id']} ({t['_service']}, {t.get('data')}) "
+                                        f"ended failed ({t.get('last_error')!r}); attempts "
+                                        f"not taken by a fault of its own: "
+                                        f"{', '.join(blamed)}")
+        self.stats["innocent tasks failed"] = innocent_failed
+
+    def check_timeouts(self):
+        """9: a task that sleeps past its timeout ends timed_out, once: one timed_out outcome,
+        the last entry of its history, and no later attempt ran; no other task times out."""
+        by_task = defaultdict(list)
+        for j in self.ev.journal:
+            by_task[j[0]].append(j)
+        n = 0
+        for t in self.tasks:
+            data = t.get("data") or {}
+            hist = t.get("history") or []
+            outs = [h for h in hist if h.get("outcome") == "timed_out"]
+            if not data.get("hang"):
+                if outs or t.get("status") == "timed_out":
+                    self.fail("9 timeout", f"task {t['_id']} ({data}) has no timeout but timed "
+                                           f"out")
+                continue
+            n += 1
+            if t.get("status") != "timed_out" or len(outs) != 1 or hist[-1] is not outs[0]:
+                story = [h.get("outcome") or h.get("event") for h in hist]
+                self.fail("9 timeout", f"task {t['_id']} (sleeps past its timeout): status "
+                                       f"{t.get('status')}, {len(outs)} timed_out outcome(s), "
+                                       f"history {story}; expected timed_out once, last")
+                continue
+            later = [j for j in by_task.get(t["_id"], []) if j[2] > outs[0].get("attempt", 0)]
+            if later:
+                self.fail("9 timeout", f"task {t['_id']} timed out in attempt "
+                                       f"{outs[0].get('attempt')} but ran again (attempt "
+                                       f"{later[0][2]} on {later[0][1]})")
+        self.stats["tasks timed out"] = n
+
+    def check_schedule(self):
+        """10: each slot of the schedule line creates exactly one task (unique key
+        schedule:ID:SLOT). Slots skipped while no primary ran are allowed (catch_up = latest)."""
+        sid = self.ev.run.get("schedule")
+        if not sid:
+            return
+        prefix = f"schedule:{sid}:"
+        slots = Counter(t.get("unique_key") for t in self.tasks
+                        if str(t.get("unique_key") or "").startswith(prefix))
+        for key, n in sorted(slots.items()):
+            if n > 1:
+                self.fail("10 schedule", f"slot {key[len(prefix):]} created {n} tasks")
+        if not slots and self.ev.run.get("duration_s", 0) >= 30:
+            self.fail("10 schedule", f"schedule {sid} created no task")
+        self.stats["schedule slots"] = len(slots)
+
+    def check_external(self):
+        """11: an external worker's outcome is stored only from the live lease holder: never
+        for an attempt whose claim was taken back, never when the node answered it lease_lost
+        or conflict, never twice for one attempt; and an outcome answered 200 is stored."""
+        nodes = set(self.ev.run["node_ids"])
+        answers = defaultdict(list)  # (task, attempt) -> [(worker, call, status, replayed)]
+        for c in self.ev.worker_calls:
+            if c.get("call") in ("succeed", "fail"):
+                answers[c.get("task"), c.get("attempt")].append(
+                    (c.get("worker"), c["call"], c.get("status"), c.get("replayed"),
+                     c.get("code")))
+        stored_n = 0
+        for t in self.tasks:
+            if t["_service"] != self.ext:
+                continue
+            hist = t.get("history") or []
+            taken = {h.get("attempt") for h in hist if h.get("event") == "crashed"}
+            stored = {}
+            for h in hist:
+                if "outcome" not in h or h.get("node") in nodes:
+                    continue
+                stored_n += 1
+                a, w = h.get("attempt"), h.get("node")
+                stored[a] = w
+                if a in taken:
+                    self.fail("11 external", f"task {t['_id']}: outcome {h.get('outcome')} of "
+                                             f"attempt {a} stored from {w} after that claim was "
+                                             f"taken back")
+                refused = [x for x in answers.get((t["_id"], a), [])
+                           if x[0] == w and x[2] in (409, 404)]
+                if refused:
+                    self.fail("11 external", f"task {t['_id']}: outcome of attempt {a} stored "
+                                             f"from {w}, which was answered {refused[0][2]} "
+                                             f"{refused[0][4]}")
+            for (tid, a), xs in answers.items():
+                if tid != t["_id"]:
+                    continue
+                ok = [x for x in xs if x[2] == 200 and not x[3]]
+                if len({x[0] for x in ok}) > 1:
+                    self.fail("11 external", f"task {tid}: attempt {a} answered 200 to "
+                                             f"{', '.join(sorted({x[0] for x in ok}))}")
+                for x in ok:
+                    if a in stored and stored[a] != x[0]:
+                        self.fail("11 external", f"task {tid}: {x[0]}'s {x[1]} of attempt {a} "
+                                                 f"answered 200, the stored outcome is "
+                                                 f"{stored[a]}'s")
+                    elif a not in stored and len(hist) < 10:  # 10: the history kept per task
+                        self.fail("11 external", f"task {tid}: {x[0]}'s {x[1]} of attempt {a} "
+                                                 f"answered 200 but not stored")
+        self.stats["external outcomes stored"] = stored_n
+        self.stats["external outcomes refused (lease lost)"] = sum(
+            1 for c in self.ev.worker_calls if c.get("status") == 409)
+
+    def check_duplicate(self):
+        """6: a process started with a running node's node_id refuses to start, runs nothing."""
+        starts = [e for e in self.ev.events if e["kind"] == "dup_start"]
+        exits = [e for e in self.ev.events if e["kind"] == "dup_exit"]
+        def original_died(e):
+            """When the original node died (kill, crash) after the duplicate started, if it
+            did before the duplicate exited: from then on the duplicate may rightly start."""
+            start = max((s["t"] for s in starts if s["node"] == e["node"] and s["t"] <= e["t"]),
+                        default=None)
+            deaths = [x["t"] for x in self.ev.events if x.get("node") == e["node"] and
+                      start is not None and start <= x["t"] <= e["t"] and
+                      (x["kind"] in ("crash", "stop_timeout") or
+                       (x["kind"] == "fault" and x["fault"] == "kill"))]
+            return min(deaths) if deaths else None
+
+        died = {e["node"]: original_died(e) for e in exits}
+        for e in exits:
+            if died.get(e["node"]) is not None:
+                continue  # the original died while the duplicate waited: it may start
+            if not e.get("refused") or e.get("rc") in (0, None):
+                still = ", still running after 45 s" if e.get("still_running") else ""
+                self.fail("6 duplicate", f"a second process with node_id {e['node']} did not "
+                                         f"refuse to start (status {e.get('rc')}{still})")
+        if len(exits) < len(starts):
+            self.fail("6 duplicate", "a process with a duplicate node_id never exited")
+        ran = []
+        for line in self.ev.dup_journal:
+            f = line.split(": ", 1)[1].split()
+            start = int(f[3] if len(f) == 5 else f[4]) / 1000
+            node = line.split("-dup.", 1)[0]
+            if died.get(node) is None or start + TOL_MS / 1000 < died[node]:
+                ran.append(line)
+        for line in ran[:5]:
+            self.fail("6 duplicate", f"a process with a duplicate node_id ran a task while the "
+                                     f"node it duplicates was alive: {line}")
+        self.stats["duplicate node_ids"] = len(starts)
 
     # ---- 5. convergence; the harness itself -------------------------------------------------
 
@@ -445,8 +804,9 @@ class Checker:
             if e["kind"] == "setup_error":
                 self.fail("harness", e["error"])
             elif e["kind"] == "stop_timeout":
-                self.fail("6 shutdown", f"{e['node']} did not exit within 15 s of a signal")
-            elif e["kind"] == "stop" and e.get("rc") != 0:
+                self.fail("6 shutdown", f"{e['node']} did not exit within "
+                                        f"{self.ev.run.get('stop_s', 15)} s of a signal")
+            elif e["kind"] in ("stop", "drained") and e.get("rc") != 0:
                 self.fail("6 shutdown", f"{e['node']} exited with status {e.get('rc')} on SIGTERM")
         faults = Counter(e["fault"] for e in self.ev.events if e["kind"] == "fault")
         faults["poison"] = sum(1 for e in self.ev.events if e["kind"] == "enqueue" and e["poison"])
@@ -465,6 +825,12 @@ class Checker:
         self.check_tasks()
         self.check_batches()
         self.check_poison()
+        self.check_reruns()
+        self.check_innocent()
+        self.check_timeouts()
+        self.check_schedule()
+        self.check_external()
+        self.check_duplicate()
         self.check_run()
         return self.violations
 
@@ -478,6 +844,9 @@ def summary(ev, stats, violations):
                 "failed (attempts used up by faults)", "tracked", "from cohortctl",
                 "enqueues (cohortctl)", "journal lines", "re-runs (at-least-once)",
                 "retries recorded", "attempts beyond the first", "lost claims (logged)",
+                "claims taken back", "... after a lease-taking fault", "innocent tasks failed",
+                "tasks timed out", "schedule slots", "duplicate node_ids",
+                "external outcomes stored", "external outcomes refused (lease lost)",
                 "batches completed", "callback runs", "primacy changes", "final epoch",
                 "takeovers measured", "max takeover", "convergence"):
         if key in stats:

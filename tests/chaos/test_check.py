@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402
 
 T0 = 1_800_000_000_000  # ms
+T0S = T0 / 1000  # the driver's events are in seconds
 SERVICE = "noop"
 
 
@@ -31,7 +32,10 @@ def baseline():
     2 cohortctl tasks, one poison task; one at-least-once re-run."""
     run = {"seed": 7, "nodes": 2, "duration_s": 10, "bound_s": 60, "service": SERVICE,
            "database": "x", "max_attempts": 4, "tick_ms": 200, "takeover_ms": 1500,
-           "stall_timeout_ms": 3000, "external_db": False, "node_ids": ["n1", "n2"]}
+           "stall_timeout_ms": 3000, "external_db": False, "node_ids": ["n1", "n2"],
+           "work_service": "work", "schedule": "beat", "ext_service": "ext",
+           "ext_workers": ["w1", "w2"], "dropped_worker": "dropper",
+           "settings_ranges": {"stall_timeout_ms": [3000, 4500], "takeover_ms": [1500, 2500]}}
 
     def task(n, node, epoch, batch, created, runs, status="succeeded", data=None, **extra):
         hist = []
@@ -65,8 +69,27 @@ def baseline():
     tasks[5]["history"] = [{"node": "n1", "attempt": 5, "started_at": T0 + 9000,
                             "ended_at": T0 + 9001, "outcome": "failed"}]
     tasks[5]["claimed_by"] = "n1"
+    # A schedule slot's task (its unique key), run by n1.
+    tasks.append(task(8, "n2", 0, None, T0 + 2000, [("n1", T0 + 2100, T0 + 2200, "succeeded")],
+                      data={"sched": True}, unique_key="schedule:beat:2027-01-15T08:00:02Z"))
+    # The work service: a long task drained by n1 without losing it, one that timed out once.
+    work_tasks = [
+        task(9, "cohortctl", 0, None, T0 + 30000, [("n1", T0 + 30100, T0 + 36100, "succeeded")],
+             data={"chaos": "e3", "long": True, "sleep_ms": 6000}),
+        task(10, "cohortctl", 0, None, T0 + 30000, [("n2", T0 + 30100, T0 + 31100, "timed_out")],
+             status="timed_out", data={"chaos": "e4", "hang": True, "sleep_ms": 4000}),
+    ]
+    # The ext service: a task run by the external worker w1.
+    ext_tasks = [task(12, "cohortctl", 0, None, T0 + 20000,
+                      [("w1", T0 + 20100, T0 + 20600, "succeeded")], data={"chaos": "e5"})]
+    lease = f"l1.ext.{oid(12)}.1.x"
+    worker_journal = {"w1": [
+        {"call": "claim", "task": oid(12), "attempt": 1, "lease": lease, "status": 200,
+         "worker": "w1", "at": T0S + 20.1},
+        {"call": "succeed", "task": oid(12), "attempt": 1, "lease": lease, "status": 200,
+         "replayed": False, "result": "succeeded", "worker": "w1", "at": T0S + 20.6}]}
     services = [{"_id": SERVICE, "primary": None, "epoch": 2, "batch_seq": 3, "draining": None,
-                 "batches_completed": 2,
+                 "batches_completed": 2, "schedules": {"beat": {"created": 1, "existed": 0}},
                  "last_batch": {"seq": 2, "succeeded": 1, "failed": 0, "completed_by": "n2",
                                 "epoch": 2}}]
     logs = {
@@ -88,21 +111,48 @@ def baseline():
         "n2": [f"{oid(1)} n2 2 {T0 + 510} {T0 + 590}", f"{oid(2)} n2 1 {T0 + 220} {T0 + 280}",
                f"{oid(5)} n2 1 {T0 + 710} {T0 + 790}"],
     }
+    journal["n1"].append(f"{oid(8)} n1 1 {T0 + 2110} {T0 + 2190}")
+    work_journal = {  # the sleeper's lines: id node attempt group start end kind wall wall
+        "n1": [f"{oid(9)} n1 1 - {T0 + 30110} {T0 + 36090} - {T0 + 30110} {T0 + 36090}"],
+        "n2": [f"{oid(10)} n2 1 - {T0 + 30110} {T0 + 34110} - {T0 + 30110} {T0 + 34110}"],
+    }
     completed = {"n1": ["1 2 0 2 n1"], "n2": ["2 1 0 1 n2", "1 2 0 2 n2"]}
     events = [
-        {"t": 1, "kind": "fault", "fault": "kill", "node": "n1"},
-        {"t": 2, "kind": "enqueue", "tag": "e1", "count": 2, "tracked": False, "poison": False,
-         "rc": 0, "out": "2", "err": ""},
-        {"t": 3, "kind": "enqueue", "tag": "p2", "count": 1, "tracked": False, "poison": True,
-         "rc": 0, "out": oid(6), "err": ""},
-        {"t": 4, "kind": "crash", "node": "n1", "rc": -6, "poison": True},
-        {"t": 5, "kind": "takeover", "fault": "kill", "victim": "n1", "new": "n2", "epoch": 2,
-         "ms": 1600},
-        {"t": 9, "kind": "converged", "seconds": 1.5, "bound_s": 60, "detail": "ok"},
-        {"t": 10, "kind": "stop", "node": "n1", "rc": 0},
+        {"t": T0S + 1, "kind": "fault", "fault": "kill", "node": "n1"},
+        {"t": T0S + 2, "kind": "enqueue", "tag": "e1", "count": 2, "tracked": False,
+         "poison": False, "rc": 0, "out": "2", "err": ""},
+        {"t": T0S + 2.5, "kind": "start", "node": "n1", "skew_ms": 0},
+        {"t": T0S + 3, "kind": "enqueue", "tag": "p2", "count": 1, "tracked": False,
+         "poison": True, "rc": 0, "out": oid(6), "err": ""},
+        {"t": T0S + 4, "kind": "crash", "node": "n1", "rc": -6, "poison": True},
+        {"t": T0S + 5, "kind": "takeover", "fault": "kill", "victim": "n1", "new": "n2",
+         "epoch": 2, "ms": 1600},
+        {"t": T0S + 5.5, "kind": "start", "node": "n1", "skew_ms": 0},
+        {"t": T0S + 8, "kind": "dup_start", "node": "n2", "pid": 9},
+        {"t": T0S + 14, "kind": "dup_exit", "node": "n2", "rc": 1, "refused": True},
+        {"t": T0S + 19, "kind": "enqueue", "tag": "e5", "service": "ext", "count": 1,
+         "tracked": False, "poison": False, "rc": 0, "out": oid(12), "err": ""},
+        {"t": T0S + 29, "kind": "enqueue", "tag": "e3", "service": "work", "count": 1,
+         "tracked": False, "poison": False, "rc": 0, "out": oid(9), "err": ""},
+        {"t": T0S + 29, "kind": "enqueue", "tag": "e4", "service": "work", "count": 1,
+         "tracked": False, "poison": False, "rc": 0, "out": oid(10), "err": ""},
+        {"t": T0S + 31, "kind": "fault", "fault": "drain", "node": "n1", "long_tasks": 1},
+        {"t": T0S + 36.5, "kind": "drained", "node": "n1", "rc": 0, "seconds": 5.5},
+        {"t": T0S + 37, "kind": "start", "node": "n1", "skew_ms": 0},
+        {"t": T0S + 38, "kind": "fault", "fault": "settings", "service": "work",
+         "key": "stall_timeout_ms", "value": 4500, "rc": 0},
+        {"t": T0S + 49, "kind": "converged", "seconds": 1.5, "bound_s": 60, "detail": "ok"},
+        {"t": T0S + 50, "kind": "stop", "node": "n1", "rc": 0},
     ]
-    return {"run": run, "tasks": tasks, "services": services, "logs": logs,
-            "journal": journal, "completed": completed, "events": events}
+    return {"run": run, "tasks": tasks, "work_tasks": work_tasks, "ext_tasks": ext_tasks,
+            "worker_journal": worker_journal, "services": services,
+            "logs": logs, "journal": journal, "work_journal": work_journal,
+            "completed": completed, "events": events, "dup_journal": []}
+
+
+def event(data, kind):
+    """The first event of `kind` in the baseline (to doctor it)."""
+    return next(e for e in data["events"] if e["kind"] == kind)
 
 
 def write(data, workdir):
@@ -111,11 +161,20 @@ def write(data, workdir):
     with open(os.path.join(workdir, "events.jsonl"), "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in data["events"])
     with open(os.path.join(workdir, "dump.json"), "w") as f:
-        json.dump({"services": data["services"], "tasks": data["tasks"], "nodes": []}, f)
+        json.dump({"services": data["services"], "tasks": data["tasks"],
+                   "work_tasks": data.get("work_tasks", []),
+                   "ext_tasks": data.get("ext_tasks", []), "nodes": []}, f)
+    for name, calls in data.get("worker_journal", {}).items():
+        with open(os.path.join(workdir, f"{name}.worker.journal"), "w") as f:
+            f.writelines(json.dumps(c) + "\n" for c in calls)
     for node in data["run"]["node_ids"]:
-        for kind, ext in (("logs", "log"), ("journal", "journal"), ("completed", "completed")):
+        for kind, ext in (("logs", "log"), ("journal", "journal"), ("completed", "completed"),
+                          ("work_journal", "work.journal")):
             with open(os.path.join(workdir, f"{node}.{ext}"), "w") as f:
-                f.writelines(line + "\n" for line in data[kind].get(node, []))
+                f.writelines(line + "\n" for line in data.get(kind, {}).get(node, []))
+    if data.get("dup_journal"):
+        with open(os.path.join(workdir, "n2-dup.journal"), "w") as f:
+            f.writelines(line + "\n" for line in data["dup_journal"])
 
 
 class CheckerTest(unittest.TestCase):
@@ -250,6 +309,217 @@ class CheckerTest(unittest.TestCase):
         d["tasks"][3]["last_error"] = "handler reported a permanent failure"
         d["events"].append({"t": 6, "kind": "crash", "node": "n2", "rc": 1, "poison": False})
         self.assertReports(d, "failed: 'handler reported", "no poison task explains it")
+
+    # ---- issue 22: ordinary operations cost nothing -----------------------------------------
+
+    @staticmethod
+    def rerun_long_task(d, at_ms, node="n1"):
+        """The long task's attempt 1 on `node` taken back at `at_ms` (stall reset) and run
+        again by n2."""
+        t = d["work_tasks"][0]
+        t["history"] = [{"event": "crashed", "node": node, "attempt": 1, "at": at_ms,
+                         "error": "stalled"},
+                        {"node": "n2", "attempt": 2, "started_at": at_ms + 100,
+                         "ended_at": at_ms + 6100, "outcome": "succeeded"}]
+        t.update(attempts=2, claimed_by="n2")
+        d["work_journal"]["n2"].append(f"{oid(9)} n2 2 - {at_ms + 110} {at_ms + 6090} - 0 0")
+
+    def test_rerun_after_a_drain_is_reported(self):
+        d = baseline()
+        self.rerun_long_task(d, T0 + 35000)
+        self.assertReports(d, f"[7 re-run] task {oid(9)}", "attempt 1 on n1 taken back",
+                           "drain (SIGTERM) at")
+
+    def test_rerun_after_a_settings_change_is_reported(self):
+        d = baseline()
+        self.rerun_long_task(d, T0 + 41000, node="n2")
+        self.assertReports(d, "attempt 1 on n2 taken back", "settings set work stall_timeout_ms")
+
+    def test_rerun_after_a_lease_taking_fault_is_not_reported(self):
+        for fault in ({"fault": "pause", "length_s": 4.5}, {"fault": "partition", "length_s": 3},
+                      {"fault": "slow", "length_s": 5}):
+            d = baseline()
+            d["events"].append(dict(fault, t=T0S + 32, kind="fault", node="n1"))
+            self.rerun_long_task(d, T0 + 35000)
+            self.assertEqual(self.violations(d), [], fault)
+        d = baseline()  # a kill: until the node's next start, then the release time
+        d["events"].append({"t": T0S + 33, "kind": "fault", "fault": "kill", "node": "n1"})
+        d["events"].append({"t": T0S + 35, "kind": "start", "node": "n1"})
+        self.rerun_long_task(d, T0 + 44000)
+        self.assertEqual(self.violations(d), [])
+        d = baseline()  # a database restart takes every runner's lease
+        d["events"].append({"t": T0S + 33, "kind": "fault", "fault": "db_restart"})
+        d["events"].append({"t": T0S + 36, "kind": "db_up"})
+        self.rerun_long_task(d, T0 + 40000, node="n2")
+        self.assertEqual(self.violations(d), [])
+
+    def test_release_stamped_with_a_skewed_clock(self):
+        d = baseline()  # n1 (5 minutes ahead) killed at +33: its restart's release, off by 5 min
+        d["events"].append({"t": T0S + 32, "kind": "start", "node": "n1", "skew_ms": 300000})
+        d["events"].append({"t": T0S + 33, "kind": "fault", "fault": "kill", "node": "n1"})
+        d["events"].append({"t": T0S + 35, "kind": "start", "node": "n1", "skew_ms": 300000})
+        self.rerun_long_task(d, T0 + 336000)
+        found = self.violations(d)
+        self.assertTrue(any("[4 clock]" in v and "off by n1's clock skew" in v for v in found),
+                        found)
+        self.assertFalse(any("[7 re-run]" in v for v in found), found)
+
+    def test_a_fault_ended_late_by_the_driver_still_explains(self):
+        d = baseline()  # a 2 s pause at +22 that the driver only ended at +30 (timers ran late)
+        d["events"].append({"t": T0S + 22, "kind": "fault", "fault": "pause", "node": "n1",
+                            "length_s": 2})
+        d["events"].append({"t": T0S + 30, "kind": "resume", "node": "n1"})
+        self.rerun_long_task(d, T0 + 39000)
+        self.assertEqual(self.violations(d), [])
+
+    def test_restart_release_after_a_fault_of_the_previous_run(self):
+        d = baseline()  # database down at +31..+33 while n1 drained; n1 back at +37 releases
+        d["events"].append({"t": T0S + 31.5, "kind": "fault", "fault": "db_restart"})
+        d["events"].append({"t": T0S + 33, "kind": "db_up"})
+        t = d["work_tasks"][0]
+        self.rerun_long_task(d, T0 + 47000)  # 14 s after the database came back
+        t["history"][0]["error"] = "released: its node restarted while running it"
+        self.assertEqual([v for v in self.violations(d) if "re-run" in v], [])
+        d["events"] = [e for e in d["events"] if e.get("fault") != "db_restart"]
+        self.assertReports(d, "attempt 1 on n1 taken back")  # a drain alone explains nothing
+
+    def test_rerun_long_after_a_fault_is_reported(self):
+        d = baseline()  # the pause ended 20 s before: it cannot explain the reset
+        d["events"].append({"t": T0S + 12, "kind": "fault", "fault": "pause", "node": "n1",
+                            "length_s": 3})
+        self.rerun_long_task(d, T0 + 35000)
+        self.assertReports(d, "attempt 1 on n1 taken back")
+
+    @staticmethod
+    def fail_innocent(d, times_ms):
+        """noop task 4 ends failed after its attempts were taken back at `times_ms` on n1."""
+        t = d["tasks"][3]
+        t["history"] = [{"event": "crashed", "node": "n1", "attempt": i, "at": at,
+                         "error": "node expired"} for i, at in enumerate(times_ms, 1)]
+        n = len(times_ms) + 1
+        t["history"].append({"node": "n2", "attempt": n, "started_at": times_ms[-1] + 100,
+                             "ended_at": times_ms[-1] + 101, "outcome": "failed"})
+        t.update(status="failed", attempts=n, claimed_by="n2",
+                 last_error=f"attempt {n} exceeds max_attempts 4: earlier runs never reported "
+                            f"an outcome")
+
+    def test_innocent_task_failed_by_a_poison_neighbour(self):
+        d = baseline()  # the poison task crashed n1 at +4: its restart, then 10.5 s of release
+        self.fail_innocent(d, [T0 + 14000, T0 + 14500, T0 + 15000, T0 + 15500])
+        self.assertReports(d, f"[8 innocent] task {oid(4)}", "attempt 1 on n1 (a poison crash)")
+        d = baseline()  # no fault at all
+        self.fail_innocent(d, [T0 + 44000, T0 + 44500, T0 + 45000, T0 + 45500])
+        self.assertReports(d, "attempt 4 on n1 (no fault)")
+
+    def test_innocent_task_failed_by_faults_of_its_own_is_allowed(self):
+        d = baseline()  # within the kill of n1 at +1 (restarted at +2.5)
+        self.fail_innocent(d, [T0 + 3000, T0 + 3200, T0 + 3400, T0 + 3600])
+        self.assertEqual(self.violations(d), [])
+
+    def test_timeout_not_once(self):
+        d = baseline()
+        t = d["work_tasks"][1]
+        t["history"].append({"node": "n1", "attempt": 2, "started_at": T0 + 32000,
+                             "ended_at": T0 + 33000, "outcome": "timed_out"})
+        t["attempts"] = 2
+        self.assertReports(d, "[9 timeout]", "2 timed_out outcome(s)")
+        d = baseline()
+        d["work_tasks"][1]["status"] = "succeeded"
+        self.assertReports(d, "status succeeded, 1 timed_out outcome(s)")
+        d = baseline()  # recorded once, but its attempt 2 ran anyway
+        d["work_journal"]["n1"].append(
+            f"{oid(10)} n1 2 - {T0 + 32000} {T0 + 36000} - 0 0")
+        self.assertReports(d, "timed out in attempt 1 but ran again (attempt 2 on n1)")
+        d = baseline()
+        d["work_tasks"][0]["status"] = "timed_out"
+        self.assertReports(d, f"task {oid(9)}", "has no timeout but timed out")
+
+    def test_schedule_slot_twice(self):
+        d = baseline()
+        twin = copy.deepcopy(d["tasks"][6])
+        twin["_id"] = oid(11)
+        twin["history"][0]["node"] = twin["claimed_by"] = "n2"
+        d["tasks"].append(twin)
+        d["journal"]["n2"].append(f"{oid(11)} n2 1 {T0 + 2110} {T0 + 2190}")
+        self.assertReports(d, "[10 schedule] slot 2027-01-15T08:00:02Z created 2 tasks")
+        d = baseline()
+        del d["tasks"][6]["unique_key"]
+        d["run"]["duration_s"] = 60
+        self.assertReports(d, "schedule beat created no task")
+
+    def test_duplicate_node_id_that_ran(self):
+        d = baseline()
+        event(d, "dup_exit").update(rc=None, refused=False, still_running=True)
+        self.assertReports(d, "[6 duplicate] a second process with node_id n2 did not refuse",
+                           "still running")
+        d = baseline()
+        d["dup_journal"] = [f"{oid(5)} n2 1 {T0 + 9000} {T0 + 9100}"]
+        self.assertReports(d, "a process with a duplicate node_id ran a task while the node")
+        # ... but once the original died (here killed at +10), the duplicate may start
+        d["events"].append({"t": T0S + 10, "kind": "fault", "fault": "kill", "node": "n2"})
+        event(d, "dup_exit").update(rc=0, refused=False)
+        d["dup_journal"] = [f"{oid(5)} n2 1 {T0 + 12000} {T0 + 12100}"]
+        self.assertEqual([v for v in self.violations(d) if "duplicate" in v], [])
+
+    def test_drain_that_did_not_exit_cleanly(self):
+        d = baseline()
+        event(d, "drained")["rc"] = -9
+        self.assertReports(d, "[6 shutdown] n1 exited with status -9 on SIGTERM")
+
+    @staticmethod
+    def freeze_w1(d):
+        """w1 frozen past its lease at +20.2: its claim of task 12 taken back at +24, w2 runs
+        attempt 2."""
+        d["events"].append({"t": T0S + 20.2, "kind": "fault", "fault": "worker_freeze",
+                            "node": "w1", "length_s": 6})
+        t = d["ext_tasks"][0]
+        t["history"] = [{"event": "crashed", "node": "w1", "attempt": 1, "at": T0 + 24000,
+                         "error": "lease expired"},
+                        {"node": "w2", "attempt": 2, "started_at": T0 + 24100,
+                         "ended_at": T0 + 24600, "outcome": "succeeded"}]
+        t.update(attempts=2, claimed_by="w2")
+        calls = d["worker_journal"]["w1"]
+        calls[1].update(status=409, code="lease_lost", at=T0S + 26.2)
+        del calls[1]["replayed"], calls[1]["result"]
+        d["worker_journal"]["w2"] = [
+            {"call": "succeed", "task": oid(12), "attempt": 2, "lease": "l1.ext.b", "status": 200,
+             "replayed": False, "result": "succeeded", "worker": "w2", "at": T0S + 24.6}]
+
+    def test_external_worker_frozen_past_its_lease_is_allowed(self):
+        d = baseline()
+        self.freeze_w1(d)
+        self.assertEqual(self.violations(d), [])
+
+    def test_external_outcome_from_a_lost_lease(self):
+        d = baseline()  # the late outcome of the frozen w1 stored after its claim was taken
+        self.freeze_w1(d)
+        d["ext_tasks"][0]["history"].append(
+            {"node": "w1", "attempt": 1, "started_at": T0 + 20100, "ended_at": T0 + 26200,
+             "outcome": "succeeded"})
+        self.assertReports(d, f"[11 external] task {oid(12)}: outcome succeeded of attempt 1 "
+                              f"stored from w1 after that claim was taken back",
+                           "which was answered 409 lease_lost")
+        d = baseline()  # two workers told their outcome of one attempt was stored
+        d["worker_journal"]["w2"] = [dict(d["worker_journal"]["w1"][1], worker="w2")]
+        self.assertReports(d, "attempt 1 answered 200 to w1, w2",
+                           "w2's succeed of attempt 1 answered 200, the stored outcome is w1's")
+        d = baseline()  # answered 200, never stored
+        d["ext_tasks"][0]["history"][0]["attempt"] = 2
+        d["ext_tasks"][0]["attempts"] = 2
+        self.assertReports(d, "w1's succeed of attempt 1 answered 200 but not stored")
+
+    def test_claim_of_a_dropped_long_poll_is_reported(self):
+        d = baseline()  # the connection dropped at +30: a hang-up takes no lease
+        d["events"].append({"t": T0S + 30, "kind": "fault", "fault": "worker_drop",
+                            "node": "dropper", "hold_s": 1})
+        t = d["ext_tasks"][0]
+        t["history"].insert(0, {"event": "crashed", "node": "dropper", "attempt": 1,
+                                "at": T0 + 19900, "error": "lease expired"})
+        t["history"][1]["attempt"] = 2
+        t["attempts"] = 2
+        for c in d["worker_journal"]["w1"]:
+            c["attempt"] = 2
+        self.assertReports(d, "[7 re-run]", "attempt 1 on dropper taken back")
 
     def test_no_convergence(self):
         d = baseline()

@@ -5,7 +5,9 @@
 #   bash tests/fuzz/run.sh [seconds-per-target] [target...]     default: 30 s, every target
 #
 # Targets: config (the INI parser), task (task data through the noop, hello and leaderboard
-# handlers). COHORT_FUZZ_BUILD_DIR overrides the build directory (default build-fuzz/).
+# handlers), api (the API's route, query and body parsers), http (whole raw requests through
+# libevent's evhttp, the node's listener and the API's router), tz (TZif zone files) and cron
+# (cron expressions and their fire times). COHORT_FUZZ_BUILD_DIR overrides the build directory (default build-fuzz/).
 # New inputs the fuzzer finds go to build-fuzz/fuzz-corpus/<target>/ (not into the tree: keep
 # the committed corpus small and meaningful). On a crash the input is saved under
 # build-fuzz/fuzz-artifacts/<target>/, the script prints how to replay it and exits 1: copy
@@ -17,7 +19,7 @@ BUILD="${COHORT_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${1:-30}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config task api)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config task api http tz cron)
 
 if ! command -v clang >/dev/null; then
     echo "fuzz: clang is not installed (COHORT_TEST_TOOLS=1 bash deploy/setup.sh installs it)" >&2

@@ -231,7 +231,7 @@ Test(api_workers, claim_heartbeat_succeed_and_replay)
     bson_destroy(&doc);
 
     /* The same succeed again (a retry after a dropped reply): 200, nothing written twice. */
-    answer_t again = lease_call(&t, "succeed", "{}");
+    answer_t again = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
     cr_assert_eq(again.status, 200, "%s", again.json);
     cr_assert(test_doc_has(again.body, "replayed"), "%s", again.json);
     answer_free(&again);
@@ -491,4 +491,160 @@ Test(api_workers, an_operators_cancel_reaches_the_worker)
     answer_t again = call_as(operator, path, NULL);
     cr_assert_eq(again.status, 409, "%s", again.json);
     answer_free(&again);
+}
+
+/* ---- lease tokens as capabilities ---------------------------------------------------------- */
+
+/* The lease token of task `id`, attempt 1, with claim `claim` (24 or 32 hex digits). */
+static claimed_t forged(const char *id, const char *claim)
+{
+    claimed_t t = {.attempt = 1};
+    snprintf(t.id, sizeof t.id, "%s", id);
+    snprintf(t.token, sizeof t.token, "l1." SERVICE ".%s.1.%s", id, claim);
+    return t;
+}
+
+/*
+ * The probe of issue 23: a second `work` token learns a task's id by enqueueing it, and
+ * guesses the claim token of the victim's claim from it. With ObjectIds (time, process,
+ * counter) the guess "the task's id + 1" named the claim at once, its succeed was stored, and
+ * the victim's own succeed was answered 200 "replayed" and lost. Now the claim's secret is
+ * 128 random bits: every guess near the id (the next 64 counters, over 3 seconds) is refused
+ * and changes nothing, the victim's outcome is written, and the history names the API token
+ * that wrote it.
+ */
+Test(api_workers, a_guessed_lease_token_writes_nothing)
+{
+    char intruder[COHORT_TOKEN_TEXT_MAX];
+    test_api_token(store, client, "intruder", "work,enqueue", intruder);
+    answer_t made = call_as(intruder, "/api/v1/services/" SERVICE "/tasks", "{\"data\": {}}");
+    cr_assert_eq(made.status, 201, "%s", made.json);
+    char id[25];
+    snprintf(id, sizeof id, "%s", test_doc_str(made.body, "id"));
+    answer_free(&made);
+    claimed_t victim;
+    cr_assert_eq(claim("{\"worker\": \"victim\", \"lease_ms\": 60000}", &victim, 1, NULL), 1);
+    cr_assert_str_eq(victim.id, id);
+
+    bson_oid_t oid;
+    bson_oid_init_from_string(&oid, id);
+    uint32_t time = (uint32_t)oid.bytes[0] << 24 | (uint32_t)oid.bytes[1] << 16 |
+                    (uint32_t)oid.bytes[2] << 8 | oid.bytes[3];
+    uint32_t counter = (uint32_t)oid.bytes[9] << 16 | (uint32_t)oid.bytes[10] << 8 |
+                       oid.bytes[11];
+    int accepted = 0;
+    for (uint32_t dt = 0; dt < 3; dt++) {
+        for (uint32_t dc = 1; dc <= 64; dc++) {
+            bson_oid_t guess = oid;
+            uint32_t t = time + dt, c = counter + dc;
+            guess.bytes[0] = (uint8_t)(t >> 24), guess.bytes[1] = (uint8_t)(t >> 16);
+            guess.bytes[2] = (uint8_t)(t >> 8), guess.bytes[3] = (uint8_t)t;
+            guess.bytes[9] = (uint8_t)(c >> 16), guess.bytes[10] = (uint8_t)(c >> 8);
+            guess.bytes[11] = (uint8_t)c;
+            char text[25];
+            bson_oid_to_string(&guess, text);
+            claimed_t g = forged(id, text);
+            char path[256];
+            snprintf(path, sizeof path, "/api/v1/leases/%s/succeed", g.token);
+            answer_t a = call_as(intruder, path, "{\"result\": {\"by\": \"intruder\"}}");
+            accepted += a.status == 200;
+            cr_assert(a.status == 409 || a.status == 200, "guess %s: %s", text, a.json);
+            answer_free(&a);
+        }
+    }
+    cr_assert_eq(accepted, 0, "%d guessed lease tokens were accepted", accepted);
+    expect_status(id, "claimed");
+    const char *secret = strrchr(victim.token, '.') + 1;
+    cr_assert_eq(strlen(secret), 32, "128 bits of claim secret: %s", victim.token);
+
+    answer_t ok = lease_call(&victim, "succeed", "{\"result\": {\"by\": \"victim\"}}");
+    cr_assert_eq(ok.status, 200, "%s", ok.json);
+    cr_assert_not(test_doc_has(ok.body, "replayed"), "the victim's outcome is written: %s",
+                  ok.json);
+    answer_free(&ok);
+    bson_t doc;
+    read_task(id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "result.by"), "victim");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.node"), "victim");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.token"), "worker",
+                     "the history names the API token that wrote the outcome");
+    bson_destroy(&doc);
+}
+
+/* A node's own claim (an ObjectId claim token, no lease) is no lease: a lease token naming it
+ * exactly is refused and writes nothing. */
+Test(api_workers, a_nodes_claim_is_not_a_lease)
+{
+    enqueue("{\"data\": {}}");
+    char node_token[COHORT_CLAIM_TOKEN_SIZE];
+    cohort_store_new_claim_token(node_token);
+    bson_t docs[1];
+    size_t n = 0;
+    bson_error_t error;
+    cr_assert(cohort_store_claim_tasks(store, client, SERVICE, "node-a",
+                                       cohort_clock_cluster_ms(), NULL, 1, docs, &n, node_token,
+                                       &error),
+              "%s", error.message);
+    cr_assert_eq(n, 1);
+    char id[25];
+    bson_iter_t it;
+    cr_assert(bson_iter_init_find(&it, &docs[0], "_id"));
+    bson_oid_to_string(bson_iter_oid(&it), id);
+    bson_destroy(&docs[0]);
+    claimed_t t = forged(id, node_token);
+    expect(lease_call(&t, "succeed", "{}"), 409, "lease_lost", "a node's claim");
+    expect(lease_call(&t, "heartbeat", "{}"), 409, "lease_lost", "a node's claim");
+    expect(lease_call(&t, "release", NULL), 409, "lease_lost", "a node's claim");
+    bson_t doc;
+    read_task(id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "claimed");
+    cr_assert_str_eq(test_doc_str(&doc, "claimed_by"), "node-a");
+    cr_assert_not(test_doc_has(&doc, "history.0"), "nothing written");
+    bson_destroy(&doc);
+}
+
+/* Reports `action` with `body`, then again: applied, then a replay. */
+static void report_twice(const claimed_t *t, const char *action, const char *body)
+{
+    for (int i = 0; i < 2; i++) {
+        answer_t a = lease_call(t, action, body);
+        cr_assert_eq(a.status, 200, "%s %s: %s", action, body, a.json);
+        cr_assert_eq(test_doc_has(a.body, "replayed"), i == 1, "%s %s, call %d: %s", action,
+                     body, i + 1, a.json);
+        answer_free(&a);
+    }
+}
+
+/* A replay is the outcome already written under the claim with the same body: succeed's
+ * `result` as stored, fail's `error` (and not retry: false for a task left pending). Any
+ * other body is a conflict and changes nothing. */
+Test(api_workers, a_replay_with_another_body_is_a_conflict)
+{
+    enqueue("{\"data\": {\"n\": 1}}");
+    enqueue("{\"data\": {\"n\": 2}}");
+    claimed_t t[2];
+    cr_assert_eq(claim("{\"worker\": \"py-1\", \"max\": 2}", t, 2, NULL), 2);
+
+    report_twice(&t[0], "succeed", "{\"result\": {\"sent\": 2}}");
+    expect(lease_call(&t[0], "succeed", "{\"result\": {\"sent\": 3}}"), 409, "conflict",
+           "succeed with another result");
+    expect(lease_call(&t[0], "succeed", "{}"), 409, "conflict", "succeed without the result");
+    expect(lease_call(&t[0], "succeed", "{\"result\": {\"sent\": 2, \"x\": 1}}"), 409,
+           "conflict", "succeed with more in the result");
+    bson_t doc;
+    read_task(t[0].id, &doc);
+    cr_assert_eq(test_doc_int(&doc, "result.sent"), 2, "the stored result is untouched");
+    bson_destroy(&doc);
+    cr_assert_eq(history_count(t[0].id, "succeeded"), 1);
+
+    report_twice(&t[1], "fail", "{\"error\": \"smtp down\"}");
+    expect(lease_call(&t[1], "fail", "{\"error\": \"disk full\"}"), 409, "conflict",
+           "fail with another error");
+    expect(lease_call(&t[1], "fail", "{\"error\": \"smtp down\", \"retry\": false}"), 409,
+           "conflict", "retry: false for a task left pending");
+    read_task(t[1].id, &doc);
+    cr_assert_str_eq(test_doc_str(&doc, "status"), "pending");
+    cr_assert_str_eq(test_doc_str(&doc, "last_error"), "smtp down");
+    cr_assert_str_eq(test_doc_str(&doc, "history.0.token"), "worker");
+    bson_destroy(&doc);
 }

@@ -62,10 +62,15 @@ static void server_api(void *arg, const cohort_api_request_t *request, void *ori
 {
     cohort_api_pool_submit(((server_t *)arg)->pool, request, origin);
 }
-static void server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+static bool server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
 {
     (void)arg;
-    cohort_http_api_reply(origin, reply);
+    return cohort_http_api_reply(origin, reply);
+}
+static bool server_client_gone(void *arg, void *origin)
+{
+    (void)arg;
+    return cohort_http_api_client_gone(origin);
 }
 static bool server_ready(void *arg, char *why, size_t len)
 {
@@ -91,7 +96,8 @@ static void server_start(server_t *s)
     cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
     s->api = cohort_api_new(&options);
     bson_error_t perr;
-    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, s, &perr);
+    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, server_client_gone,
+                                    s, &perr);
     cr_assert_not_null(s->pool, "%s", perr.message);
     cohort_http_callbacks_t callbacks = {
         .ready = server_ready, .metrics = server_metrics, .api = server_api, .arg = s};

@@ -52,6 +52,7 @@ static void server_watch(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     test_api_server_t *s = arg;
     s->connections = cohort_http_connections(s->http);
+    s->held = cohort_api_pool_held(s->pool);
     if (s->stop)
         event_base_loopbreak(s->base);
 }
@@ -62,10 +63,21 @@ static void server_api(void *arg, const cohort_api_request_t *request, void *ori
     cohort_api_pool_submit(((test_api_server_t *)arg)->pool, request, origin);
 }
 
-static void server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
+static bool server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
 {
     (void)arg;
-    cohort_http_api_reply(origin, reply);
+    return cohort_http_api_reply(origin, reply);
+}
+
+static bool server_client_gone(void *arg, void *origin)
+{
+    (void)arg;
+    return cohort_http_api_client_gone(origin);
+}
+
+static void server_api_gone(void *arg, void *origin)
+{
+    cohort_api_pool_gone(((test_api_server_t *)arg)->pool, origin);
 }
 
 static bool server_ready(void *arg, char *why, size_t len)
@@ -92,8 +104,9 @@ static void *server_loop(void *arg)
     return NULL;
 }
 
-void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
-                           const cohort_http_callbacks_t *limits, size_t metrics_bytes)
+static void server_start(test_api_server_t *s, cohort_store_t *store,
+                         const cohort_http_callbacks_t *limits, size_t metrics_bytes,
+                         const cohort_api_options_t *options)
 {
     memset(s, 0, sizeof *s);
     signal(SIGPIPE, SIG_IGN); /* as cohortd does: a write to a closed socket is an error */
@@ -101,15 +114,16 @@ void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
     s->metrics_bytes = metrics_bytes;
     s->base = event_base_new();
     s->client = cohort_store_pop(store);
-    cohort_api_options_t options = {.store = store, .token_ttl_ms = 300};
-    s->api = cohort_api_new(&options);
+    s->api = cohort_api_new(options);
     bson_error_t perr;
-    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, s, &perr);
+    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, server_client_gone,
+                                    s, &perr);
     cr_assert_not_null(s->pool, "%s", perr.message);
     cohort_http_callbacks_t callbacks = *limits;
     callbacks.ready = server_ready;
     callbacks.metrics = server_metrics;
     callbacks.api = server_api;
+    callbacks.api_gone = server_api_gone;
     callbacks.arg = s;
     srand((unsigned)getpid() ^ (unsigned)test_now_ms());
     for (int attempt = 0; attempt < 50 && !s->http; attempt++) {
@@ -124,6 +138,20 @@ void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
     struct timeval every = {0, 20000};
     event_add(s->watch, &every);
     pthread_create(&s->thread, NULL, server_loop, s);
+}
+
+void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
+                           const cohort_http_callbacks_t *limits, size_t metrics_bytes)
+{
+    cohort_api_options_t options = {.store = store, .token_ttl_ms = 300};
+    server_start(s, store, limits, metrics_bytes, &options);
+}
+
+void test_api_server_start_api(test_api_server_t *s, cohort_store_t *store,
+                               const cohort_http_callbacks_t *limits,
+                               const cohort_api_options_t *options)
+{
+    server_start(s, store, limits, 0, options);
 }
 
 void test_api_server_stop(test_api_server_t *s)

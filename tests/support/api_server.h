@@ -28,6 +28,7 @@ typedef struct test_api_server {
     struct event *watch; /* stops the loop from its own thread */
     _Atomic bool stop;
     _Atomic size_t connections; /* cohort_http_connections(), sampled by the loop */
+    _Atomic size_t held;        /* cohort_api_pool_held(), sampled by the loop */
     size_t metrics_bytes;       /* the size of the /metrics reply (set before start) */
 } test_api_server_t;
 
@@ -36,6 +37,12 @@ typedef struct test_api_server {
  * `metrics_bytes` of 'x'. Fails the test on error. */
 void test_api_server_start(test_api_server_t *s, cohort_store_t *store,
                            const cohort_http_callbacks_t *limits, size_t metrics_bytes);
+
+/* The same with the API's `options` (its store is `store`; services it hosts, max_wait_ms),
+ * for external workers' calls over sockets. */
+void test_api_server_start_api(test_api_server_t *s, cohort_store_t *store,
+                               const cohort_http_callbacks_t *limits,
+                               const cohort_api_options_t *options);
 void test_api_server_stop(test_api_server_t *s);
 
 /* Makes API token `name` with `scopes` ("read,operate") through the store, as cohortctl

@@ -15,8 +15,8 @@ headless Chromium (tests/ui/cdp.py) through the pages:
   - tasks: filtered by status; keyset pages whose first page does not change when tasks
     arrive; the id box opens a task;
   - task: pretty JSON data shown as text (the markup in it makes no element), its history;
-    Retry clicked re-queues the failed task in the database (skipped, and said so, while the
-    API lacks the retry endpoint: it comes from a parallel branch);
+    Retry clicked re-queues the failed task in the database; Retry all matching (bulk) too;
+  - service: the live settings table;
   - a read-only link shows everything and no action button;
   - no page raised a script error or a Content-Security-Policy violation.
 With --screenshots, each page is saved there as PNG (1280x800, and the overview at phone
@@ -330,39 +330,27 @@ workers = 1
         check("upstream said no" in b.text("#task"), "task: its last error")
         if shots:
             b.screenshot(os.path.join(shots, "task.png"))
-        st, _ = http(port, "POST", f"/api/v1/services/{SERVICE}/tasks/{pending[0]}/retry",
-                     token, {})
-        if st in (400, 404, 405):
-            print(f"skip retry: this node's API has no POST .../tasks/{{id}}/retry yet ({st});"
-                  " it comes from the parallel operations branch", flush=True)
-        else:
-            b.click("#task-actions button[data-action=Retry]")
-            deadline = time.time() + 10
-            while time.time() < deadline and queue.find_one({"_id": failed})["status"] == "failed":
-                time.sleep(0.2)
-            check(queue.find_one({"_id": failed})["status"] != "failed",
-                  "task: Retry re-queued the failed task in the database")
+        b.click("#task-actions button[data-action=Retry]")
+        deadline = time.time() + 10
+        while time.time() < deadline and queue.find_one({"_id": failed})["status"] == "failed":
+            time.sleep(0.2)
+        check(queue.find_one({"_id": failed})["status"] != "failed",
+              "task: Retry re-queued the failed task in the database")
 
         # ---- bulk: dry-run count, confirmation, change ----
-        st, _ = http(port, "POST", f"/api/v1/services/{SERVICE}/tasks:bulk", token,
-                     {"action": "retry", "filter": {"status": "failed"}, "dry_run": True})
-        if st in (400, 404, 405):
-            print(f"skip bulk: this node's API has no POST .../tasks:bulk yet ({st}); it comes"
-                  " from the parallel operations branch", flush=True)
-        else:
-            other = task("failed", kind="bulk", finished_at=now, last_error="x")
-            b.go(f"#/services/{SERVICE}/tasks?status=failed&kind=bulk")
-            b.wait("document.querySelector('#bulk-actions')", what="bulk actions")
-            b.click("#bulk-actions button[data-bulk=retry]")  # confirm() is accepted
-            deadline = time.time() + 10
-            while time.time() < deadline and queue.find_one({"_id": other})["status"] == "failed":
-                b.eval("1")  # the browser's events (the confirm() dialog) are read meanwhile
-                time.sleep(0.2)
-            # Re-queued: pending, or already claimed or run again by the node by now.
-            check(queue.find_one({"_id": other})["status"] != "failed",
-                  "tasks: Retry all matching, after its dry run, re-queued the task (page says: "
-                  + str(b.eval("document.querySelector('.status') && "
-                                 "document.querySelector('.status').textContent")) + ")")
+        other = task("failed", kind="bulk", finished_at=now, last_error="x")
+        b.go(f"#/services/{SERVICE}/tasks?status=failed&kind=bulk")
+        b.wait("document.querySelector('#bulk-actions')", what="bulk actions")
+        b.click("#bulk-actions button[data-bulk=retry]")  # confirm() is accepted
+        deadline = time.time() + 10
+        while time.time() < deadline and queue.find_one({"_id": other})["status"] == "failed":
+            b.eval("1")  # the browser's events (the confirm() dialog) are read meanwhile
+            time.sleep(0.2)
+        # Re-queued: pending, or already claimed or run again by the node by now.
+        check(queue.find_one({"_id": other})["status"] != "failed",
+              "tasks: Retry all matching re-queued the task (page says: "
+              + str(b.eval("document.querySelector('.status') && "
+                             "document.querySelector('.status').textContent")) + ")")
 
         # ---- read-only ----
         b.navigate(link("read"))
@@ -382,18 +370,10 @@ workers = 1
         b.wait("document.querySelector('#tasks')", what="succeeded tasks, read-only")
         check(b.eval("!document.querySelector('#bulk-actions')"), "read-only: no bulk action")
 
-        # The live settings come from the parallel operations branch: until it is merged the
-        # browser logs their 404 (the page says so); nothing else may fail.
-        no_settings = http(port, "GET", f"/api/v1/services/{SERVICE}/settings", token)[0] == 404
-        errors = [e for e in b.errors
-                  if not (no_settings and "/settings" in e and "404" in e)]
-        check(not errors, "no script error or CSP violation: " + "; ".join(errors))
-        if no_settings:
-            print("skip settings: this node's API has no GET .../settings yet (parallel branch)")
-        else:
-            b.go(f"#/services/{SERVICE}")
-            b.wait("document.querySelector('#settings-table')", what="the live settings")
-            check("takeover_ms" in b.text("#settings-table"), "service: the live settings")
+        check(not b.errors, "no script error or CSP violation: " + "; ".join(b.errors))
+        b.go(f"#/services/{SERVICE}")
+        b.wait("document.querySelector('#settings-table')", what="the live settings")
+        check("takeover_ms" in b.text("#settings-table"), "service: the live settings")
 
         # ---- the link works once (the browser logs the expected 401) ----
         b.navigate(operate_link)

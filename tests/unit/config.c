@@ -859,6 +859,38 @@ Test(cohortd, check_config_reports_every_problem_once_with_its_line)
     remove_config(path);
 }
 
+/* Without a handler to judge the options (missing, or not loadable), the near misses of a
+ * setting name are still reported in the same run, not only once the handler is fixed. */
+Test(cohortd, check_config_reports_typos_when_the_handler_is_missing)
+{
+    char *path = write_config("[cluster]\n"                          /* 1 */
+                              "[service:gone]\n"                     /* 2 */
+                              "handler = /nonexistent/handler.so\n"  /* 3 */
+                              "wokers = 3\n"                         /* 4 */
+                              "colour = blue\n"                      /* 5 */
+                              "[service:broken]\n"                   /* 6 */
+                              "handler = " COHORT_BUILD_DIR
+                              "/tests/handlers/test_handler_wrong_version.so\n" /* 7 */
+                              "max_atempts = 4\n");                  /* 8 */
+    test_run_result_t r = run_cohortd((const char *const[]){"--check-config", "-c", path, NULL});
+    cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
+    char tag[1024];
+    snprintf(tag, sizeof tag,
+             "%s line 4: [service:gone] unknown key 'wokers' (did you mean 'workers'?)", path);
+    expect_in(r.err, tag);
+    snprintf(tag, sizeof tag,
+             "%s line 8: [service:broken] unknown key 'max_atempts' (did you mean "
+             "'max_attempts'?)",
+             path);
+    expect_in(r.err, tag);
+    /* Not a near miss: only the handler can say whether it is one of its options. */
+    cr_expect_null(strstr(r.err, "'colour'"), "an option only the handler can judge:\n%s",
+                   r.err);
+    expect_in(r.err, "cohortd: 4 problem(s)");
+    test_run_result_free(&r);
+    remove_config(path);
+}
+
 Test(cohortd, check_config_of_a_missing_file)
 {
     test_run_result_t r =

@@ -80,6 +80,18 @@ Test(plugin, shared_object_without_the_symbol)
     free(path);
 }
 
+/* cohortd (and this test binary, built the same way) exports only the handler ABI: a handler
+ * that calls another function of the daemon fails to load, in one line naming the function. */
+Test(plugin, a_handler_calling_an_internal_function_does_not_load)
+{
+    char *path = handler_path("internal_call");
+    const char *err = load_error(path);
+    assert_contains(err, "it calls 'cohort_clock_monotonic_ms'");
+    assert_contains(err, "not part of the handler ABI");
+    cr_assert_null(strchr(err, '\n'), "more than one line: %s", err);
+    free(path);
+}
+
 Test(plugin, abi_version_too_new)
 {
     char *path = handler_path("wrong_version");

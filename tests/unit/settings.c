@@ -245,3 +245,44 @@ Test(settings, a_reload_refuses_what_the_table_says_needs_a_restart)
     cohort_config_destroy(attempts);
     cohort_config_destroy(grace);
 }
+
+/* The rules between live settings are one function: the config file's check and the live
+ * check (cohort_settings_validate) give the same verdict and the same words. */
+Test(settings, the_rules_between_values_are_one_function_for_file_and_live)
+{
+    static const struct {
+        int64_t tick, takeover, stall;
+        const char *why; /* NULL: valid */
+    } cases[] = {
+        {200, 1000, 1800000, NULL},
+        {3000, 2000, 1800000, "takeover_ms (2000) must be greater than tick_ms (3000)"},
+        {1000, 1000, 1800000, "takeover_ms (1000) must be greater than tick_ms (1000)"},
+        {1000, 5000, 2999, "stall_timeout_ms (2999) must be at least 3 * tick_ms (3000)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cohort_settings_t s;
+        cohort_settings_defaults(&s);
+        s.tick_ms = cases[i].tick;
+        s.takeover_ms = cases[i].takeover;
+        s.stall_timeout_ms = cases[i].stall;
+        bson_error_t live;
+        bool ok = cohort_settings_validate(&s, &live);
+        cr_expect_eq(ok, cases[i].why == NULL, "case %zu: live check says %d", i, ok);
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[cluster]\ntick_ms = %lld\ntakeover_ms = %lld\n[service:s]\nhandler = "
+                 "external\nstall_timeout_ms = %lld\n",
+                 (long long)cases[i].tick, (long long)cases[i].takeover,
+                 (long long)cases[i].stall);
+        cohort_config_errors_t problems = {0};
+        cohort_config_t *c = cohort_config_load_string(text, "t.ini", NULL, &problems);
+        cr_expect_eq(c != NULL, cases[i].why == NULL, "case %zu: the file check disagrees", i);
+        if (cases[i].why) {
+            cr_expect(strstr(live.message, cases[i].why), "live: %s", live.message);
+            cr_expect(problems.count == 1 && strstr(problems.messages[0], cases[i].why),
+                      "file: %s", problems.count ? problems.messages[0] : "(none)");
+        }
+        cohort_config_destroy(c);
+        cohort_config_errors_clear(&problems);
+    }
+}

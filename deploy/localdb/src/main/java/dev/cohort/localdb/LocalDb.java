@@ -25,6 +25,7 @@ import de.bwaldvogel.mongo.bson.BsonTimestamp;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
+import io.netty.channel.Channel;
 
 /**
  * Local MongoDB-compatible server for Cohort development and tests
@@ -99,9 +100,23 @@ public final class LocalDb {
                 if (dir != null) {
                     Files.createDirectories(dir);
                 }
-                backend = new H2Backend(h2File.toString());
+                backend = new H2Backend(h2File.toString()) {
+                    @Override
+                    public Document handleCommand(Channel channel, String database,
+                            String command, Document query) {
+                        return Commands.handle(channel, database, command, query,
+                                super::handleCommand);
+                    }
+                };
             } else {
-                backend = new MemoryBackend();
+                backend = new MemoryBackend() {
+                    @Override
+                    public Document handleCommand(Channel channel, String database,
+                            String command, Document query) {
+                        return Commands.handle(channel, database, command, query,
+                                super::handleCommand);
+                    }
+                };
             }
         } catch (Exception e) {
             fail("cannot open backend" + (h2File != null ? " " + h2File : "") + ": " + e);
