@@ -189,7 +189,8 @@ typedef struct cohort_handler {
 
     /* ABI 3. Optional. The task kinds this handler serves, as a NULL-terminated list of
      * names (1-64 of [A-Za-z0-9_-]). A node whose handler declares kinds claims only tasks
-     * of those kinds and tasks without a kind; NULL serves every kind. */
+     * of those kinds and tasks without a kind (an external worker's claim names kind-less
+     * tasks with null instead: docs/HANDLERS.md, Kinds); NULL serves every kind. */
     const char *const *kinds;
 } cohort_handler_t;
 
@@ -213,7 +214,11 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
 
 /* ---- tasks ----------------------------------------------------------------------------- */
 
-/* Creates one task of the context's service with `data` (copied; may be NULL for {}).
+/* Creates one task of the context's service with `data` (copied; may be NULL for {}). A
+ * `data` with a key given twice in one document, an empty key, a key starting with '$', more
+ * than 64 levels of nesting or over 8 MiB fails with COHORT_ERROR_INVALID naming the field
+ * (the database would refuse it); cohort_set and cohort_data_cas check their values the same
+ * way, except that a value's keys may start with '$'.
  * `opts` may be NULL or a document of options:
  *   tracked (bool, default true): the task belongs to the service's open tracked batch.
  *   unique_key (string, ABI 2): at most one task with this key ever exists in the service

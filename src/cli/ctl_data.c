@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "core/jsondoc.h"
 
 /* libbson prints documents, not bare values: the value is printed as the only field of a
  * document, and the text libbson puts around a field is learnt from the same document with
@@ -57,19 +58,22 @@ int cmd_data(ctl_t *ctl, int argc, char **argv)
                 key);
         return CTL_USAGE;
     }
-    bson_t *wrapper = NULL;
+    bson_t wrapped, *wrapper = NULL;
     bson_iter_t value;
     if (strcmp(verb, "set") == 0) {
-        /* Any JSON value: parse it as the value of a one-key document. */
+        /* Any JSON value: parse it as the value of a one-key document, through the gate
+         * every stored document passes (core/jsondoc.h): its paths start with "value". */
         char *json = NULL;
-        if (asprintf(&json, "{\"v\": %s}", argv[3]) < 0)
+        if (asprintf(&json, "{\"value\": %s}", argv[3]) < 0)
             return CTL_FAILED;
         bson_error_t error;
-        wrapper = bson_new_from_json((const uint8_t *)json, -1, &error);
+        bool parsed = cohort_json_parse_doc(json, true, &wrapped, &error);
         free(json);
-        if (!wrapper || !bson_iter_init_find(&value, wrapper, "v")) {
-            fprintf(stderr, "cohortctl data set: '%s' is not a JSON value: %s\n", argv[3],
-                    wrapper ? "empty" : error.message);
+        if (parsed)
+            wrapper = &wrapped;
+        if (!parsed || !bson_iter_init_find(&value, wrapper, "value")) {
+            fprintf(stderr, "cohortctl data set: '%s' is not a JSON value Cohort can store: %s\n",
+                    argv[3], parsed ? "it is empty" : error.message);
             bson_destroy(wrapper);
             return CTL_USAGE;
         }

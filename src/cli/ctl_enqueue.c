@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "core/jsondoc.h"
 #include "core/taskopts.h"
 #include "core/timefmt.h"
 
@@ -361,19 +362,18 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
         print_options_refusal(why.message);
         goto out;
     }
-    bson_t *data = NULL;
+    bson_t parsed, *data = NULL;
     if (data_json) {
         if (data_json[strspn(data_json, " \t\r\n")] != '{') {
             fprintf(stderr, "cohortctl enqueue: --data must be a JSON object, like '{\"k\": 1}'\n");
             goto out;
         }
         bson_error_t error;
-        data = bson_new_from_json((const uint8_t *)data_json, -1, &error);
-        if (!data) {
-            fprintf(stderr, "cohortctl enqueue: --data is not a JSON object: %s\n",
-                    error.message);
+        if (!cohort_json_parse_doc(data_json, false, &parsed, &error)) {
+            fprintf(stderr, "cohortctl enqueue: --data is not a JSON object Cohort can store: %s\n", error.message);
             goto out;
         }
+        data = &parsed;
     }
     rc = enqueue_tasks(ctl, service, &options, data, count_given ? count : 0, create);
     bson_destroy(data);

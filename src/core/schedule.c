@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/jsondoc.h"
 #include "core/settings.h"
 #include "core/timefmt.h"
 
@@ -134,13 +135,12 @@ static bool option(cohort_schedule_config_t *s, bson_t *opts, const char *key, c
     }
     if (strcmp(key, "data") == 0) {
         bson_error_t why;
-        bson_t *data = bson_new_from_json((const uint8_t *)value, -1, &why);
-        if (!data || value[0] != '{') {
-            if (data)
-                bson_destroy(data);
+        bson_t parsed;
+        if (value[0] != '{' || !cohort_json_parse_doc(value, false, &parsed, &why))
             return bad(error, "option 'data' must be a JSON object: %s",
-                       data ? "not an object" : why.message);
-        }
+                       value[0] != '{' ? "not an object" : why.message);
+        bson_t *data = bson_copy(&parsed);
+        bson_destroy(&parsed);
         if (s->data)
             bson_destroy(s->data);
         s->data = data;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/jsondoc.h"
 
 #define bad_request(err, ...) cohort_api_fail((err), 400, "bad_request", __VA_ARGS__)
 
@@ -53,15 +54,24 @@ static bool kinds_field(bson_iter_t *it, cohort_api_claim_t *claim, cohort_api_e
     bson_iter_t arr;
     if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &arr))
         return bad_request(err, "field 'kinds' must be an array of kind names");
-    while (bson_iter_next(&arr)) {
+    size_t i = 0;
+    for (; bson_iter_next(&arr); i++) {
+        if (BSON_ITER_HOLDS_NULL(&arr)) { /* exactly the kinds named: null names "no kind" */
+            claim->no_kind = true;
+            continue;
+        }
         if (!BSON_ITER_HOLDS_UTF8(&arr) || !cohort_config_valid_kind(bson_iter_utf8(&arr, NULL)))
-            return bad_request(err, "field 'kinds[%zu]' must be 1-64 of [A-Za-z0-9_-]",
-                               claim->n_kinds);
+            return bad_request(err, "field 'kinds[%zu]' must be 1-64 of [A-Za-z0-9_-], or null "
+                                    "for the tasks without a kind",
+                               i);
         if (claim->n_kinds == COHORT_API_KINDS_MAX)
             return bad_request(err, "field 'kinds' may name at most %d kinds",
                                COHORT_API_KINDS_MAX);
         claim->kinds[claim->n_kinds++] = bson_iter_utf8(&arr, NULL);
     }
+    if (i == 0)
+        return bad_request(err, "field 'kinds' is empty: name the kinds to claim (null for the "
+                                "tasks without a kind), or leave it out to claim every kind");
     return true;
 }
 
@@ -118,7 +128,8 @@ static bool object_field(bson_iter_t *it, const char *name, bson_t *out, cohort_
     bson_iter_document(it, &len, &raw);
     if (!bson_init_static(out, raw, len))
         return bad_request(err, "field '%s' is not a valid document", name);
-    return true;
+    bson_error_t why; /* depth and size as for a task's data (core/jsondoc.h) */
+    return cohort_doc_check(out, name, &why) || bad_request(err, "%s", why.message);
 }
 
 bool cohort_api_parse_lease_body(const bson_t *body, cohort_api_endpoint_t endpoint,

@@ -26,8 +26,9 @@ typedef struct cohort_api_claim {
     int64_t max;        /* 1..COHORT_API_CLAIM_MAX, default 1 */
     int64_t wait_ms;    /* 0..max_wait_ms (larger is capped), default 0 */
     int64_t lease_ms;   /* COHORT_API_LEASE_MIN_MS..MAX, default 30 s */
-    const char *kinds[COHORT_API_KINDS_MAX]; /* views; none: any kind */
+    const char *kinds[COHORT_API_KINDS_MAX]; /* views; none (and !no_kind): any kind */
     size_t n_kinds;
+    bool no_kind; /* null among the kinds: the tasks without a kind too */
 } cohort_api_claim_t;
 
 bool cohort_api_parse_claim(const bson_t *body, int64_t max_wait_ms, cohort_api_claim_t *claim,

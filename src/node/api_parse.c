@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/jsondoc.h"
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "core/token.h"
@@ -380,9 +381,9 @@ bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t
         return bad_request(err, "the body is not valid JSON: it holds a NUL byte");
     bson_error_t why;
     bson_destroy(doc);
-    if (!bson_init_from_json(doc, body, (ssize_t)len, &why)) {
+    if (!cohort_json_parse_object(body, (ssize_t)len, COHORT_API_BODY_DEPTH_MAX, doc, &why)) {
         bson_init(doc);
-        return bad_request(err, "the body is not valid JSON: %.200s", why.message);
+        return bad_request(err, "%s", why.message);
     }
     return true;
 }
@@ -476,6 +477,11 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
             bson_iter_document(&it, &len, &raw);
             if (!bson_init_static(data, raw, len))
                 return bad_request(err, "field '%sdata' is not a valid document", where);
+            char name[48];
+            snprintf(name, sizeof name, "%sdata", where);
+            bson_error_t why;
+            if (!cohort_doc_check(data, name, &why))
+                return bad_request(err, "%s", why.message);
             *has_data = true;
         } else if (!option_field(&it, f, where, options, err)) {
             return false;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/jsondoc.h"
 #include "core/taskopts.h"
 #include "store/store.h" /* cohort_lease_ref_t */
 
@@ -157,8 +158,13 @@ bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list,
 void cohort_api_cursor_encode(const bson_oid_t *last, char *out, size_t len);
 bool cohort_api_cursor_decode(const char *text, bson_oid_t *oid);
 
-/* A JSON body that must be an object: into `doc` (initialised; destroy it). An empty body is
- * {} when `empty_ok`. */
+/* A body nests at most this many levels: a task's data (core/jsondoc.h) inside a batch's
+ * body, its tasks array and the task. */
+#define COHORT_API_BODY_DEPTH_MAX (COHORT_DOC_DEPTH_MAX + 3)
+
+/* A JSON body that must be one object and pass core/jsondoc.h's rules (integers within int64,
+ * nothing after the object, no empty, '$'-prefixed or repeated key at any level): into `doc`
+ * (initialised; destroy it). An empty body is {} when `empty_ok`. */
 bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t *doc,
                              cohort_api_error_t *err);
 

@@ -9,6 +9,7 @@
 #include "node/api_tasks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -127,22 +128,23 @@ static void apply_task(cohort_api_call_t *call, new_task_t *t, int64_t now, int6
     cohort_task_options_apply(&t->parsed, section, &t->task);
 }
 
-/* Inserts one task; `id` receives its 24 hex digits. *replayed: an earlier request with the
- * same Idempotency-Key created it. */
-static bool insert_task(cohort_api_call_t *call, new_task_t *t, char id[25], bool *replayed)
+/* Inserts one task; `oid` receives its id. *replayed: an earlier request with the same
+ * Idempotency-Key created it; *created: a new document (not a coalesce into a pending task's,
+ * not a replay). */
+static bool insert_task(cohort_api_call_t *call, new_task_t *t, bson_oid_t *oid, bool *replayed,
+                        bool *created)
 {
-    bson_oid_t oid;
-    bool exists = false;
+    bool exists = false, coalesced = false;
     bson_error_t error;
     if (!cohort_store_insert_task_once(call->store, call->client, call->route->service, &t->task,
-                                       &oid, replayed, &exists, &error)) {
+                                       oid, replayed, &exists, &coalesced, &error)) {
         if (exists)
             return cohort_api_fail(call->err, 409, "conflict",
                                    "a task with unique_key '%.200s' exists already",
                                    t->task.unique_key);
         return cohort_api_fail_store(call->err, &error, "cannot create the task");
     }
-    bson_oid_to_string(&oid, id);
+    *created = !coalesced && !*replayed;
     return true;
 }
 
@@ -177,14 +179,16 @@ bool cohort_api_create_task(cohort_api_call_t *call)
     bool ok = read_body(call, false, &body) && read_task(call, &body, "", &t);
     int64_t batch = 1;
     ok = ok && service_exists(call) && open_batch(call, t.parsed.tracked, &batch);
-    char id[25];
-    bool replayed = false;
+    bson_oid_t oid;
+    bool replayed = false, created = false;
     if (ok) {
         apply_task(call, &t, cohort_clock_cluster_ms(), batch);
         t.task.idempotency_key = key;
-        ok = insert_task(call, &t, id, &replayed);
+        ok = insert_task(call, &t, &oid, &replayed, &created);
     }
     if (ok) {
+        char id[25];
+        bson_oid_to_string(&oid, id);
         BSON_APPEND_UTF8(&call->reply->body, "id", id);
         call->reply->status = replayed ? 200 : 201;
         cohort_api_wake(call);
@@ -225,30 +229,125 @@ static bool batch_tasks(cohort_api_call_t *call, const bson_t *body, bson_iter_t
     return true;
 }
 
-/* Checks every task of the batch before any is written: bad input writes nothing. */
+static int compare_texts(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Two tasks of the batch with one unique_key: the second would be refused part way. `keys`
+ * (n of them) point into the body. */
+static bool distinct_unique_keys(cohort_api_call_t *call, const char **keys, size_t n)
+{
+    qsort(keys, n, sizeof *keys, compare_texts);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            return cohort_api_fail(call->err, 400, "bad_request",
+                                   "unique_key '%.200s' is given to two tasks of the batch",
+                                   keys[i]);
+    return true;
+}
+
+/* Checks every task of the batch before any is written: bad input writes nothing. (The
+ * body's keys, integers and nesting passed cohort_api_parse_object() already.) */
 static bool check_batch(cohort_api_call_t *call, bson_iter_t tasks, bool *any_tracked)
 {
     uint32_t i = 0;
+    size_t n_keys = 0;
+    const char **keys = calloc(COHORT_API_BATCH_MAX, sizeof *keys);
+    if (!keys)
+        return cohort_api_fail(call->err, 500, "internal", "out of memory");
     *any_tracked = false;
-    while (bson_iter_next(&tasks)) {
+    bool ok = true;
+    while (ok && bson_iter_next(&tasks)) {
         char where[32];
         snprintf(where, sizeof where, "tasks[%u].", i++);
         bson_t one;
         uint32_t len = 0;
         const uint8_t *raw = NULL;
-        if (!BSON_ITER_HOLDS_DOCUMENT(&tasks))
-            return cohort_api_fail(call->err, 400, "bad_request", "field '%.*s' must be an "
-                                   "object", (int)strlen(where) - 1, where);
+        if (!BSON_ITER_HOLDS_DOCUMENT(&tasks)) {
+            ok = cohort_api_fail(call->err, 400, "bad_request", "field '%.*s' must be an object",
+                                 (int)strlen(where) - 1, where);
+            break;
+        }
         bson_iter_document(&tasks, &len, &raw);
         new_task_t t = {0};
         bson_init(&t.options);
-        bool ok = bson_init_static(&one, raw, len) && read_task(call, &one, where, &t);
+        ok = bson_init_static(&one, raw, len) && read_task(call, &one, where, &t);
         *any_tracked = *any_tracked || (ok && t.parsed.tracked);
+        if (ok && t.parsed.unique_key && n_keys < COHORT_API_BATCH_MAX)
+            keys[n_keys++] = t.parsed.unique_key;
         bson_destroy(&t.options);
-        if (!ok)
-            return false;
     }
-    return true;
+    ok = ok && distinct_unique_keys(call, keys, n_keys);
+    free(keys);
+    return ok;
+}
+
+/* A batch refused part way by the database: the tasks it created (`ids`) are deleted again,
+ * and the message says what became of them. */
+static void undo_batch(cohort_api_call_t *call, uint32_t failed, const bson_oid_t *ids, size_t n)
+{
+    char why[sizeof call->err->message];
+    bson_strncpy(why, call->err->message, sizeof why);
+    int64_t deleted = 0;
+    bson_error_t error;
+    bool undone = cohort_store_delete_pending_tasks(call->store, call->client,
+                                                    call->route->service, ids, n, &deleted,
+                                                    &error);
+    char *msg = call->err->message;
+    size_t room = sizeof call->err->message;
+    if (n == 0)
+        snprintf(msg, room, "tasks[%u]: %.300s (nothing was created)", failed, why);
+    else if (!undone)
+        snprintf(msg, room, "tasks[%u]: %.200s (the %zu tasks before it were created and could "
+                 "not be removed: %.150s)", failed, why, n, error.message);
+    else if ((size_t)deleted < n)
+        snprintf(msg, room, "tasks[%u]: %.200s (of the %zu tasks created before it, %lld were "
+                 "removed; %lld were claimed already and stay)", failed, why, n,
+                 (long long)deleted, (long long)n - (long long)deleted);
+    else
+        snprintf(msg, room, "tasks[%u]: %.300s (the %zu tasks created before it were removed: "
+                 "nothing was created)", failed, why, n);
+}
+
+/* Inserts the checked tasks in order; on a refusal part way, undoes the ones created. */
+static bool insert_batch(cohort_api_call_t *call, bson_iter_t tasks, int64_t batch,
+                         bson_t *ids_reply)
+{
+    bson_oid_t *created = calloc(COHORT_API_BATCH_MAX, sizeof *created);
+    if (!created)
+        return cohort_api_fail(call->err, 500, "internal", "out of memory");
+    size_t n_created = 0;
+    uint32_t n = 0;
+    int64_t now = cohort_clock_cluster_ms();
+    bool ok = true;
+    while (ok && bson_iter_next(&tasks)) {
+        bson_t one;
+        uint32_t len = 0;
+        const uint8_t *raw = NULL;
+        bson_iter_document(&tasks, &len, &raw);
+        new_task_t t = {0};
+        bson_init(&t.options);
+        bson_oid_t oid;
+        bool replayed = false, made = false;
+        ok = bson_init_static(&one, raw, len) && read_task(call, &one, "", &t);
+        if (ok) {
+            apply_task(call, &t, now, batch);
+            ok = insert_task(call, &t, &oid, &replayed, &made);
+        }
+        if (ok && made && n_created < COHORT_API_BATCH_MAX)
+            created[n_created++] = oid;
+        if (ok) {
+            char id[25];
+            bson_oid_to_string(&oid, id);
+            cohort_json_array_append_utf8(ids_reply, &n, id);
+        }
+        bson_destroy(&t.options);
+    }
+    if (!ok)
+        undo_batch(call, n, created, n_created);
+    free(created);
+    return ok;
 }
 
 bool cohort_api_create_tasks(cohort_api_call_t *call)
@@ -265,36 +364,13 @@ bool cohort_api_create_tasks(cohort_api_call_t *call)
               check_batch(call, tasks, &tracked) && service_exists(call) &&
               open_batch(call, tracked, &batch);
     bson_t ids;
-    uint32_t n = 0;
     BSON_APPEND_ARRAY_BEGIN(&call->reply->body, "ids", &ids);
-    int64_t now = cohort_clock_cluster_ms();
-    while (ok && bson_iter_next(&tasks)) {
-        bson_t one;
-        uint32_t len = 0;
-        const uint8_t *raw = NULL;
-        bson_iter_document(&tasks, &len, &raw);
-        new_task_t t = {0};
-        bson_init(&t.options);
-        char id[25];
-        bool replayed = false;
-        ok = bson_init_static(&one, raw, len) && read_task(call, &one, "", &t);
-        if (ok) {
-            apply_task(call, &t, now, batch);
-            ok = insert_task(call, &t, id, &replayed);
-        }
-        if (ok)
-            cohort_json_array_append_utf8(&ids, &n, id);
-        bson_destroy(&t.options);
-    }
+    ok = ok && insert_batch(call, tasks, batch, &ids);
     bson_append_array_end(&call->reply->body, &ids);
-    if (n > 0)
+    if (ok) {
         cohort_api_wake(call);
-    if (!ok && n > 0) /* a conflict part-way: say what was created */
-        snprintf(call->err->message + strlen(call->err->message),
-                 sizeof call->err->message - strlen(call->err->message),
-                 " (the first %u tasks were created)", n);
-    if (ok)
         call->reply->status = 201;
+    }
     bson_destroy(&body);
     return ok;
 }

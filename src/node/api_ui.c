@@ -273,7 +273,8 @@ void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_UTF8(&entry, "task_id", route->task_id);
     bson_error_t error;
     if (request->body_len && request->body_len <= AUDIT_BODY_MAX &&
-        bson_init_from_json(&body, request->body, (ssize_t)request->body_len, &error)) {
+        cohort_json_parse_object(request->body, (ssize_t)request->body_len,
+                                 COHORT_API_BODY_DEPTH_MAX, &body, &error)) { /* storable */
         BSON_APPEND_DOCUMENT(&entry, "body", &body);
         bson_destroy(&body);
     } else if (request->body_len) {

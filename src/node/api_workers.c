@@ -157,8 +157,9 @@ static bool claim_tasks(cohort_api_call_t *call, cohort_service_t *s,
     cohort_worker_filter_t copy = {0};
     cohort_filter_refresh(s, &copy);
     cohort_claim_filter_t filter = {
-        .served_kinds = claim->n_kinds ? claim->kinds : NULL,
+        .served_kinds = claim->n_kinds || claim->no_kind ? claim->kinds : NULL,
         .n_served_kinds = claim->n_kinds,
+        .served_no_kind = claim->no_kind,
         .stopped_kinds = (const char *const *)copy.kinds,
         .n_stopped_kinds = copy.n_kinds,
         .busy_groups = (const char *const *)copy.groups,

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/taskopts.h"
 #include "core/error.h"
+#include "core/jsondoc.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)
@@ -258,8 +259,9 @@ bool cohort_task_create(cohort_ctx_t *ctx, const bson_t *data, const bson_t *opt
         return fail(error, COHORT_ERROR_INVALID, "%s", why.message);
     bool tracked = o.tracked;
     const char *unique_key = o.unique_key;
-    if (data && !bson_validate(data, BSON_VALIDATE_NONE, NULL))
-        return fail(error, COHORT_ERROR_INVALID, "task data is not a valid BSON document");
+    bson_error_t refused;
+    if (data && !cohort_doc_check(data, "data", &refused))
+        return fail(error, COHORT_ERROR_INVALID, "task data refused: %s", refused.message);
     if (!ctx->client)
         return fail(error, COHORT_ERROR_DATABASE, "no database connection in this callback");
 
@@ -411,10 +413,19 @@ static bool wait_for_document(cohort_ctx_t *ctx, const char *key, const char *ve
                 verb, key, (long long)wait);
 }
 
+/* A value to store passes the gate of every stored document (core/jsondoc.h). */
+static bool value_allowed(const char *key, const bson_value_t *value, cohort_error_t *error)
+{
+    bson_error_t refused;
+    if (cohort_value_check(value, key, &refused))
+        return true;
+    return fail(error, COHORT_ERROR_INVALID, "value of '%s' refused: %s", key, refused.message);
+}
+
 bool cohort_set(cohort_ctx_t *ctx, const char *key, const bson_value_t *value,
                 cohort_error_t *error)
 {
-    if (!data_call_begin(key, error))
+    if (!data_call_begin(key, error) || !value_allowed(key, value, error))
         return false;
     if (value && value->value_type == BSON_TYPE_NULL)
         value = NULL; /* storing null is removing */
@@ -601,7 +612,8 @@ bool cohort_data_cas(cohort_ctx_t *ctx, const char *key, const bson_value_t *exp
                      const bson_value_t *value, cohort_error_t *error)
 {
     int64_t epoch;
-    if (!atomic_data_begin(ctx, "cohort_data_cas", key, &epoch, error))
+    if (!value_allowed(key, value, error) ||
+        !atomic_data_begin(ctx, "cohort_data_cas", key, &epoch, error))
         return false;
     /* A stored null does not exist (cohort_set(null) removes): null is "absent" here too. */
     if (expected && expected->value_type == BSON_TYPE_NULL)

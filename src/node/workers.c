@@ -313,6 +313,7 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
     cohort_claim_filter_t filter = {
         .served_kinds = h->kinds,
         .n_served_kinds = n_served,
+        .served_no_kind = true, /* a handler's kinds take the tasks without one too */
         .stopped_kinds = (const char *const *)w->filter.kinds,
         .n_stopped_kinds = w->filter.n_kinds,
         .busy_groups = (const char *const *)w->filter.groups,

@@ -60,7 +60,8 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     if (filter->served_kinds || filter->n_stopped_kinds > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
         if (filter->served_kinds) /* null: tasks without a kind */
-            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds, true);
+            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds,
+                           filter->served_no_kind);
         if (filter->n_stopped_kinds > 0)
             append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds, false);
         bson_append_document_end(query, &kind);

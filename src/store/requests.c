@@ -32,11 +32,10 @@ static bool find_idempotent(cohort_store_t *store, mongoc_client_t *client, cons
 bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, const cohort_new_task_t *task,
                                    bson_oid_t *oid, bool *replayed, bool *exists,
-                                   bson_error_t *error)
+                                   bool *coalesced, bson_error_t *error)
 {
     *replayed = false;
-    bool coalesced = false;
-    if (cohort_store_insert_task(store, client, service, task, oid, exists, &coalesced, error))
+    if (cohort_store_insert_task(store, client, service, task, oid, exists, coalesced, error))
         return true;
     if (!store_is_duplicate_key(error) || !task->idempotency_key)
         return false;
@@ -53,6 +52,35 @@ bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *clien
         return true;
     }
     return false;
+}
+
+bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, const bson_oid_t *ids, size_t n,
+                                       int64_t *deleted, bson_error_t *error)
+{
+    *deleted = 0;
+    if (n == 0)
+        return true;
+    bson_t filter = BSON_INITIALIZER, in = BSON_INITIALIZER;
+    for (uint32_t i = 0; i < n; i++) {
+        char buf[16];
+        const char *key;
+        bson_uint32_to_string(i, &key, buf, sizeof buf);
+        BSON_APPEND_OID(&in, key, &ids[i]);
+    }
+    store_append_id_in(&filter, &in);
+    bson_destroy(&in);
+    BSON_APPEND_UTF8(&filter, "status", "pending");
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bson_t reply;
+    bool ok = mongoc_collection_delete_many(tasks, &filter, NULL, &reply, error);
+    bson_iter_t it;
+    if (ok && bson_iter_init_find(&it, &reply, "deletedCount") && BSON_ITER_HOLDS_NUMBER(&it))
+        *deleted = bson_iter_as_int64(&it);
+    bson_destroy(&reply);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&filter);
+    return ok;
 }
 
 bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,

@@ -1,6 +1,7 @@
 /*
  * requests.h - what the HTTP API asks of a service's queue beyond the CLI's reads: creating
- * a task under an Idempotency-Key, and one keyset page of tasks.
+ * a task under an Idempotency-Key, undoing a batch that failed part way, and one keyset page
+ * of tasks.
  *
  * Both stay bounded: the idempotent create is one insert (and one indexed read on a retry),
  * the page one find on _id order with a limit, never a skip.
@@ -19,11 +20,17 @@
 /* cohort_store_insert_task() for a task with task->idempotency_key set: if a task of the
  * service already holds the key (a retried request), `oid` receives that task's id and
  * *replayed is true; nothing is inserted. *exists is true if the task's unique_key exists
- * (then false is returned). */
+ * (then false is returned). *coalesced (may be NULL) as cohort_store_insert_task() says. */
 bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, const cohort_new_task_t *task,
                                    bson_oid_t *oid, bool *replayed, bool *exists,
-                                   bson_error_t *error);
+                                   bool *coalesced, bson_error_t *error);
+
+/* Undoes part of a request that failed part way: deletes those of the `n` tasks `ids` that
+ * are still pending (a node may have claimed one meanwhile: it stays). *deleted counts them. */
+bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, const bson_oid_t *ids, size_t n,
+                                       int64_t *deleted, bson_error_t *error);
 
 /* Which tasks a page holds: equality filters (NULL: any) and the id to start after. */
 typedef struct cohort_task_page {

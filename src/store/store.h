@@ -303,8 +303,9 @@ void cohort_store_watch_close(cohort_store_watch_t *watch);
 /* Which pending tasks a node may claim, beyond "due": kinds it serves, kinds paused or
  * blocked, groups known to be running. Empty lists filter nothing. */
 typedef struct cohort_claim_filter {
-    const char *const *served_kinds; /* NULL: every kind */
+    const char *const *served_kinds; /* NULL: every kind; else exactly these kinds, */
     size_t n_served_kinds;
+    bool served_no_kind; /* and, if set, the tasks without a kind (a handler's `kinds`) */
     const char *const *stopped_kinds; /* paused or blocked */
     size_t n_stopped_kinds;
     const char *const *busy_groups;

@@ -141,6 +141,7 @@ static void run_calls(cohort_store_t *store, mongoc_client_t *client, const char
 
     static const char *const served[] = {"mail", "sync"}, *const busy[] = {"g2"};
     cohort_claim_filter_t filter = {.served_kinds = served, .n_served_kinds = 2,
+                                    .served_no_kind = true,
                                     .busy_groups = busy, .n_busy_groups = 1};
     expect(c, "cohort_store_claim_task, kinds served and a busy group", "claim_order", NULL);
     if (!cohort_store_claim_task(store, client, service, NODE_ID, now, &filter, &claimed, &found,

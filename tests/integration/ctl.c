@@ -122,6 +122,30 @@ Test(ctl, enqueue_rejects_bad_data_and_inserts_nothing)
     cr_assert_eq(count("{}"), 0, "a refused enqueue inserted tasks");
 }
 
+/* What the database would mishandle (issue 23): an integer past int64 (libbson stored
+ * 2^64 + 5 as 5), a repeated key (the local server drops the connection), an empty key, text
+ * after the object. Each refused with the field named, nothing inserted. */
+Test(ctl, enqueue_refuses_data_the_database_would_mishandle)
+{
+    create_mail();
+    static const struct {
+        const char *data, *message;
+    } cases[] = {
+        {"{\"n\": 18446744073709551621}", "field 'n': 18446744073709551621 is outside"},
+        {"{\"a\": {\"b\": [9223372036854775808]}}", "field 'a.b[0]'"},
+        {"{\"k\": 1, \"k\": 2}", "field 'k' given twice"},
+        {"{\"x\": {\"\": 1}}", "a key is empty"},
+        {"{\"k\": 1} {\"k\": 2}", "something follows it"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_run_result_t r = ctl("enqueue", "mail", "--data", cases[i].data);
+        cr_assert_eq(r.exit_code, 2, "--data %s: exit %d: %s", cases[i].data, r.exit_code, r.err);
+        cr_assert(strstr(r.err, cases[i].message), "--data %s: %s", cases[i].data, r.err);
+        test_run_result_free(&r);
+    }
+    cr_assert_eq(count("{}"), 0, "a refused enqueue inserted tasks");
+}
+
 Test(ctl, enqueue_rejects_array_data)
 {
     /* libbson parses a top-level array into {"0": .., "1": ..}; task data must be an object */

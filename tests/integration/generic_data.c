@@ -662,11 +662,61 @@ Test(generic_data, cohortctl_refuses_invalid_keys_and_values)
     cr_assert_eq(r.exit_code, 2, "a bad JSON value: exit %d: %s", r.exit_code, r.err);
     cr_assert(strstr(r.err, "not a JSON value"), "%s", r.err);
     test_run_result_free(&r);
+    /* What the database would mishandle (issue 23): a wrapped integer (stored as 5), a
+     * repeated key (the local server drops the connection), text after the value. */
+    static const struct {
+        const char *value, *message;
+    } stored_wrong[] = {
+        {"18446744073709551621", "field 'value': 18446744073709551621 is outside the 64-bit"},
+        {"{\"n\": [18446744073709551621]}", "field 'value.n[0]'"},
+        {"{\"a\": 1, \"a\": 2}", "field 'value.a' given twice"},
+        {"{\"\": 1}", "a key is empty"},
+        {"1} {\"x\": 2", "something follows it"},
+    };
+    for (size_t i = 0; i < sizeof stored_wrong / sizeof stored_wrong[0]; i++) {
+        r = ctl("data", "set", SERVICE, "k", stored_wrong[i].value);
+        cr_assert_eq(r.exit_code, 2, "data set %s: exit %d: %s", stored_wrong[i].value,
+                     r.exit_code, r.err);
+        cr_assert(strstr(r.err, stored_wrong[i].message), "data set %s: %s",
+                  stored_wrong[i].value, r.err);
+        test_run_result_free(&r);
+    }
     r = ctl("data", "set", "bad service!", "k", "1");
     cr_assert_eq(r.exit_code, 2, "a bad service name: exit %d: %s", r.exit_code, r.err);
     cr_assert(strstr(r.err, "not a valid service name"), "%s", r.err);
     test_run_result_free(&r);
     cr_assert_eq(db_data_keys(), 0, "something was written to the generic data");
+}
+
+/* The handler ABI's calls that store a document refuse what the database would mishandle
+ * (issue 23): a repeated key reached the database, which dropped the connection. */
+Test(generic_data, handler_calls_refuse_repeated_and_empty_keys)
+{
+    test_node_t *a = make_node(0, "node-a");
+    cohort_ctx_t ctx = context(a, false);
+    bson_t *doc = bson_new();
+    BSON_APPEND_INT32(doc, "n", 1);
+    BSON_APPEND_INT32(doc, "n", 2);
+    bson_value_t value = {.value_type = BSON_TYPE_DOCUMENT};
+    value.value.v_doc.data = (uint8_t *)bson_get_data(doc);
+    value.value.v_doc.data_len = doc->len;
+    cohort_error_t error;
+    cr_assert_not(cohort_set(&ctx, "k", &value, &error), "a repeated key was stored");
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID, "%s", error.message);
+    cr_assert(strstr(error.message, "'k.n' given twice"), "%s", error.message);
+    cr_assert_not(cohort_data_cas(&ctx, "k", NULL, &value, &error));
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID, "%s", error.message);
+    char id[25];
+    cr_assert_not(cohort_task_create(&ctx, doc, NULL, id, &error), "a repeated key was stored");
+    cr_assert_eq(error.code, COHORT_ERROR_INVALID, "%s", error.message);
+    cr_assert(strstr(error.message, "'data.n' given twice"), "%s", error.message);
+    bson_reinit(doc);
+    BSON_APPEND_INT32(doc, "", 1);
+    cr_assert_not(cohort_task_create(&ctx, doc, NULL, id, &error), "an empty key was stored");
+    cr_assert(strstr(error.message, "a key is empty"), "%s", error.message);
+    bson_destroy(doc);
+    cr_assert_eq(db_data_keys(), 0, "something was written to the generic data");
+    cr_assert_eq(test_count(fx.client, fx.db, "queue_" SERVICE, "{}"), 0, "a task was created");
 }
 
 Test(generic_data, cohortctl_names_an_unknown_service)

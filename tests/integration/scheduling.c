@@ -589,7 +589,8 @@ Test(scheduling, a_handler_with_kinds_claims_only_those_and_kindless_tasks)
 
     /* the store's filter itself: exactly the email, sms and kindless tasks */
     const char *const served[] = {"email", "sms"};
-    cohort_claim_filter_t filter = {.served_kinds = served, .n_served_kinds = 2};
+    cohort_claim_filter_t filter = {
+        .served_kinds = served, .n_served_kinds = 2, .served_no_kind = true};
     bson_t doc;
     bson_oid_t taken[5];
     int seen = 0;

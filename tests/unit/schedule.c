@@ -154,6 +154,12 @@ static const struct bad_line {
     {"schedule.a = @daily ; coalesce_key=k", "'coalesce_key' is not for schedules"},
     {"schedule.a = @daily ; data=[1]", "'data' must be a JSON object"},
     {"schedule.a = @daily ; data={\"a\":", "'data' must be a JSON object"},
+    /* what libbson would store wrongly or the database refuse (issue 23) */
+    {"schedule.a = @daily ; data={\"n\": 18446744073709551621}",
+     "field 'n': 18446744073709551621 is outside the 64-bit integer range"},
+    {"schedule.a = @daily ; data={\"k\": 1, \"k\": 2}", "field 'k' given twice"},
+    {"schedule.a = @daily ; data={\"k\": 1} {\"j\": 2}", "something follows it"},
+    {"schedule.a = @daily ; priority=18446744073709551621", "must be an integer in"},
     {"schedule.a = @daily ; kind=a b", "'kind' = 'a b' must be 1-64"},
     {"schedule.a = @daily ; priority=high", "'priority' = 'high' must be an integer"},
     {"schedule.a = @daily ; priority=1000001", "must be an integer in [-1000000, 1000000]"},
