@@ -24,28 +24,37 @@ struct cohort_timeouts {
     cohort_wake_t wake;
 };
 
-/* Records the run of slot `i` (task `id`, `attempt`, started at cluster time `started`)
- * timed_out; the slot is already marked. */
-static void record(cohort_service_t *s, size_t i, const bson_value_t *id, int32_t attempt,
-                   int64_t started)
+#define MARK_MAX 64 /* overdue runs marked in one pass, before their writes */
+
+/* A run the watchdog ended: its slot, task, attempt, when it started and was ended (cluster
+ * clock), and how long after its deadline it was ended (monotonic clock). */
+typedef struct overdue {
+    size_t slot;
+    bson_value_t id;
+    int32_t attempt;
+    int64_t started_ms, ended_ms;
+    int64_t late_ms;
+} overdue_t;
+
+/* Records run `o` timed_out in the database; its slot is already marked. */
+static void record(cohort_service_t *s, const overdue_t *o)
 {
-    int64_t ended = cohort_clock_cluster_ms();
     char why[160];
     snprintf(why, sizeof why,
              "timed out after %lld ms (isolation = thread: the handler keeps its worker "
              "thread until it returns)",
-             (long long)(ended - started));
+             (long long)(o->ended_ms - o->started_ms));
     cohort_task_result_t result = {.finish = COHORT_FINISH_TIMED_OUT,
                                    .error = why,
-                                   .started_at_ms = started,
-                                   .ended_at_ms = ended};
+                                   .started_at_ms = o->started_ms,
+                                   .ended_at_ms = o->ended_ms};
     bool applied = false;
     bson_error_t error;
     char hex[25];
-    bson_oid_to_string(&id->value.v_oid, hex);
+    bson_oid_to_string(&o->id.value.v_oid, hex);
     mongoc_client_t *client = cohort_store_pop(s->store);
-    bool ok = cohort_store_finish_task_value(s->store, client, s->config->name, id, s->node_id,
-                                             attempt, &result, &applied, &error);
+    bool ok = cohort_store_finish_task_value(s->store, client, s->config->name, &o->id,
+                                             s->node_id, o->attempt, &result, &applied, &error);
     cohort_store_push(s->store, client);
     const char *role = cohort_election_role(&s->election);
     if (!ok) {
@@ -56,46 +65,62 @@ static void record(cohort_service_t *s, size_t i, const bson_value_t *id, int32_
     } else if (applied) {
         cohort_task_count(s, COHORT_FINISH_TIMED_OUT);
         cohort_logf(COHORT_LOG_WARN, s->config->name, role, 0,
-                    "task %s attempt %d timed out (final); worker slot %zu is wedged until "
-                    "the handler returns",
-                    hex, (int)attempt, i);
+                    "task %s attempt %d timed out (final), ended %lld ms past its deadline; "
+                    "worker slot %zu is wedged until the handler returns",
+                    hex, (int)o->attempt, (long long)o->late_ms, o->slot);
     } else {
         atomic_fetch_add(&s->stats.lost_claims, 1);
         cohort_logf(COHORT_LOG_WARN, s->config->name, role, 0,
                     "task %s attempt %d timed out; not recorded, this node no longer holds its "
                     "claim",
-                    hex, (int)attempt);
+                    hex, (int)o->attempt);
     }
 }
 
-/* Records every run past its deadline; returns when the next deadline falls (monotonic). */
+/* Under the lock, in one pass: marks up to MARK_MAX runs past their deadline timed_out (from
+ * then their handler's outcome is void), copying them into out[0 .. *n). Returns when the
+ * next deadline of a run left unmarked falls (monotonic). */
+static int64_t mark_overdue(cohort_service_t *s, overdue_t *out, size_t *n)
+{
+    *n = 0;
+    pthread_mutex_lock(&s->lock);
+    int64_t now = cohort_clock_monotonic_ms(), ended = cohort_clock_cluster_ms();
+    int64_t next = now + IDLE_MS;
+    for (size_t i = 0; i < s->n_threads; i++) {
+        cohort_slot_t *slot = &s->slots[i];
+        if (!slot->busy || slot->deadline_ms <= 0 || slot->timed_out)
+            continue;
+        if (now < slot->deadline_ms || *n == MARK_MAX) {
+            next = slot->deadline_ms < next ? slot->deadline_ms : next;
+            continue;
+        }
+        slot->timed_out = true;
+        atomic_fetch_add(&s->wedged_slots, 1);
+        overdue_t *o = &out[(*n)++];
+        *o = (overdue_t){.slot = i,
+                         .id = {.value_type = BSON_TYPE_OID},
+                         .attempt = slot->attempt,
+                         .started_ms = slot->started_at_ms,
+                         .ended_ms = ended,
+                         .late_ms = now - slot->deadline_ms};
+        bson_oid_copy(&slot->task, &o->id.value.v_oid);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return next;
+}
+
+/* Ends every run past its deadline; returns when the next deadline falls (monotonic). */
 static int64_t end_overdue_runs(cohort_service_t *s)
 {
-    int64_t now = cohort_clock_monotonic_ms();
-    int64_t next = now + IDLE_MS;
-    for (size_t i = 0;; i++) {
-        pthread_mutex_lock(&s->lock);
-        if (i >= s->n_threads) {
-            pthread_mutex_unlock(&s->lock);
-            return next;
-        }
-        cohort_slot_t *slot = &s->slots[i];
-        bool watched = slot->busy && slot->deadline_ms > 0 && !slot->timed_out;
-        bool due = watched && now >= slot->deadline_ms;
-        if (watched && !due && slot->deadline_ms < next)
-            next = slot->deadline_ms;
-        bson_value_t id = {.value_type = BSON_TYPE_OID};
-        bson_oid_copy(&slot->task, &id.value.v_oid);
-        int32_t attempt = slot->attempt;
-        int64_t started = slot->started_at_ms;
-        if (due) {
-            slot->timed_out = true; /* from here the handler's own outcome is void */
-            atomic_fetch_add(&s->wedged_slots, 1);
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (due)
-            record(s, i, &id, attempt, started);
-    }
+    overdue_t due[MARK_MAX];
+    size_t n;
+    int64_t next;
+    do {
+        next = mark_overdue(s, due, &n);
+        for (size_t i = 0; i < n; i++)
+            record(s, &due[i]);
+    } while (n == MARK_MAX);
+    return next;
 }
 
 static void *watchdog_main(void *arg)
