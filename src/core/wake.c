@@ -16,6 +16,7 @@ void cohort_wake_init(cohort_wake_t *w)
     pthread_cond_init(&w->cond, &attr);
     pthread_condattr_destroy(&attr);
     w->done = false;
+    w->poked = false;
 }
 
 void cohort_wake_destroy(cohort_wake_t *w)
@@ -28,7 +29,7 @@ bool cohort_wake_sleep_until(cohort_wake_t *w, int64_t until_ms)
 {
     pthread_mutex_lock(&w->lock);
     int64_t ms = until_ms - cohort_clock_monotonic_ms();
-    if (!w->done && ms > 0) {
+    if (!w->done && !w->poked && ms > 0) {
         struct timespec at;
         clock_gettime(CLOCK_MONOTONIC, &at);
         int64_t ns = at.tv_nsec + (ms % 1000) * 1000000;
@@ -36,9 +37,18 @@ bool cohort_wake_sleep_until(cohort_wake_t *w, int64_t until_ms)
         at.tv_nsec = ns % 1000000000;
         pthread_cond_timedwait(&w->cond, &w->lock, &at);
     }
+    w->poked = false;
     bool go_on = !w->done;
     pthread_mutex_unlock(&w->lock);
     return go_on;
+}
+
+void cohort_wake_poke(cohort_wake_t *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->poked = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
 }
 
 void cohort_wake_stop(cohort_wake_t *w)

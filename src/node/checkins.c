@@ -4,12 +4,10 @@
  */
 #include "node/checkins.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "node/task.h"
 
 #define CHECKIN_CHUNK 256
 void cohort_checkins_run(cohort_service_t *s, mongoc_client_t *client)
@@ -64,52 +62,4 @@ void cohort_checkins_run(cohort_service_t *s, mongoc_client_t *client)
         }
     }
     free(ids);
-}
-
-void cohort_checkins_watch_timeouts(cohort_service_t *s, mongoc_client_t *client)
-{
-    int64_t now = cohort_clock_monotonic_ms();
-    for (size_t i = 0; i < s->n_threads; i++) {
-        pthread_mutex_lock(&s->lock);
-        cohort_slot_t *slot = &s->slots[i];
-        bool due = slot->busy && slot->deadline_ms > 0 && now >= slot->deadline_ms &&
-                   !slot->timed_out;
-        bson_value_t id = {.value_type = BSON_TYPE_OID};
-        bson_oid_copy(&slot->task, &id.value.v_oid);
-        int32_t attempt = slot->attempt;
-        int64_t started = slot->started_at_ms;
-        if (due) {
-            slot->timed_out = true;
-            atomic_fetch_add(&s->wedged_slots, 1);
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (!due)
-            continue;
-        char why[160];
-        snprintf(why, sizeof why,
-                 "timed out after %lld ms (isolation = thread: the handler keeps its worker "
-                 "thread until it returns)",
-                 (long long)(cohort_clock_cluster_ms() - started));
-        cohort_task_result_t result = {.finish = COHORT_FINISH_TIMED_OUT,
-                                       .error = why,
-                                       .started_at_ms = started,
-                                       .ended_at_ms = cohort_clock_cluster_ms()};
-        bool applied = false;
-        bson_error_t error;
-        char hex[25];
-        bson_oid_to_string(&id.value.v_oid, hex);
-        if (!cohort_store_finish_task_value(s->store, client, s->config->name, &id, s->node_id,
-                                            attempt, &result, &applied, &error)) {
-            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
-                        "task %s timed out, but recording it failed: %s (its claim runs out "
-                        "as for a stalled task)",
-                        hex, error.message);
-        } else if (applied) {
-            cohort_task_count(s, COHORT_FINISH_TIMED_OUT);
-            cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
-                        "task %s attempt %d timed out (final); worker slot %zu is wedged until "
-                        "the handler returns",
-                        hex, (int)attempt, i);
-        }
-    }
 }

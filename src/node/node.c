@@ -15,6 +15,9 @@
  *
  * Shutdown: stop ticking, stop claiming, step down from every primacy (so another node
  * takes over within a tick), wait for running tasks up to shutdown_grace_ms, then exit.
+ * While it waits, the drain rounds keep the running tasks checked in and the node alive (no
+ * tick runs then), and the timeout watchdogs keep ending runs past their timeout, so a drain
+ * never gets a task reset and run twice elsewhere.
  */
 #include "node/node.h"
 
@@ -49,6 +52,8 @@
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"
 #endif
+
+#define DRAIN_ROUND_MS 50
 
 typedef struct node {
     const cohort_config_t *config;
@@ -514,17 +519,32 @@ static size_t running_tasks(node_t *n)
     return running;
 }
 
+/* Of those, the handlers still running a task the timeout watchdog already ended (timed_out,
+ * final): no outcome of theirs counts any more, so the drain need not wait for them. */
+static size_t wedged_tasks(node_t *n)
+{
+    size_t wedged = 0;
+    for (size_t i = 0; i < n->n_services; i++)
+        wedged += (size_t)atomic_load(&n->services[i]->wedged_slots);
+    return wedged;
+}
+
+/* Every DRAIN_ROUND_MS after SIGTERM: the running tasks keep their check-ins (and the node
+ * its liveness) while no tick runs, until the last task that still counts ends or the grace
+ * period is over. */
 static void on_drain(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     node_t *n = arg;
     size_t running = running_tasks(n);
-    if (running == 0 || cohort_clock_monotonic_ms() >= n->stop_deadline_ms) {
+    if (running <= wedged_tasks(n) || cohort_clock_monotonic_ms() >= n->stop_deadline_ms) {
         event_base_loopbreak(n->base);
         return;
     }
-    struct timeval tv = {0, 50 * 1000};
+    for (size_t i = 0; i < n->n_services; i++)
+        cohort_service_drain_round(n->services[i], n->client);
+    struct timeval tv = {0, DRAIN_ROUND_MS * 1000};
     evtimer_add(n->drain, &tv);
 }
 
@@ -829,6 +849,7 @@ out:;
     }
     size_t still_running = n.base ? running_tasks(&n) : 0;
     if (still_running > 0) {
+        size_t wedged = wedged_tasks(&n);
         /* Their threads are inside the handler and cannot be joined. Hand their tasks back
          * now, so other nodes run them at once instead of after an expiry or a stall reset;
          * the threads' own outcome writes will then match nothing. */
@@ -842,10 +863,16 @@ out:;
                 cohort_logf(COHORT_LOG_WARN, n.services[i]->config->name, NULL, 0,
                             "cannot release the running tasks: %s", error.message);
         }
-        cohort_log_node(COHORT_LOG_WARN,
-                        "%zu task(s) still running after shutdown_grace_ms; released %lld to "
-                        "pending; exiting",
-                        still_running, (long long)released);
+        if (still_running > wedged)
+            cohort_log_node(COHORT_LOG_WARN,
+                            "%zu task(s) still running after shutdown_grace_ms; released %lld "
+                            "to pending; exiting",
+                            still_running - wedged, (long long)released);
+        if (wedged > 0)
+            cohort_log_node(COHORT_LOG_WARN,
+                            "%zu handler(s) still running a task that already timed out "
+                            "(recorded timed_out); exiting without waiting for them",
+                            wedged);
         cohort_heartbeat_stop(n.heartbeat); /* its touches would write the run's entry again */
         cohort_run_end(&n.run, n.store, n.client);
         log_summary(&n);

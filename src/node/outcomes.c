@@ -12,6 +12,29 @@
 #include "core/log.h"
 #include "node/task.h"
 
+/* Whether the history entry `entry` (a document) records run `run` of this node as reported:
+ * its node and attempt, and an `outcome`. A reset (stall, node expiry, release) writes an
+ * entry with the same node and attempt but no outcome: the run's outcome was refused. */
+static bool reports_run(cohort_service_t *s, bson_iter_t *entry, const cohort_task_run_t *run)
+{
+    bson_iter_t field;
+    const char *node = NULL;
+    int64_t attempt = -1;
+    bool outcome = false;
+    if (!BSON_ITER_HOLDS_DOCUMENT(entry) || !bson_iter_recurse(entry, &field))
+        return false;
+    while (bson_iter_next(&field)) {
+        const char *key = bson_iter_key(&field);
+        if (strcmp(key, "node") == 0 && BSON_ITER_HOLDS_UTF8(&field))
+            node = bson_iter_utf8(&field, NULL);
+        else if (strcmp(key, "attempt") == 0 && BSON_ITER_HOLDS_NUMBER(&field))
+            attempt = bson_iter_as_int64(&field);
+        else if (strcmp(key, "outcome") == 0)
+            outcome = true;
+    }
+    return outcome && node && strcmp(node, s->node_id) == 0 && attempt == run->task.attempt;
+}
+
 /* After a bulk write that matched fewer outcomes than it carried: whether this run's outcome
  * is the task's last recorded run (counted) or was refused (logged as a lost claim). */
 static void count_or_report_lost(cohort_service_t *s, cohort_ctx_t *ctx,
@@ -28,25 +51,9 @@ static void count_or_report_lost(cohort_service_t *s, cohort_ctx_t *ctx,
         if (bson_iter_init_find(&it, &doc, "history") && BSON_ITER_HOLDS_ARRAY(&it)) {
             bson_iter_array(&it, &len, &data);
             bson_t history;
-            if (bson_init_static(&history, data, len) && bson_iter_init(&entry, &history)) {
-                const char *node = NULL;
-                int64_t attempt = -1;
-                while (bson_iter_next(&entry)) { /* the last entry is the latest run */
-                    bson_iter_t field;
-                    node = NULL;
-                    attempt = -1;
-                    if (BSON_ITER_HOLDS_DOCUMENT(&entry) && bson_iter_recurse(&entry, &field))
-                        while (bson_iter_next(&field)) {
-                            if (strcmp(bson_iter_key(&field), "node") == 0 &&
-                                BSON_ITER_HOLDS_UTF8(&field))
-                                node = bson_iter_utf8(&field, NULL);
-                            else if (strcmp(bson_iter_key(&field), "attempt") == 0 &&
-                                     BSON_ITER_HOLDS_NUMBER(&field))
-                                attempt = bson_iter_as_int64(&field);
-                        }
-                }
-                mine = node && strcmp(node, s->node_id) == 0 && attempt == run->task.attempt;
-            }
+            if (bson_init_static(&history, data, len) && bson_iter_init(&entry, &history))
+                while (bson_iter_next(&entry)) /* the last entry is the latest run */
+                    mine = reports_run(s, &entry, run);
         }
     }
     bson_destroy(&doc);

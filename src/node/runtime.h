@@ -76,6 +76,7 @@ typedef struct cohort_service {
     cohort_plugin_t *plugin;        /* owned: the handler host (host.c) loads and unloads it */
     void *handler_state;            /* the handler's own, from its init() */
     struct cohort_isolate *isolate; /* isolation = process: the child pool; else NULL */
+    struct cohort_timeouts *timeouts; /* isolation = thread: the timeout watchdog; else NULL */
     const char *config_path;        /* borrowed: the node's config file (for child workers) */
     bool handler_ready; /* init() succeeded: destroy() is owed */
     bool prepared;      /* config document and indexes exist (main thread only) */

@@ -20,6 +20,7 @@
 #include "node/maintenance.h"
 #include "node/ready.h"
 #include "node/schedules.h"
+#include "node/timeouts.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,
@@ -44,6 +45,9 @@ bool cohort_service_start(cohort_service_t *s, bson_error_t *error)
     /* Room for every slot SIGHUP may add; a slot's child starts on its first task. */
     if (s->config->isolation == COHORT_ISOLATION_PROCESS &&
         !(s->isolate = cohort_isolate_new(s, s->config_path, COHORT_MAX_WORKERS, error)))
+        return false;
+    if (s->config->isolation == COHORT_ISOLATION_THREAD &&
+        !(s->timeouts = cohort_timeouts_start(s, error)))
         return false;
     if (!cohort_service_set_workers(s, (size_t)s->config->workers, error)) {
         cohort_service_stop_claiming(s);
@@ -74,8 +78,6 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client, const bso
 {
     bson_error_t error;
     cohort_checkins_run(s, client);
-    if (s->config->isolation == COHORT_ISOLATION_THREAD)
-        cohort_checkins_watch_timeouts(s, client);
     s->election.due_hint = cohort_workers_due_hint(s);
     if (!cohort_election_tick(&s->election, s->store, client, doc, &error)) {
         cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
@@ -112,10 +114,16 @@ void cohort_service_tick(cohort_service_t *s, mongoc_client_t *client, const bso
 void cohort_service_stand_back(cohort_service_t *s, mongoc_client_t *client)
 {
     cohort_checkins_run(s, client);
-    if (s->config->isolation == COHORT_ISOLATION_THREAD)
-        cohort_checkins_watch_timeouts(s, client);
     cohort_election_step_down(&s->election, s->store, client);
     cohort_workers_hold(s);
+}
+
+void cohort_service_drain_round(cohort_service_t *s, mongoc_client_t *client)
+{
+    /* The main thread is alive, draining: the heartbeat thread keeps the node's document
+     * fresh (else the node is expired, past 10 takeover periods, and its claims released). */
+    cohort_election_note_alive(&s->election);
+    cohort_checkins_run(s, client);
 }
 
 void cohort_service_destroy(cohort_service_t *s, mongoc_client_t *client)

@@ -23,6 +23,7 @@
 #include "node/prefetch.h"
 #include "node/ready.h"
 #include "node/task.h"
+#include "node/timeouts.h"
 
 typedef enum take {
     TAKE_STOP,  /* the service is stopping */
@@ -211,6 +212,7 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         pthread_mutex_lock(&s->lock);
         slot->deadline_ms = cohort_clock_monotonic_ms() + timeout;
         pthread_mutex_unlock(&s->lock);
+        cohort_timeouts_poke(s->timeouts);
     }
 
     int64_t run_started_us = bson_get_monotonic_time();
@@ -623,6 +625,8 @@ void cohort_workers_hold(cohort_service_t *s)
 
 void cohort_workers_join(cohort_service_t *s)
 {
+    cohort_timeouts_stop(s->timeouts); /* it reads the slots freed below */
+    s->timeouts = NULL;
     cohort_service_stop_claiming(s);
     for (size_t i = 0; i < s->n_threads; i++)
         pthread_join(s->threads[i], NULL);

@@ -57,8 +57,9 @@ int64_t cohort_workers_give_back_unstartable(cohort_service_t *service, mongoc_c
 /* Main thread, instead of a refill: no claims until the next refill (running tasks go on). */
 void cohort_workers_hold(cohort_service_t *service);
 
-/* Stops claiming, joins every worker thread (they finish their task and write its outcome
- * first) and frees the pool; tasks left in the ready queue are released at exit. */
+/* Stops the timeout watchdog (timeouts.h) and claiming, joins every worker thread (they finish
+ * their task and write its outcome first) and frees the pool; tasks left in the ready queue
+ * are released at exit. */
 void cohort_workers_join(cohort_service_t *service);
 
 #endif

@@ -8,6 +8,14 @@
  * /metrics (with cohort_tasks_timed_out_total). Meanwhile the node stays up and the cluster
  * keeps running other tasks, including ones whose own timeout overrides the service's.
  *
+ * Precision (issue 22): with ticks 2 s apart, a 5 ms timeout on 1 s runs ends every run
+ * timed_out under both isolations, and under `isolation = thread` the watchdog thread ends it
+ * within 200 ms of the deadline, as the node logs it on its monotonic clock (the cluster clock
+ * of the history's times may be corrected by up to takeover_ms / 8 in between). The product's
+ * bound is max(10 ms, a tenth of the timeout), and 1 ms is measured; the margin is for a
+ * machine running a load of 15 on 2 cores. Checked once per tick as before, about half of
+ * such runs would succeed and the timeouts would be ended up to 2 s late.
+ *
  * The service's default timeout (task_timeout_ms in its section) reaches tasks through
  * `cohortctl -c FILE enqueue`, which applies the section's defaults; `--timeout` overrides
  * it per task. The sleeper test handler journals every run on the cluster clock.
@@ -131,11 +139,11 @@ static int64_t count(cluster_t *c, const char *filter)
     return n;
 }
 
-/* `cohortctl -c n1.ini enqueue to ARGS...` (so the section's defaults apply); the printed
- * output into `out` (may be NULL). */
-static void enqueue(cluster_t *c, const char *const *args, char **out)
+/* `cohortctl -c n1.ini enqueue SERVICE ARGS...` (so the section's defaults apply); the
+ * printed output into `out` (may be NULL). */
+static void enqueue_to(cluster_t *c, const char *service, const char *const *args, char **out)
 {
-    const char *argv[16] = {"-c", c->nodes[0].config_path, "enqueue", SERVICE};
+    const char *argv[16] = {"-c", c->nodes[0].config_path, "enqueue", service};
     size_t k = 4;
     for (size_t i = 0; args[i] && k < 15; i++)
         argv[k++] = args[i];
@@ -242,7 +250,7 @@ Test(cluster_timeouts, a_wedged_thread_ends_timed_out_and_the_node_keeps_working
     snprintf(sleep_data, sizeof sleep_data, "{\"sleep_ms\": %d}", WEDGE_SLEEP_MS);
     const char *wedge_args[] = {"--data", sleep_data, NULL};
     char *out = NULL;
-    enqueue(c, wedge_args, &out);
+    enqueue_to(c, SERVICE, wedge_args, &out);
     char id[25];
     cluster_assert(c, sscanf(out, "%24s", id) == 1 && strlen(id) == 24,
                    "cohortctl enqueue printed no task id: '%s'", out);
@@ -288,11 +296,11 @@ Test(cluster_timeouts, a_wedged_thread_ends_timed_out_and_the_node_keeps_working
 
     /* Other work goes on, also past the default timeout where a task overrides it. */
     const char *short_args[] = {"--count", "20", "--data", "{\"sleep_ms\": 10}", NULL};
-    enqueue(c, short_args, NULL);
+    enqueue_to(c, SERVICE, short_args, NULL);
     char longer[48];
     snprintf(longer, sizeof longer, "{\"sleep_ms\": %d}", DEFAULT_TIMEOUT_MS * 2);
     const char *override_args[] = {"--count", "6", "--data", longer, "--timeout", "5s", NULL};
-    enqueue(c, override_args, NULL);
+    enqueue_to(c, SERVICE, override_args, NULL);
     cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 26, 15000),
                    "only %lld of 26 other tasks succeeded",
                    (long long)cluster_count_status(c, SERVICE, "succeeded"));
@@ -323,6 +331,122 @@ Test(cluster_timeouts, a_wedged_thread_ends_timed_out_and_the_node_keeps_working
 
     for (size_t i = 0; i < c->n_nodes; i++)
         cluster_assert(c, cluster_node_alive(&c->nodes[i]), "%s died", c->nodes[i].id);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+/* ---- precision (issue 22, defect 5) ----------------------------------------------------- */
+
+#define SHORT_TASKS 6
+#define CONTROL_TASKS 4
+#define PRECISE_TICK_MS 2000
+/* The bound is max(10 ms, timeout / 10) past the deadline; the test allows more, for a busy
+ * machine, and still far less than a tick, which is what it was checked on before. */
+#define LATE_MAX_MS 200
+
+/* Counts of `service` tasks with `status`. */
+static int64_t count_in(cluster_t *c, const char *service, const char *status)
+{
+    char filter[64];
+    snprintf(filter, sizeof filter, "{\"status\": \"%s\"}", status);
+    int64_t n = cluster_try_count(c, service, filter);
+    cluster_assert(c, n >= 0, "cannot count %s tasks of %s", status, service);
+    return n;
+}
+
+typedef struct final_wait {
+    cluster_t *c;
+    const char *service;
+    int64_t want;
+} final_wait_t;
+
+static bool all_final(void *arg)
+{
+    final_wait_t *w = arg;
+    int64_t n = cluster_try_count(w->c, w->service,
+                                  "{\"status\": {\"$in\": [\"succeeded\", \"timed_out\"]}}");
+    return n == w->want;
+}
+
+/* What the log lines "ended N ms past its deadline" say (the node's monotonic clock): the
+ * largest N, and how many lines. */
+typedef struct lateness {
+    int64_t max_ms;
+    int n;
+} lateness_t;
+
+static bool note_lateness(const char *line, void *arg)
+{
+    lateness_t *l = arg;
+    const char *at = strstr(line, "ended ");
+    long long ms = at ? strtoll(at + strlen("ended "), NULL, 10) : -1;
+    l->n++;
+    if (ms > l->max_ms)
+        l->max_ms = ms;
+    return true;
+}
+
+Test(cluster_timeouts, a_5ms_timeout_is_enforced_within_its_margin_in_both_isolations)
+{
+    cluster_options_t options = {
+        .tag = "timeouts_precise",
+        .tick_ms = PRECISE_TICK_MS,
+        .takeover_ms = 3 * PRECISE_TICK_MS,
+        .services = {{.name = "tthread",
+                      .settings = "workers = 2\nisolation = thread",
+                      .handler = SLEEPER},
+                     {.name = "tprocess",
+                      .settings = "workers = 2\nisolation = process",
+                      .handler = SLEEPER}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_start_nodes(c, 2);
+    cluster_assert(c, cluster_wait_registered(c, 20000), "the nodes did not register in 20 s");
+    const char *services[] = {"tthread", "tprocess"};
+    char shorts[8];
+    snprintf(shorts, sizeof shorts, "%d", SHORT_TASKS);
+    char controls[8];
+    snprintf(controls, sizeof controls, "%d", CONTROL_TASKS);
+    for (size_t s = 0; s < 2; s++) {
+        /* Runs of 1 s with a 5 ms timeout, and runs of 50 ms with a 2 s one. */
+        const char *short_args[] = {"--count", shorts, "--data", "{\"sleep_ms\": 1000}",
+                                    "--timeout", "5ms", NULL};
+        enqueue_to(c, services[s], short_args, NULL);
+        const char *control_args[] = {"--count", controls, "--data", "{\"sleep_ms\": 50}",
+                                      "--timeout", "2s", NULL};
+        enqueue_to(c, services[s], control_args, NULL);
+    }
+    for (size_t s = 0; s < 2; s++) {
+        final_wait_t w = {c, services[s], SHORT_TASKS + CONTROL_TASKS};
+        cluster_assert(c, test_wait_until(all_final, &w, 30000),
+                       "the tasks of %s did not all end within 30 s", services[s]);
+    }
+    for (size_t s = 0; s < 2; s++) {
+        int64_t timed_out = count_in(c, services[s], "timed_out");
+        int64_t succeeded = count_in(c, services[s], "succeeded");
+        fprintf(stderr, "timeouts_precise: %s: %lld timed_out, %lld succeeded\n", services[s],
+                (long long)timed_out, (long long)succeeded);
+        cluster_assert(c, timed_out == SHORT_TASKS && succeeded == CONTROL_TASKS,
+                       "%s: %lld timed_out (want %d: 1 s runs, 5 ms timeout) and %lld "
+                       "succeeded (want %d: 50 ms runs, 2 s timeout)",
+                       services[s], (long long)timed_out, SHORT_TASKS, (long long)succeeded,
+                       CONTROL_TASKS);
+    }
+    /* How late the watchdog ended them, as the nodes measured it (their log lines). */
+    lateness_t late = {.max_ms = -1};
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_log_scan(&c->nodes[i], "service=tthread", "ms past its deadline", note_lateness,
+                         &late);
+    fprintf(stderr, "timeouts_precise: isolation = thread ended %d run(s) up to %lld ms past "
+                    "the deadline\n",
+            late.n, (long long)late.max_ms);
+    cluster_assert(c, late.n == SHORT_TASKS,
+                   "%d log line(s) say how late a timeout of tthread was ended, not %d", late.n,
+                   SHORT_TASKS);
+    cluster_assert(c, late.max_ms >= 0 && late.max_ms <= LATE_MAX_MS,
+                   "isolation = thread ended a 5 ms timeout %lld ms past its deadline "
+                   "(allowed: 10 ms, %d ms on a busy machine; ticks are %d ms apart)",
+                   (long long)late.max_ms, LATE_MAX_MS, PRECISE_TICK_MS);
     for (size_t i = 0; i < c->n_nodes; i++)
         cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
 }

@@ -489,6 +489,52 @@ Test(outcomes, a_running_task_whose_claim_moved_on_is_not_overwritten)
     bson_destroy(&doc);
 }
 
+/* Issue 22, defect 3: a claim taken back while its handler runs (a stall reset, node expiry
+ * or release) leaves a "crashed" history entry naming this node and attempt. The worker's
+ * bulk write of its late outcome then matches nothing, and that entry is not the outcome: it
+ * must be counted as a lost claim, never as a success (the stop summary reads these). */
+Test(outcomes, a_late_outcome_after_a_reset_is_not_counted_as_written)
+{
+    start_service(test_handler_path("outcome"), 5, 10, NULL);
+    bson_oid_t id = insert_task("{\"sleep_ms\": 1500}");
+    bson_t doc;
+    tick_until_status(&id, "claimed", 5000, &doc);
+    bson_destroy(&doc);
+
+    /* What the primary's reset writes: pending again, history {event: crashed, node: NODE,
+     * attempt: 1}. */
+    int64_t released = 0;
+    bson_error_t error;
+    cr_assert(cohort_store_release_claims(store, client, SERVICE, NODE, &released, &error), "%s",
+              error.message);
+    cr_assert_eq(released, 1, "the running task's claim was not released");
+
+    /* The other worker may claim it again at once (attempt 2) and write that success. */
+    int64_t deadline = test_now_ms() + 10000;
+    while (atomic_load(&service->stats.lost_claims) == 0 && test_now_ms() < deadline)
+        test_sleep_ms(20);
+    test_sleep_ms(100); /* a success counted with the loss would be counted by now */
+    read_task(&id, &doc);
+    char *json = as_json(&doc);
+    uint64_t written = 0;
+    bson_iter_t it, entry;
+    for (uint32_t i = 0; i < history_length(&doc); i++) {
+        char path[48];
+        snprintf(path, sizeof path, "history.%u.outcome", i);
+        written += bson_iter_init(&it, &doc) && bson_iter_find_descendant(&it, path, &entry) &&
+                   BSON_ITER_HOLDS_UTF8(&entry) &&
+                   strcmp(bson_iter_utf8(&entry, NULL), "succeeded") == 0;
+    }
+    cr_assert_eq(atomic_load(&service->stats.lost_claims), 1, "the lost claim was not noticed: %s",
+                 json);
+    cr_assert_eq(atomic_load(&service->stats.succeeded), written,
+                 "%llu success(es) counted, %llu written: %s",
+                 (unsigned long long)atomic_load(&service->stats.succeeded),
+                 (unsigned long long)written, json);
+    bson_free(json);
+    bson_destroy(&doc);
+}
+
 /* ---- tasks that must never reach the handler ------------------------------------------ */
 
 Test(outcomes, attempts_beyond_max_fail_without_running)
