@@ -63,6 +63,10 @@ typedef struct cohort_slot {
     bool timed_out;
     bson_oid_t *held; /* tasks whose outcome waits for the worker's bulk write */
     size_t n_held;
+    /* Outcomes the slot's worker holds unwritten, as it last said (never fewer): a suspect is
+     * claimed only once none is left (workers.c), so no outcome of a claim sent back while
+     * this node was silent can land on this node's new claim of the same attempt. */
+    size_t unwritten;
 } cohort_slot_t;
 
 #define COHORT_MAX_BUSY_GROUPS 256 /* groups a claim query excludes, at most */
@@ -149,6 +153,12 @@ typedef struct cohort_service {
     bool work_seen;       /* a claim found a task this tick: every worker may claim */
     bool probing;         /* until then one worker probes; the others wait for its result */
     bool stopping;        /* no more claims */
+    /* Suspects (workers.c; docs/ARCHITECTURE.md#suspects) run alone on a node: `solo` while a
+     * worker claims or runs one, when no other worker takes work; `solo_wanted` once a batch
+     * claim saw one due: no new claim starts until the service is idle here, then one worker
+     * claims suspects alone until none is left. */
+    bool solo;
+    bool solo_wanted;
     pthread_t *threads;
     cohort_slot_t *slots; /* one per thread; room for COHORT_MAX_WORKERS */
     size_t n_threads;     /* threads started (joined at destroy) */

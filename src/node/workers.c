@@ -5,6 +5,10 @@
  *
  * Workers share one mutex and condition per service. The lock guards only the budget and
  * flags, never a database call, so claiming and processing run in parallel.
+ *
+ * Suspects (tasks sent back with a node that may have died of one of them) run alone: no
+ * other task of the service runs on this node beside one, so that if it crashes the node
+ * again the release counts its attempt and no other's (store/upkeep.c).
  */
 #include "node/workers.h"
 
@@ -28,33 +32,78 @@ typedef enum take {
     TAKE_STOP,  /* the service is stopping */
     TAKE_READY, /* a task a batch claim took: run it */
     TAKE_CLAIM, /* one claim from the budget: claim */
+    TAKE_SOLO,  /* one claim from the budget, of suspects only, made alone */
+    TAKE_FLUSH, /* write the outcomes held first: a suspect waits for them */
+    TAKE_WAIT,
 } take_t;
+
+static cohort_prefetch_input_t prefetch_input(cohort_service_t *s, size_t self);
+
+/* Whether a claim made now would be alone (lock held): no other claim or task of the
+ * service in flight on this node, none prefetched, no outcome held unwritten. */
+static bool alone(cohort_service_t *s)
+{
+    if (s->running > 0 || s->ready_n > 0)
+        return false;
+    for (size_t i = 0; i < s->n_threads; i++)
+        if (s->slots[i].unwritten > 0)
+            return false;
+    return true;
+}
+
+/* What a worker holding `held` unwritten outcomes may do now (lock held). Suspects: while one
+ * is wanted, tasks already prefetched still run but no claim starts until the worker would
+ * be alone; a thread wedged in a timed-out handler never ends, so it lets claims go on. */
+static take_t next_take(cohort_service_t *s, size_t slot, size_t held)
+{
+    bool want_solo = s->solo_wanted && atomic_load(&s->wedged_slots) == 0;
+    if (s->stopping)
+        return TAKE_STOP;
+    if (want_solo && held > 0)
+        return TAKE_FLUSH;
+    if (slot >= s->target_workers || s->solo)
+        return TAKE_WAIT;
+    if (s->ready_n > 0)
+        return TAKE_READY;
+    if (s->drained || s->budget == 0 || s->stopped_all || (s->probing && !s->work_seen) ||
+        !cohort_capacity_may_claim(s))
+        return TAKE_WAIT;
+    if (want_solo)
+        return alone(s) ? TAKE_SOLO : TAKE_WAIT;
+    return TAKE_CLAIM;
+}
 
 /* The next piece of work for a worker: a task waiting in the ready queue, or else one claim
  * from the budget, waiting for a tick if there is none. A worker whose slot is beyond the
  * live worker count parks here until the count grows again, and every worker parks while
- * the whole service is paused or blocked (tasks already claimed still run). */
-static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
+ * the whole service is paused or blocked (tasks already claimed still run). *solo is set
+ * when the claim is made alone: a suspect it takes runs before any other worker goes on. */
+static take_t take_work(cohort_service_t *s, size_t slot, size_t held, bson_t **ready,
+                        bool *solo)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->stopping && (slot >= s->target_workers ||
-                            (s->ready_n == 0 &&
-                             (s->drained || s->budget == 0 || s->stopped_all ||
-                              (s->probing && !s->work_seen) || !cohort_capacity_may_claim(s)))))
+    s->slots[slot].unwritten = held;
+    take_t take;
+    while ((take = next_take(s, slot, held)) == TAKE_WAIT)
         pthread_cond_wait(&s->wake, &s->lock);
-    take_t take = s->stopping ? TAKE_STOP : s->ready_n > 0 ? TAKE_READY : TAKE_CLAIM;
+    /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
+    cohort_prefetch_input_t in = prefetch_input(s, 0);
+    *solo = take == TAKE_SOLO ||
+            (take == TAKE_CLAIM && alone(s) && cohort_prefetch_want(&s->prefetch, &in) == 1);
+    if (*solo)
+        s->solo = true;
     if (take == TAKE_READY) {
         *ready = s->ready[s->ready_head];
         s->ready_head = (s->ready_head + 1) % s->ready_cap;
         s->ready_n--;
-    } else if (take == TAKE_CLAIM) {
+    } else if (take == TAKE_CLAIM || take == TAKE_SOLO) {
         if (s->budget > 0)
             s->budget--;
         if (!s->work_seen)
             s->probing = true; /* this worker finds out whether there is work */
         cohort_capacity_reserve(s);
     }
-    if (take != TAKE_STOP)
+    if (take != TAKE_STOP && take != TAKE_FLUSH)
         s->running++; /* from the claim on: shutdown waits for a claim in flight too */
     pthread_mutex_unlock(&s->lock);
     return take;
@@ -126,6 +175,10 @@ typedef struct worker {
     cohort_task_outcome_t *outcomes;
     size_t n_runs;
     int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
+    /* This claim is made alone (s->solo): with `suspects` ONLY (a suspect was seen) or ANY
+     * (a single claim that found the service idle here); a suspect it takes runs alone. */
+    bool solo;
+    cohort_suspects_t suspects;
     cohort_worker_filter_t filter;
     /* The tokens of claim calls that failed: their claims may have landed with the reply
      * lost, held by this node though no worker runs them. Given back once the database
@@ -137,7 +190,13 @@ typedef struct worker {
 /* Writes the outcomes the worker holds (see outcomes.h). */
 static void flush_outcomes(worker_t *w)
 {
-    cohort_outcomes_flush(w->service, &w->ctx, w->runs, w->outcomes, &w->n_runs);
+    cohort_service_t *s = w->service;
+    cohort_outcomes_flush(s, &w->ctx, w->runs, w->outcomes, &w->n_runs);
+    pthread_mutex_lock(&s->lock);
+    s->slots[w->slot].unwritten = 0;
+    if (s->solo_wanted)
+        pthread_cond_broadcast(&s->wake); /* a suspect may be claimed now */
+    pthread_mutex_unlock(&s->lock);
 }
 
 static const char *coalesce_key(const bson_t *doc)
@@ -244,9 +303,9 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         bson_value_destroy(&run->task.id_value);
         return;
     }
-    if (w->batch == 1 || run->task.attempts_bad) {
+    if (w->batch == 1 || run->task.attempts_bad || w->solo) {
         /* At once: a group's lock goes with its outcome; a hand-written attempts count
-         * needs a write of its own. */
+         * needs a write of its own; a suspect run alone is cleared before others run. */
         cohort_task_record(&w->ctx, run);
         bson_value_destroy(&run->task.id_value);
         return;
@@ -302,8 +361,8 @@ static void release_lost_claims(worker_t *w)
 }
 
 /* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
- * *n receives how many. */
-static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
+ * *n receives how many; *suspect_seen whether a batch claim left a suspect that was due. */
+static bool claim(worker_t *w, size_t want, size_t *n, bool *suspect_seen, bson_error_t *error)
 {
     cohort_service_t *s = w->service;
     const cohort_handler_t *h = s->plugin->handler;
@@ -317,6 +376,8 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
         .n_stopped_kinds = w->filter.n_kinds,
         .busy_groups = (const char *const *)w->filter.groups,
         .n_busy_groups = w->filter.n_groups,
+        .suspects = w->suspects,
+        .suspect_seen = suspect_seen,
     };
     cohort_capacity_filter(s, &filter);
     int64_t now = cohort_clock_cluster_ms();
@@ -406,21 +467,43 @@ int64_t cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_
     return -1;
 }
 
+/* After a claim (w->solo, or a suspect seen): a suspect taken alone keeps the others waiting
+ * until it ran; anything else lets them go on. A batch claim that left a suspect makes the
+ * workers want one claim alone; one of suspects only that found none ends that. */
+static void settle_solo(worker_t *w, bool ok, size_t n, bool seen)
+{
+    cohort_service_t *s = w->service;
+    bool keep = w->solo && n == 1 && cohort_store_task_suspect(&w->docs[0]);
+    pthread_mutex_lock(&s->lock);
+    if (seen)
+        s->solo_wanted = true;
+    else if (ok && n == 0 && w->suspects == COHORT_SUSPECTS_ONLY)
+        s->solo_wanted = false;
+    if (w->solo && !keep) {
+        s->solo = w->solo = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
  * allow): the first into w->docs[0] for this worker, the rest into the ready queue. False if
  * none. */
 static bool claim_some(worker_t *w, int64_t *last_error_log)
 {
     cohort_service_t *s = w->service;
-    size_t size = claim_size(w);
+    size_t size = w->solo ? 1 : claim_size(w);
     size_t extra = size > 1 ? take_more(s, size - 1) : 0;
     size_t want = 1 + extra;
     cohort_filter_refresh(s, &w->filter);
     if (w->n_lost > 0)
         release_lost_claims(w);
     size_t n = 0;
+    bool seen = false;
     bson_error_t error;
-    bool ok = claim(w, want, &n, &error);
+    bool ok = claim(w, want, &n, &seen, &error);
+    if (w->solo || seen)
+        settle_solo(w, ok, n, seen);
     cohort_capacity_claimed(s, w->docs, n);
     if (want > n)
         give_back(s, want - n); /* nothing was claimed for these */
@@ -429,7 +512,8 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
         s->prefetched(s->prefetched_arg);
     if (!ok || n == 0) {
         pthread_mutex_lock(&s->lock);
-        s->drained = true; /* poll again next tick */
+        if (!ok || !(seen || w->suspects == COHORT_SUSPECTS_ONLY))
+            s->drained = true; /* poll again next tick (else: suspects, or other work) */
         s->probing = false;
         s->running--;
         pthread_cond_broadcast(&s->wake);
@@ -464,10 +548,17 @@ static void worker_loop(worker_t *w)
         if (w->n_runs > 0 && ready_empty(s))
             flush_outcomes(w);
         bson_t *doc = NULL;
-        take_t take = take_work(s, w->slot, &doc);
+        take_t take = take_work(s, w->slot, w->n_runs, &doc, &w->solo);
         if (take == TAKE_STOP)
             break;
-        if (take == TAKE_CLAIM) {
+        if (take == TAKE_FLUSH) {
+            flush_outcomes(w);
+            continue;
+        }
+        if (take == TAKE_CLAIM || take == TAKE_SOLO) {
+            w->suspects = take == TAKE_SOLO ? COHORT_SUSPECTS_ONLY
+                          : w->solo         ? COHORT_SUSPECTS_ANY
+                                            : COHORT_SUSPECTS_SKIP;
             if (!claim_some(w, &last_error_log))
                 continue;
             doc = &w->docs[0];
@@ -484,6 +575,9 @@ static void worker_loop(worker_t *w)
 
         pthread_mutex_lock(&s->lock);
         s->running--;
+        s->slots[w->slot].unwritten = w->n_runs;
+        if (w->solo) /* the suspect ran: the others go on */
+            s->solo = w->solo = false;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
         give_back_surplus(w);
