@@ -63,10 +63,6 @@ typedef struct cohort_slot {
     bool timed_out;
     bson_oid_t *held; /* tasks whose outcome waits for the worker's bulk write */
     size_t n_held;
-    /* Outcomes the slot's worker holds unwritten, as it last said (never fewer): a suspect is
-     * claimed only once none is left (workers.c), so no outcome of a claim sent back while
-     * this node was silent can land on this node's new claim of the same attempt. */
-    size_t unwritten;
 } cohort_slot_t;
 
 #define COHORT_MAX_BUSY_GROUPS 256 /* groups a claim query excludes, at most */

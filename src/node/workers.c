@@ -33,34 +33,26 @@ typedef enum take {
     TAKE_READY, /* a task a batch claim took: run it */
     TAKE_CLAIM, /* one claim from the budget: claim */
     TAKE_SOLO,  /* one claim from the budget, of suspects only, made alone */
-    TAKE_FLUSH, /* write the outcomes held first: a suspect waits for them */
     TAKE_WAIT,
 } take_t;
 
 static cohort_prefetch_input_t prefetch_input(cohort_service_t *s, size_t self);
 
 /* Whether a claim made now would be alone (lock held): no other claim or task of the
- * service in flight on this node, none prefetched, no outcome held unwritten. */
-static bool alone(cohort_service_t *s)
+ * service in flight on this node, none prefetched. */
+static bool alone(const cohort_service_t *s)
 {
-    if (s->running > 0 || s->ready_n > 0)
-        return false;
-    for (size_t i = 0; i < s->n_threads; i++)
-        if (s->slots[i].unwritten > 0)
-            return false;
-    return true;
+    return s->running == 0 && s->ready_n == 0;
 }
 
-/* What a worker holding `held` unwritten outcomes may do now (lock held). Suspects: while one
- * is wanted, tasks already prefetched still run but no claim starts until the worker would
- * be alone; a thread wedged in a timed-out handler never ends, so it lets claims go on. */
-static take_t next_take(cohort_service_t *s, size_t slot, size_t held)
+/* What a worker may do now (lock held). Suspects: while one is wanted, tasks already
+ * prefetched still run but no claim starts until the worker would be alone; a thread wedged
+ * in a timed-out handler never ends, so it lets claims go on. */
+static take_t next_take(cohort_service_t *s, size_t slot)
 {
     bool want_solo = s->solo_wanted && atomic_load(&s->wedged_slots) == 0;
     if (s->stopping)
         return TAKE_STOP;
-    if (want_solo && held > 0)
-        return TAKE_FLUSH;
     if (slot >= s->target_workers || s->solo)
         return TAKE_WAIT;
     if (s->ready_n > 0)
@@ -78,13 +70,11 @@ static take_t next_take(cohort_service_t *s, size_t slot, size_t held)
  * live worker count parks here until the count grows again, and every worker parks while
  * the whole service is paused or blocked (tasks already claimed still run). *solo is set
  * when the claim is made alone: a suspect it takes runs before any other worker goes on. */
-static take_t take_work(cohort_service_t *s, size_t slot, size_t held, bson_t **ready,
-                        bool *solo)
+static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready, bool *solo)
 {
     pthread_mutex_lock(&s->lock);
-    s->slots[slot].unwritten = held;
     take_t take;
-    while ((take = next_take(s, slot, held)) == TAKE_WAIT)
+    while ((take = next_take(s, slot)) == TAKE_WAIT)
         pthread_cond_wait(&s->wake, &s->lock);
     /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
     cohort_prefetch_input_t in = prefetch_input(s, 0);
@@ -103,7 +93,7 @@ static take_t take_work(cohort_service_t *s, size_t slot, size_t held, bson_t **
             s->probing = true; /* this worker finds out whether there is work */
         cohort_capacity_reserve(s);
     }
-    if (take != TAKE_STOP && take != TAKE_FLUSH)
+    if (take != TAKE_STOP)
         s->running++; /* from the claim on: shutdown waits for a claim in flight too */
     pthread_mutex_unlock(&s->lock);
     return take;
@@ -190,13 +180,7 @@ typedef struct worker {
 /* Writes the outcomes the worker holds (see outcomes.h). */
 static void flush_outcomes(worker_t *w)
 {
-    cohort_service_t *s = w->service;
-    cohort_outcomes_flush(s, &w->ctx, w->runs, w->outcomes, &w->n_runs);
-    pthread_mutex_lock(&s->lock);
-    s->slots[w->slot].unwritten = 0;
-    if (s->solo_wanted)
-        pthread_cond_broadcast(&s->wake); /* a suspect may be claimed now */
-    pthread_mutex_unlock(&s->lock);
+    cohort_outcomes_flush(w->service, &w->ctx, w->runs, w->outcomes, &w->n_runs);
 }
 
 static const char *coalesce_key(const bson_t *doc)
@@ -548,13 +532,9 @@ static void worker_loop(worker_t *w)
         if (w->n_runs > 0 && ready_empty(s))
             flush_outcomes(w);
         bson_t *doc = NULL;
-        take_t take = take_work(s, w->slot, w->n_runs, &doc, &w->solo);
+        take_t take = take_work(s, w->slot, &doc, &w->solo);
         if (take == TAKE_STOP)
             break;
-        if (take == TAKE_FLUSH) {
-            flush_outcomes(w);
-            continue;
-        }
         if (take == TAKE_CLAIM || take == TAKE_SOLO) {
             w->suspects = take == TAKE_SOLO ? COHORT_SUSPECTS_ONLY
                           : w->solo         ? COHORT_SUSPECTS_ANY
@@ -575,7 +555,6 @@ static void worker_loop(worker_t *w)
 
         pthread_mutex_lock(&s->lock);
         s->running--;
-        s->slots[w->slot].unwritten = w->n_runs;
         if (w->solo) /* the suspect ran: the others go on */
             s->solo = w->solo = false;
         pthread_cond_broadcast(&s->wake);

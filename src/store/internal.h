@@ -155,8 +155,8 @@ STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
  * last_error and without their group lock: a claim lost by its node (expired, restarted,
  * stalled) or an external worker's lease that ran out. Unlike an unclaim, the attempt stays
  * counted, except under the suspect rule (`suspects`: a node's claims, which it may have died
- * of): there only a suspect's is, and every other task gives its attempt back and becomes a
- * suspect (upkeep.c). *released (may be NULL) counts them. */
+ * of): there only a suspect's is, and every other task becomes a suspect, its attempt
+ * recorded as `uncounted` (upkeep.c). *released (may be NULL) counts them. */
 STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t *client,
                                          const char *service, const bson_t *filter,
                                          const char *reason, bool suspects, int64_t *released,

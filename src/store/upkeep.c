@@ -104,8 +104,11 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
 /* Queues in `bulk` the release of one claimed task `doc` (its _id, claimed_by, attempts,
  * suspect), conditional on that claim still being held, with a "crashed" entry in its
  * history. Under the suspect rule (`suspects`, the claims of a node), an attempt is counted
- * only if the task was a suspect, which a node runs alone: any other gives its attempt back
- * and becomes a suspect. A lease that ran out (an external worker's) is counted. */
+ * only if the task was a suspect, which a node runs alone: any other becomes a suspect and
+ * its attempt is added to `uncounted`, which max_attempts does not see. `attempts` itself
+ * never goes down: with the node it names the claim, so an outcome of the lost claim can
+ * never match a later one, even the same node's. A lease that ran out (an external worker's)
+ * is counted. */
 static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, const char *reason,
                           bool suspects, int64_t now_ms, bson_error_t *error)
 {
@@ -113,8 +116,7 @@ static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, cons
     if (!bson_iter_init_find(&id, doc, "_id") || !bson_iter_init_find(&node, doc, "claimed_by") ||
         !bson_iter_init_find(&attempts, doc, "attempts"))
         return true; /* not a claim as Cohort writes it: the next page's filter skips it */
-    bool counted = !suspects || cohort_store_task_suspect(doc) ||
-                   !BSON_ITER_HOLDS_NUMBER(&attempts) || bson_iter_as_int64(&attempts) < 1;
+    bool counted = !suspects || cohort_store_task_suspect(doc);
     char why[256];
     snprintf(why, sizeof why, "%s%s", reason, counted ? "" : NOT_COUNTED);
     bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
@@ -131,7 +133,7 @@ static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, cons
         BSON_APPEND_BOOL(&set, "suspect", true);
     bson_append_document_end(&update, &set);
     if (!counted) {
-        bson_t *back = BCON_NEW("$inc", "{", "attempts", BCON_INT32(-1), "}");
+        bson_t *back = BCON_NEW("$inc", "{", "uncounted", BCON_INT32(1), "}");
         bson_concat(&update, back);
         bson_destroy(back);
     }
