@@ -68,9 +68,12 @@ static take_t next_take(cohort_service_t *s, size_t slot)
 /* The next piece of work for a worker: a task waiting in the ready queue, or else one claim
  * from the budget, waiting for a tick if there is none. A worker whose slot is beyond the
  * live worker count parks here until the count grows again, and every worker parks while
- * the whole service is paused or blocked (tasks already claimed still run). *solo is set
- * when the claim is made alone: a suspect it takes runs before any other worker goes on. */
-static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready, bool *solo)
+ * the whole service is paused or blocked (tasks already claimed still run). *suspects says
+ * whether the claim may take a suspect: ONLY for TAKE_SOLO (s->solo is then set: no other
+ * worker goes on until the suspect ran), ANY for a single claim made while the service is
+ * idle here (settle_solo() decides once it sees what it took), else SKIP. */
+static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
+                        cohort_suspects_t *suspects)
 {
     pthread_mutex_lock(&s->lock);
     take_t take;
@@ -78,9 +81,11 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready, bool *
         pthread_cond_wait(&s->wake, &s->lock);
     /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
     cohort_prefetch_input_t in = prefetch_input(s, 0);
-    *solo = take == TAKE_SOLO ||
-            (take == TAKE_CLAIM && alone(s) && cohort_prefetch_want(&s->prefetch, &in) == 1);
-    if (*solo)
+    *suspects = take == TAKE_SOLO ? COHORT_SUSPECTS_ONLY
+                : take == TAKE_CLAIM && alone(s) && cohort_prefetch_want(&s->prefetch, &in) == 1
+                    ? COHORT_SUSPECTS_ANY
+                    : COHORT_SUSPECTS_SKIP;
+    if (take == TAKE_SOLO)
         s->solo = true;
     if (take == TAKE_READY) {
         *ready = s->ready[s->ready_head];
@@ -165,10 +170,10 @@ typedef struct worker {
     cohort_task_outcome_t *outcomes;
     size_t n_runs;
     int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
-    /* This claim is made alone (s->solo): with `suspects` ONLY (a suspect was seen) or ANY
-     * (a single claim that found the service idle here); a suspect it takes runs alone. */
-    bool solo;
+    /* What the worker's claim may take (take_work()), and whether it holds s->solo: a claim
+     * of suspects only, or a suspect it runs alone. */
     cohort_suspects_t suspects;
+    bool solo;
     cohort_worker_filter_t filter;
     /* The tokens of claim calls that failed: their claims may have landed with the reply
      * lost, held by this node though no worker runs them. Given back once the database
@@ -451,23 +456,50 @@ int64_t cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_
     return -1;
 }
 
-/* After a claim (w->solo, or a suspect seen): a suspect taken alone keeps the others waiting
- * until it ran; anything else lets them go on. A batch claim that left a suspect makes the
- * workers want one claim alone; one of suspects only that found none ends that. */
-static void settle_solo(worker_t *w, bool ok, size_t n, bool seen)
+/* After a claim that may take a suspect, or saw one: a suspect runs only while nothing else
+ * of the service runs here (s->solo keeps the others waiting until it ran). A suspect that a
+ * single claim took while another worker started meanwhile is given back untouched, and the
+ * workers want a claim alone, as after a batch claim that left one; a claim of suspects only
+ * that found none ends that. Returns whether w->docs[0] must be given back. */
+static bool settle_solo(worker_t *w, bool ok, size_t n, bool seen)
 {
     cohort_service_t *s = w->service;
-    bool keep = w->solo && n == 1 && cohort_store_task_suspect(&w->docs[0]);
+    bool suspect = n == 1 && w->suspects != COHORT_SUSPECTS_SKIP &&
+                   cohort_store_task_suspect(&w->docs[0]);
+    bool back = false;
     pthread_mutex_lock(&s->lock);
-    if (seen)
+    if (suspect && !w->solo) {
+        back = s->solo || s->running > 1 || s->ready_n > 0;
+        if (!back)
+            s->solo = w->solo = true;
+    }
+    if (seen || back)
         s->solo_wanted = true;
     else if (ok && n == 0 && w->suspects == COHORT_SUSPECTS_ONLY)
         s->solo_wanted = false;
-    if (w->solo && !keep) {
+    if (w->solo && !suspect) {
         s->solo = w->solo = false;
         pthread_cond_broadcast(&s->wake);
     }
     pthread_mutex_unlock(&s->lock);
+    return back;
+}
+
+/* Gives back the suspect in w->docs[0] (settle_solo()), untouched, and frees it. */
+static void give_back_suspect(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    bson_iter_t id, at;
+    bson_error_t error;
+    if (!bson_iter_init_find(&id, &w->docs[0], "_id") ||
+        !bson_iter_init_find(&at, &w->docs[0], "attempts") || !BSON_ITER_HOLDS_NUMBER(&at) ||
+        !cohort_store_unclaim(s->store, w->ctx.client, s->config->name, bson_iter_value(&id),
+                              s->node_id, (int32_t)bson_iter_as_int64(&at),
+                              coalesce_key(&w->docs[0]), &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                    "cannot give back a suspect task claimed beside running ones (it is reset "
+                    "once its claim runs out)");
+    bson_destroy(&w->docs[0]);
 }
 
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
@@ -476,7 +508,7 @@ static void settle_solo(worker_t *w, bool ok, size_t n, bool seen)
 static bool claim_some(worker_t *w, int64_t *last_error_log)
 {
     cohort_service_t *s = w->service;
-    size_t size = w->solo ? 1 : claim_size(w);
+    size_t size = w->suspects != COHORT_SUSPECTS_SKIP ? 1 : claim_size(w);
     size_t extra = size > 1 ? take_more(s, size - 1) : 0;
     size_t want = 1 + extra;
     cohort_filter_refresh(s, &w->filter);
@@ -486,8 +518,11 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
     bool seen = false;
     bson_error_t error;
     bool ok = claim(w, want, &n, &seen, &error);
-    if (w->solo || seen)
-        settle_solo(w, ok, n, seen);
+    if ((w->suspects != COHORT_SUSPECTS_SKIP || seen) && settle_solo(w, ok, n, seen)) {
+        give_back_suspect(w);
+        n = 0;
+        seen = true; /* wanted alone: not a drained queue */
+    }
     cohort_capacity_claimed(s, w->docs, n);
     if (want > n)
         give_back(s, want - n); /* nothing was claimed for these */
@@ -532,13 +567,11 @@ static void worker_loop(worker_t *w)
         if (w->n_runs > 0 && ready_empty(s))
             flush_outcomes(w);
         bson_t *doc = NULL;
-        take_t take = take_work(s, w->slot, &doc, &w->solo);
+        take_t take = take_work(s, w->slot, &doc, &w->suspects);
+        w->solo = take == TAKE_SOLO;
         if (take == TAKE_STOP)
             break;
         if (take == TAKE_CLAIM || take == TAKE_SOLO) {
-            w->suspects = take == TAKE_SOLO ? COHORT_SUSPECTS_ONLY
-                          : w->solo         ? COHORT_SUSPECTS_ANY
-                                            : COHORT_SUSPECTS_SKIP;
             if (!claim_some(w, &last_error_log))
                 continue;
             doc = &w->docs[0];
