@@ -36,8 +36,6 @@ typedef enum take {
     TAKE_WAIT,
 } take_t;
 
-static cohort_prefetch_input_t prefetch_input(cohort_service_t *s, size_t self);
-
 /* Whether a claim made now would be alone (lock held): no other claim or task of the
  * service in flight on this node, none prefetched. */
 static bool alone(const cohort_service_t *s)
@@ -70,8 +68,8 @@ static take_t next_take(cohort_service_t *s, size_t slot)
  * live worker count parks here until the count grows again, and every worker parks while
  * the whole service is paused or blocked (tasks already claimed still run). *suspects says
  * whether the claim may take a suspect: ONLY for TAKE_SOLO (s->solo is then set: no other
- * worker goes on until the suspect ran), ANY for a single claim made while the service is
- * idle here (settle_solo() decides once it sees what it took), else SKIP. */
+ * worker goes on until the suspect ran), ANY for a claim made while the service is idle here
+ * (if it is a single one, settle_solo() decides once it sees what it took), else SKIP. */
 static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
                         cohort_suspects_t *suspects)
 {
@@ -80,11 +78,9 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
     while ((take = next_take(s, slot)) == TAKE_WAIT)
         pthread_cond_wait(&s->wake, &s->lock);
     /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
-    cohort_prefetch_input_t in = prefetch_input(s, 0);
-    *suspects = take == TAKE_SOLO ? COHORT_SUSPECTS_ONLY
-                : take == TAKE_CLAIM && alone(s) && cohort_prefetch_want(&s->prefetch, &in) == 1
-                    ? COHORT_SUSPECTS_ANY
-                    : COHORT_SUSPECTS_SKIP;
+    *suspects = take == TAKE_SOLO                  ? COHORT_SUSPECTS_ONLY
+                : take == TAKE_CLAIM && alone(s) ? COHORT_SUSPECTS_ANY
+                                                   : COHORT_SUSPECTS_SKIP;
     if (take == TAKE_SOLO)
         s->solo = true;
     if (take == TAKE_READY) {
@@ -508,9 +504,11 @@ static void give_back_suspect(worker_t *w)
 static bool claim_some(worker_t *w, int64_t *last_error_log)
 {
     cohort_service_t *s = w->service;
-    size_t size = w->suspects != COHORT_SUSPECTS_SKIP ? 1 : claim_size(w);
+    size_t size = w->suspects == COHORT_SUSPECTS_ONLY ? 1 : claim_size(w);
     size_t extra = size > 1 ? take_more(s, size - 1) : 0;
     size_t want = 1 + extra;
+    if (want > 1 && w->suspects == COHORT_SUSPECTS_ANY)
+        w->suspects = COHORT_SUSPECTS_SKIP; /* a batch: it notes suspects, never takes one */
     cohort_filter_refresh(s, &w->filter);
     if (w->n_lost > 0)
         release_lost_claims(w);
