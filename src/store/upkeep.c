@@ -170,8 +170,8 @@ bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const 
     int64_t now_ms = cohort_clock_cluster_ms();
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t *opts = BCON_NEW("projection", "{", "claimed_by", BCON_INT32(1), "attempts",
-                            BCON_INT32(1), "suspect", BCON_INT32(1), "}", "sort", "{", "_id", BCON_INT32(1), "}", "limit",
-                            BCON_INT64(COHORT_OPERATOR_PAGE));
+                            BCON_INT32(1), "suspect", BCON_INT32(1), "}", "sort", "{", "_id",
+                            BCON_INT32(1), "}", "limit", BCON_INT64(COHORT_OPERATOR_PAGE));
     bson_value_t last = {.value_type = BSON_TYPE_EOD};
     bool ok = true, more = true;
     while (ok && more) {

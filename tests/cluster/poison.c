@@ -11,8 +11,9 @@
  *     (batch claims, outcomes held for a bulk write) in the third. Every innocent task
  *     must end succeeded, with one counted attempt (attempts - uncounted: no crash of its
  *     neighbour counted against it), and the poison task failed with "exceeds
- *     max_attempts" after at least max_attempts crashes. Before the suspect rule, the three tasks running beside the poison one were
- *     claimed with it again after each restart and ended failed with it.
+ *     max_attempts" after at least max_attempts crashes. Before the suspect rule, the
+ *     three tasks running beside the poison one were claimed with it again after each
+ *     restart and ended failed with it. cluster-batch32/poison runs it with claim_batch 32.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
