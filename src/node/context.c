@@ -84,6 +84,11 @@ const bson_t *cohort_task_data(const cohort_task_t *task)
     return &task->data;
 }
 
+int cohort_task_counted_attempts(const cohort_task_t *task)
+{
+    return task->attempt - task->uncounted;
+}
+
 int cohort_task_attempt(const cohort_task_t *task)
 {
     return task->attempt;
@@ -154,6 +159,11 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
             bson_value_copy(bson_iter_value(&it), &task->attempts_raw); /* a number: no heap */
         }
     }
+
+    task->uncounted = 0;
+    if (bson_iter_init_find(&it, doc, "uncounted") && BSON_ITER_HOLDS_NUMBER(&it) &&
+        bson_iter_as_int64(&it) > 0 && bson_iter_as_int64(&it) < task->attempt)
+        task->uncounted = (int)bson_iter_as_int64(&it);
 
     task->kind = task->group = task->status = task->last_error = NULL;
     task->priority = 0;

@@ -32,6 +32,9 @@ struct cohort_task {
      * value as it is, for the write that quarantines the task. A number: nothing to free. */
     bool attempts_bad;
     bson_value_t attempts_raw;
+    /* Of those attempts, the ones not counted against max_attempts: cut short by a node
+     * that may have died of another task (the task's `uncounted`, store/upkeep.c). */
+    int uncounted;
     const char *kind;   /* views into the claimed document; NULL if none */
     const char *group;
     int64_t priority;
@@ -56,6 +59,10 @@ struct cohort_batch {
  * task is quarantined), if the document is not a well-formed task. */
 bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claimed_at,
                           bson_error_t *error);
+
+/* The task's attempts that count against max_attempts and its retry backoff: `attempt`
+ * less `uncounted`, at least 1. */
+int cohort_task_counted_attempts(const cohort_task_t *task);
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced);

@@ -124,7 +124,7 @@ void cohort_host_run_task(cohort_ctx_t *ctx, cohort_task_run_t *run)
         result->finish = COHORT_FINISH_SUCCEEDED;
         break;
     case COHORT_TASK_RETRY:
-        cohort_host_retry(config, task->attempt, result);
+        cohort_host_retry(config, cohort_task_counted_attempts(task), result);
         result->error = message ? message : "handler asked for a retry";
         break;
     case COHORT_TASK_FAILED:

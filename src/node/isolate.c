@@ -348,11 +348,11 @@ static void retry_or_fail(cohort_isolate_t *pool, cohort_task_run_t *run)
 {
     const cohort_service_config_t *config = pool->service->config;
     run->result.error = run->why;
-    if (run->task.attempt < config->max_attempts) {
+    int counted = cohort_task_counted_attempts(&run->task);
+    if (counted < config->max_attempts) {
         run->result.finish = COHORT_FINISH_RETRY;
-        run->result.retry_at_ms =
-            cohort_clock_cluster_ms() +
-            cohort_task_retry_delay_ms(config->retry_base_ms, run->task.attempt);
+        run->result.retry_at_ms = cohort_clock_cluster_ms() +
+                                  cohort_task_retry_delay_ms(config->retry_base_ms, counted);
     } else {
         run->result.finish = COHORT_FINISH_FAILED;
     }

@@ -150,6 +150,12 @@ typedef struct cohort_service {
     bool work_seen;       /* a claim found a task this tick: every worker may claim */
     bool probing;         /* until then one worker probes; the others wait for its result */
     bool stopping;        /* no more claims */
+    /* Suspects (workers.c; docs/ARCHITECTURE.md#suspects) run alone on a node: `solo` while a
+     * worker claims or runs one, when no other worker takes work; `solo_wanted` once a batch
+     * claim saw one due: no new claim starts until the service is idle here, then one worker
+     * claims suspects alone until none is left. */
+    bool solo;
+    bool solo_wanted;
     pthread_t *threads;
     cohort_slot_t *slots; /* one per thread; room for COHORT_MAX_WORKERS */
     size_t n_threads;     /* threads started (joined at destroy) */

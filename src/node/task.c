@@ -122,11 +122,11 @@ void cohort_task_run(cohort_ctx_t *ctx, size_t slot, const bson_t *claimed,
         /* Quarantined: bad data never reaches the handler. */
         snprintf(run->why, sizeof run->why, "%s", malformed.message);
         run->result.error = run->why;
-    } else if (run->task.attempt > config->max_attempts) {
+    } else if (cohort_task_counted_attempts(&run->task) > config->max_attempts) {
         snprintf(run->why, sizeof run->why,
                  "attempt %d exceeds max_attempts %lld: earlier runs never reported an outcome "
                  "(did the handler crash its node?)",
-                 run->task.attempt, (long long)config->max_attempts);
+                 cohort_task_counted_attempts(&run->task), (long long)config->max_attempts);
         run->result.error = run->why;
     } else if (config->isolation == COHORT_ISOLATION_PROCESS && service->isolate) {
         cohort_isolate_run(service->isolate, slot, claimed, run);

@@ -5,6 +5,10 @@
  *
  * Workers share one mutex and condition per service. The lock guards only the budget and
  * flags, never a database call, so claiming and processing run in parallel.
+ *
+ * Suspects (tasks sent back with a node that may have died of one of them) run alone: no
+ * other task of the service runs on this node beside one, so that if it crashes the node
+ * again the release counts its attempt and no other's (store/upkeep.c).
  */
 #include "node/workers.h"
 
@@ -29,26 +33,62 @@ typedef enum take {
     TAKE_STOP,  /* the service is stopping */
     TAKE_READY, /* a task a batch claim took: run it */
     TAKE_CLAIM, /* one claim from the budget: claim */
+    TAKE_SOLO,  /* one claim from the budget, of suspects only, made alone */
+    TAKE_WAIT,
 } take_t;
+
+/* Whether a claim made now would be alone (lock held): no other claim or task of the
+ * service in flight on this node, none prefetched. */
+static bool alone(const cohort_service_t *s)
+{
+    return s->running == 0 && s->ready_n == 0;
+}
+
+/* What a worker may do now (lock held). Suspects: while one is wanted, tasks already
+ * prefetched still run but no claim starts until the worker would be alone; a thread wedged
+ * in a timed-out handler never ends, so it lets claims go on. */
+static take_t next_take(cohort_service_t *s, size_t slot)
+{
+    bool want_solo = s->solo_wanted && atomic_load(&s->wedged_slots) == 0;
+    if (s->stopping)
+        return TAKE_STOP;
+    if (slot >= s->target_workers || s->solo)
+        return TAKE_WAIT;
+    if (s->ready_n > 0)
+        return TAKE_READY;
+    if (s->drained || s->budget == 0 || s->stopped_all || (s->probing && !s->work_seen) ||
+        !cohort_capacity_may_claim(s))
+        return TAKE_WAIT;
+    if (want_solo)
+        return alone(s) ? TAKE_SOLO : TAKE_WAIT;
+    return TAKE_CLAIM;
+}
 
 /* The next piece of work for a worker: a task waiting in the ready queue, or else one claim
  * from the budget, waiting for a tick if there is none. A worker whose slot is beyond the
  * live worker count parks here until the count grows again, and every worker parks while
- * the whole service is paused or blocked (tasks already claimed still run). */
-static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready)
+ * the whole service is paused or blocked (tasks already claimed still run). *suspects says
+ * whether the claim may take a suspect: ONLY for TAKE_SOLO (s->solo is then set: no other
+ * worker goes on until the suspect ran), ANY for a claim made while the service is idle here
+ * (if it is a single one, settle_solo() decides once it sees what it took), else SKIP. */
+static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
+                        cohort_suspects_t *suspects)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->stopping && (slot >= s->target_workers ||
-                            (s->ready_n == 0 &&
-                             (s->drained || s->budget == 0 || s->stopped_all ||
-                              (s->probing && !s->work_seen) || !cohort_capacity_may_claim(s)))))
+    take_t take;
+    while ((take = next_take(s, slot)) == TAKE_WAIT)
         pthread_cond_wait(&s->wake, &s->lock);
-    take_t take = s->stopping ? TAKE_STOP : s->ready_n > 0 ? TAKE_READY : TAKE_CLAIM;
+    /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
+    *suspects = take == TAKE_SOLO                  ? COHORT_SUSPECTS_ONLY
+                : take == TAKE_CLAIM && alone(s) ? COHORT_SUSPECTS_ANY
+                                                   : COHORT_SUSPECTS_SKIP;
+    if (take == TAKE_SOLO)
+        s->solo = true;
     if (take == TAKE_READY) {
         *ready = s->ready[s->ready_head];
         s->ready_head = (s->ready_head + 1) % s->ready_cap;
         s->ready_n--;
-    } else if (take == TAKE_CLAIM) {
+    } else if (take == TAKE_CLAIM || take == TAKE_SOLO) {
         if (s->budget > 0)
             s->budget--;
         if (!s->work_seen)
@@ -127,6 +167,10 @@ typedef struct worker {
     cohort_task_outcome_t *outcomes;
     size_t n_runs;
     int64_t first_run_ms; /* monotonic: when the oldest unwritten outcome was made */
+    /* What the worker's claim may take (take_work()), and whether it holds s->solo: a claim
+     * of suspects only, or a suspect it runs alone. */
+    cohort_suspects_t suspects;
+    bool solo;
     cohort_worker_filter_t filter;
     /* The tokens of claim calls that failed: their claims may have landed with the reply
      * lost, held by this node though no worker runs them. Given back once the database
@@ -246,9 +290,9 @@ static void run_claimed(worker_t *w, const bson_t *doc)
         bson_value_destroy(&run->task.id_value);
         return;
     }
-    if (w->batch == 1 || run->task.attempts_bad) {
+    if (w->batch == 1 || run->task.attempts_bad || w->solo) {
         /* At once: a group's lock goes with its outcome; a hand-written attempts count
-         * needs a write of its own. */
+         * needs a write of its own; a suspect run alone is cleared before others run. */
         cohort_task_record(&w->ctx, run);
         bson_value_destroy(&run->task.id_value);
         return;
@@ -304,8 +348,8 @@ static void release_lost_claims(worker_t *w)
 }
 
 /* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
- * *n receives how many. */
-static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
+ * *n receives how many; *suspect_seen whether a batch claim left a suspect that was due. */
+static bool claim(worker_t *w, size_t want, size_t *n, bool *suspect_seen, bson_error_t *error)
 {
     cohort_service_t *s = w->service;
     const cohort_handler_t *h = s->plugin->handler;
@@ -320,6 +364,8 @@ static bool claim(worker_t *w, size_t want, size_t *n, bson_error_t *error)
         .n_stopped_kinds = w->filter.n_kinds,
         .busy_groups = (const char *const *)w->filter.groups,
         .n_busy_groups = w->filter.n_groups,
+        .suspects = w->suspects,
+        .suspect_seen = suspect_seen,
     };
     cohort_capacity_filter(s, &filter);
     int64_t now = cohort_clock_cluster_ms();
@@ -409,21 +455,75 @@ int64_t cohort_workers_give_back_unstartable(cohort_service_t *s, mongoc_client_
     return -1;
 }
 
+/* After a claim that may take a suspect, or saw one: a suspect runs only while nothing else
+ * of the service runs here (s->solo keeps the others waiting until it ran). A suspect that a
+ * single claim took while another worker started meanwhile is given back untouched, and the
+ * workers want a claim alone, as after a batch claim that left one; a claim of suspects only
+ * that found none ends that. Returns whether w->docs[0] must be given back. */
+static bool settle_solo(worker_t *w, bool ok, size_t n, bool seen)
+{
+    cohort_service_t *s = w->service;
+    bool suspect = n == 1 && w->suspects != COHORT_SUSPECTS_SKIP &&
+                   cohort_store_task_suspect(&w->docs[0]);
+    bool back = false;
+    pthread_mutex_lock(&s->lock);
+    if (suspect && !w->solo) {
+        back = s->solo || s->running > 1 || s->ready_n > 0;
+        if (!back)
+            s->solo = w->solo = true;
+    }
+    if (seen || back)
+        s->solo_wanted = true;
+    else if (ok && n == 0 && w->suspects == COHORT_SUSPECTS_ONLY)
+        s->solo_wanted = false;
+    if (w->solo && !suspect) {
+        s->solo = w->solo = false;
+        pthread_cond_broadcast(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return back;
+}
+
+/* Gives back the suspect in w->docs[0] (settle_solo()), untouched, and frees it. */
+static void give_back_suspect(worker_t *w)
+{
+    cohort_service_t *s = w->service;
+    bson_iter_t id, at;
+    bson_error_t error;
+    if (!bson_iter_init_find(&id, &w->docs[0], "_id") ||
+        !bson_iter_init_find(&at, &w->docs[0], "attempts") || !BSON_ITER_HOLDS_NUMBER(&at) ||
+        !cohort_store_unclaim(s->store, w->ctx.client, s->config->name, bson_iter_value(&id),
+                              s->node_id, (int32_t)bson_iter_as_int64(&at),
+                              coalesce_key(&w->docs[0]), &error))
+        cohort_logf(COHORT_LOG_WARN, s->config->name, cohort_election_role(&s->election), 0,
+                    "cannot give back a suspect task claimed beside running ones (it is reset "
+                    "once its claim runs out)");
+    bson_destroy(&w->docs[0]);
+}
+
 /* Claims as many tasks as claim_size() says (as far as the budget and the ready queue
  * allow): the first into w->docs[0] for this worker, the rest into the ready queue. False if
  * none. */
 static bool claim_some(worker_t *w, int64_t *last_error_log)
 {
     cohort_service_t *s = w->service;
-    size_t size = claim_size(w);
+    size_t size = w->suspects == COHORT_SUSPECTS_ONLY ? 1 : claim_size(w);
     size_t extra = size > 1 ? take_more(s, size - 1) : 0;
     size_t want = 1 + extra;
+    if (want > 1 && w->suspects == COHORT_SUSPECTS_ANY)
+        w->suspects = COHORT_SUSPECTS_SKIP; /* a batch: it notes suspects, never takes one */
     cohort_filter_refresh(s, &w->filter);
     if (w->n_lost > 0)
         release_lost_claims(w);
     size_t n = 0;
+    bool seen = false;
     bson_error_t error;
-    bool ok = claim(w, want, &n, &error);
+    bool ok = claim(w, want, &n, &seen, &error);
+    if ((w->suspects != COHORT_SUSPECTS_SKIP || seen) && settle_solo(w, ok, n, seen)) {
+        give_back_suspect(w);
+        n = 0;
+        seen = true; /* wanted alone: not a drained queue */
+    }
     cohort_capacity_claimed(s, w->docs, n);
     if (want > n)
         give_back(s, want - n); /* nothing was claimed for these */
@@ -432,7 +532,8 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
         s->prefetched(s->prefetched_arg);
     if (!ok || n == 0) {
         pthread_mutex_lock(&s->lock);
-        s->drained = true; /* poll again next tick */
+        if (!ok || !(seen || w->suspects == COHORT_SUSPECTS_ONLY))
+            s->drained = true; /* poll again next tick (else: suspects, or other work) */
         s->probing = false;
         s->running--;
         pthread_cond_broadcast(&s->wake);
@@ -467,10 +568,11 @@ static void worker_loop(worker_t *w)
         if (w->n_runs > 0 && ready_empty(s))
             flush_outcomes(w);
         bson_t *doc = NULL;
-        take_t take = take_work(s, w->slot, &doc);
+        take_t take = take_work(s, w->slot, &doc, &w->suspects);
+        w->solo = take == TAKE_SOLO;
         if (take == TAKE_STOP)
             break;
-        if (take == TAKE_CLAIM) {
+        if (take == TAKE_CLAIM || take == TAKE_SOLO) {
             if (!claim_some(w, &last_error_log))
                 continue;
             doc = &w->docs[0];
@@ -487,6 +589,8 @@ static void worker_loop(worker_t *w)
 
         pthread_mutex_lock(&s->lock);
         s->running--;
+        if (w->solo) /* the suspect ran: the others go on */
+            s->solo = w->solo = false;
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
         give_back_surplus(w);

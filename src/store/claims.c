@@ -80,6 +80,30 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     }
 }
 
+/* The claim's rule for suspects: {suspect: {$ne: true}} or {suspect: true}. */
+static void append_suspects(bson_t *query, cohort_suspects_t suspects)
+{
+    if (suspects == COHORT_SUSPECTS_ONLY) {
+        BSON_APPEND_BOOL(query, "suspect", true);
+    } else if (suspects == COHORT_SUSPECTS_SKIP) {
+        bson_t ne;
+        BSON_APPEND_DOCUMENT_BEGIN(query, "suspect", &ne);
+        BSON_APPEND_BOOL(&ne, "$ne", true);
+        bson_append_document_end(query, &ne);
+    }
+}
+
+static cohort_suspects_t suspects_of(const cohort_claim_filter_t *filter)
+{
+    return filter ? filter->suspects : COHORT_SUSPECTS_ANY;
+}
+
+bool cohort_store_task_suspect(const bson_t *task)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, task, "suspect") && bson_iter_as_bool(&it);
+}
+
 int64_t cohort_store_task_weight(const bson_t *task)
 {
     bson_iter_t it;
@@ -160,6 +184,7 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
+    append_suspects(&query, suspects_of(filter));
     bson_t *sort = store_claim_sort();
     bson_t *update = claim_update(node_id, token, 0);
     bson_t *fields = BCON_NEW("history", BCON_INT32(0));
@@ -186,18 +211,20 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
 /* The candidates' ids into `ids` (an array) and their number into *n. With the filter's
  * weight room (cohort_claim_filter_t), of the candidates chosen the first is kept (the query
  * let it through: within the room, or any when the node holds nothing) and after it only
- * tasks of weight 1: a batch prefetches light work only. */
+ * tasks of weight 1: a batch prefetches light work only. Skipping suspects, the query finds
+ * them too (so that a node learns one is due) and they are left out, not counted. */
 static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *sort,
                             size_t max, bool spread, const cohort_claim_filter_t *filter,
                             bson_t *ids, uint32_t *n, bson_error_t *error)
 {
     bool weighed = filter && filter->weight_room > 0;
+    bool skip = suspects_of(filter) == COHORT_SUSPECTS_SKIP;
     size_t limit = spread ? max * CLAIM_SPREAD : max;
     bson_t *opts = BCON_NEW("limit", BCON_INT64((int64_t)limit), "projection", "{", "_id",
                             BCON_INT32(1), "priority", BCON_INT32(1), "weight", BCON_INT32(1),
-                            "}");
+                            "suspect", BCON_INT32(1), "}");
     BSON_APPEND_DOCUMENT(opts, "sort", sort);
-    if (!spread && !weighed) {
+    if (!spread && !weighed && !skip) {
         bool ok = store_find_ids(tasks, query, opts, ids, n, error);
         bson_destroy(opts);
         return ok;
@@ -214,6 +241,11 @@ static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, con
         bson_iter_t it;
         if (!bson_iter_init_find(&it, doc, "_id"))
             continue;
+        if (skip && cohort_store_task_suspect(doc)) {
+            if (filter->suspect_seen)
+                *filter->suspect_seen = true;
+            continue;
+        }
         bson_value_copy(bson_iter_value(&it), &seen[got]);
         light[got] = cohort_store_task_weight(doc) <= 1;
         int32_t priority = bson_iter_init_find(&it, doc, "priority") &&
@@ -260,6 +292,8 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t query = BSON_INITIALIZER;
     claim_query(&query, now_ms, filter);
+    if (suspects_of(filter) == COHORT_SUSPECTS_ONLY)
+        append_suspects(&query, COHORT_SUSPECTS_ONLY);
     bson_t *sort = store_claim_sort();
 
     /* 1. The candidates, in claim order (after a collision, a window of the top tier). */
@@ -273,6 +307,8 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_DOCUMENT_BEGIN(&query, "_id", &in);
         BSON_APPEND_ARRAY(&in, "$in", &ids);
         bson_append_document_end(&query, &in);
+        if (suspects_of(filter) == COHORT_SUSPECTS_SKIP) /* one sent back meanwhile */
+            append_suspects(&query, COHORT_SUSPECTS_SKIP);
         bson_t *update = claim_update(node_id, token, lease_until_ms);
         bson_t reply;
         ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);

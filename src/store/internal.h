@@ -153,11 +153,13 @@ STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
 
 /* Sends the claimed tasks matching `filter` back to pending with `reason` as their
  * last_error and without their group lock: a claim lost by its node (expired, restarted,
- * stalled). Unlike an unclaim, the attempt stays counted. *released (may be NULL) counts
- * them. */
+ * stalled) or an external worker's lease that ran out. Unlike an unclaim, the attempt stays
+ * counted, except under the suspect rule (`suspects`: a node's claims, which it may have died
+ * of): there only a suspect's is, and every other task becomes a suspect, its attempt
+ * recorded as `uncounted` (upkeep.c). *released (may be NULL) counts them. */
 STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t *client,
                                          const char *service, const bson_t *filter,
-                                         const char *reason, int64_t *released,
+                                         const char *reason, bool suspects, int64_t *released,
                                          bson_error_t *error);
 
 /* cohort_store_claim_tasks() with a lease: an external worker's claim (leases.c) ends at

@@ -305,7 +305,7 @@ bool cohort_store_expire_leases(cohort_store_t *store, mongoc_client_t *client,
     bool ok = store_release_claims(store, client, service, filter,
                                    "lease expired: its external worker neither reported nor "
                                    "extended the lease in time",
-                                   released, error);
+                                   false, released, error);
     bson_destroy(filter);
     return ok;
 }

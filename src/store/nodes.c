@@ -170,7 +170,8 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_ARRAY(&in, "$in", &ids);
         bson_append_document_end(&release, &in);
         ok = store_release_claims(store, client, service, &release,
-                                  "released: its node expired (no ping)", released, error);
+                                  "released: its node expired (no ping)", true, released,
+                                  error);
         bson_destroy(&release);
 
         if (ok) {

@@ -88,7 +88,8 @@ static bson_t *retry_update(const cohort_task_change_t *change, const char *from
     bson_append_document_end(update, &set);
     BCON_APPEND(update, "$currentDate", "{", "run_at", BCON_BOOL(true), "}", "$unset", "{",
                 "finished_at", BCON_UTF8(""), "group_lock", BCON_UTF8(""), "claim_token",
-                BCON_UTF8(""), "acknowledged", BCON_UTF8(""), "}");
+                BCON_UTF8(""), "acknowledged", BCON_UTF8(""), "uncounted", BCON_UTF8(""),
+                "suspect", BCON_UTF8(""), "}");
     append_operator_entry(update, change, "retried", from);
     return update;
 }

@@ -46,6 +46,7 @@ void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
 
     BSON_APPEND_DOCUMENT_BEGIN(update, "$unset", &unset);
     BSON_APPEND_UTF8(&unset, "group_lock", "");
+    BSON_APPEND_UTF8(&unset, "suspect", ""); /* it ran to an outcome: not the culprit */
     bson_append_document_end(update, &unset);
 
     if (result->finish != COHORT_FINISH_RETRY) {

@@ -300,6 +300,12 @@ void cohort_store_watch_close(cohort_store_watch_t *watch);
 
 /* ---- claims.c: claiming tasks ----------------------------------------------------------- */
 
+typedef enum cohort_suspects {
+    COHORT_SUSPECTS_ANY = 0,
+    COHORT_SUSPECTS_SKIP,
+    COHORT_SUSPECTS_ONLY,
+} cohort_suspects_t;
+
 /* Which pending tasks a node may claim, beyond "due": kinds it serves, kinds paused or
  * blocked, groups known to be running. Empty lists filter nothing. */
 typedef struct cohort_claim_filter {
@@ -321,11 +327,21 @@ typedef struct cohort_claim_filter {
      * worker about to start it. 0: no limit (external workers). */
     int64_t weight_room;
     bool weight_any_first;
+    /* Suspects (docs/SCHEMA.md `suspect`: tasks sent back with a node that may have died of
+     * one of them) run alone, so that the next crash names its culprit. COHORT_SUSPECTS_ANY
+     * (the default: external workers) claims them like any task; _SKIP (a node's claim beside
+     * other tasks) leaves them, and a batch claim that found one among its candidates sets
+     * *suspect_seen (may be NULL); _ONLY claims nothing else (a node's claim made alone). */
+    cohort_suspects_t suspects;
+    bool *suspect_seen;
 } cohort_claim_filter_t;
 
 /* A task document's weight: its `weight` field in [1, COHORT_WEIGHT_MAX], 1 if it has none
  * (written before weights existed) or a bad one. */
 int64_t cohort_store_task_weight(const bson_t *task);
+
+/* Whether a task document is a suspect (its `suspect` field is true). */
+bool cohort_store_task_suspect(const bson_t *task);
 
 /* A claim token and its NUL. Each claim call marks what it claims with one: a node's is an
  * ObjectId's 24 hex digits (cohort_store_new_claim_token(): unique, cheap, not secret); an

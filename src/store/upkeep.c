@@ -10,6 +10,8 @@
 
 #include "core/clock.h"
 
+#include <stdio.h>
+
 /* How many completed batches back a late tracked task is looked for. A writer reads the open
  * batch and inserts a moment later; it cannot fall further behind than this without pausing
  * through several whole batches. The bound keeps the query on a short range of the
@@ -94,34 +96,62 @@ bool cohort_store_checkin_tasks(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-/* Queues in `bulk` the release of one claimed task `doc` (its _id, claimed_by, attempts),
- * conditional on that claim still being held, with a "crashed" entry in its history. */
+/* Why a released attempt was not counted (queue_release). */
+#define NOT_COUNTED                                                                                \
+    "; attempt not counted: its node may have died of another task it held, so this task "        \
+    "runs alone next (suspect)"
+
+/* Queues in `bulk` the release of one claimed task `doc` (its _id, claimed_by, attempts,
+ * suspect), conditional on that claim still being held, with a "crashed" entry in its
+ * history. Under the suspect rule (`suspects`, the claims of a node), an attempt is counted
+ * only if the task was a suspect, which a node runs alone: any other becomes a suspect and
+ * its attempt is added to `uncounted`, which max_attempts does not see. `attempts` itself
+ * never goes down: with the node it names the claim, so an outcome of the lost claim can
+ * never match a later one, even the same node's. A lease that ran out (an external worker's)
+ * is counted. */
 static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, const char *reason,
-                          int64_t now_ms, bson_error_t *error)
+                          bool suspects, int64_t now_ms, bson_error_t *error)
 {
     bson_iter_t id, node, attempts;
     if (!bson_iter_init_find(&id, doc, "_id") || !bson_iter_init_find(&node, doc, "claimed_by") ||
         !bson_iter_init_find(&attempts, doc, "attempts"))
         return true; /* not a claim as Cohort writes it: the next page's filter skips it */
+    bool counted = !suspects || cohort_store_task_suspect(doc);
+    char why[256];
+    snprintf(why, sizeof why, "%s%s", reason, counted ? "" : NOT_COUNTED);
     bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
     BSON_APPEND_VALUE(&filter, "_id", bson_iter_value(&id));
     BSON_APPEND_UTF8(&filter, "status", "claimed");
     BSON_APPEND_VALUE(&filter, "claimed_by", bson_iter_value(&node));
     BSON_APPEND_VALUE(&filter, "attempts", bson_iter_value(&attempts));
-    bson_t *change = BCON_NEW("$set", "{", "status", BCON_UTF8("pending"), "claimed_by",
-                              BCON_NULL, "last_error", BCON_UTF8(reason), "}", "$unset", "{",
-                              "group_lock", BCON_UTF8(""), "claim_token", BCON_UTF8(""),
-                              "lease_expires_at", BCON_UTF8(""), "}");
-    bson_concat(&update, change);
+    bson_t set, unset;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+    BSON_APPEND_UTF8(&set, "status", "pending");
+    BSON_APPEND_NULL(&set, "claimed_by");
+    BSON_APPEND_UTF8(&set, "last_error", why);
+    if (!counted)
+        BSON_APPEND_BOOL(&set, "suspect", true);
+    bson_append_document_end(&update, &set);
+    if (!counted) {
+        bson_t *back = BCON_NEW("$inc", "{", "uncounted", BCON_INT32(1), "}");
+        bson_concat(&update, back);
+        bson_destroy(back);
+    }
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
+    BSON_APPEND_UTF8(&unset, "group_lock", "");
+    BSON_APPEND_UTF8(&unset, "claim_token", "");
+    BSON_APPEND_UTF8(&unset, "lease_expires_at", "");
+    bson_append_document_end(&update, &unset);
     BSON_APPEND_UTF8(&entry, "event", "crashed");
     BSON_APPEND_VALUE(&entry, "node", bson_iter_value(&node));
     BSON_APPEND_INT32(&entry, "attempt",
                       BSON_ITER_HOLDS_INT32(&attempts) ? bson_iter_int32(&attempts) : 0);
     BSON_APPEND_DATE_TIME(&entry, "at", now_ms);
-    BSON_APPEND_UTF8(&entry, "error", reason);
+    BSON_APPEND_UTF8(&entry, "error", why);
+    if (!counted)
+        BSON_APPEND_BOOL(&entry, "counted", false);
     store_append_history_push(&update, &entry);
     bool ok = mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL, error);
-    bson_destroy(change);
     bson_destroy(&entry);
     bson_destroy(&update);
     bson_destroy(&filter);
@@ -132,16 +162,16 @@ static bool queue_release(mongoc_bulk_operation_t *bulk, const bson_t *doc, cons
  * history entry (its node and attempt), so the release goes task by task in bulk writes of
  * one page, found in _id order after the last page (each page's memory, whatever the count). */
 bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                          const bson_t *filter, const char *reason, int64_t *released,
-                          bson_error_t *error)
+                          const bson_t *filter, const char *reason, bool suspects,
+                          int64_t *released, bson_error_t *error)
 {
     if (released)
         *released = 0;
     int64_t now_ms = cohort_clock_cluster_ms();
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t *opts = BCON_NEW("projection", "{", "claimed_by", BCON_INT32(1), "attempts",
-                            BCON_INT32(1), "}", "sort", "{", "_id", BCON_INT32(1), "}", "limit",
-                            BCON_INT64(COHORT_OPERATOR_PAGE));
+                            BCON_INT32(1), "suspect", BCON_INT32(1), "}", "sort", "{", "_id",
+                            BCON_INT32(1), "}", "limit", BCON_INT64(COHORT_OPERATOR_PAGE));
     bson_value_t last = {.value_type = BSON_TYPE_EOD};
     bool ok = true, more = true;
     while (ok && more) {
@@ -169,7 +199,7 @@ bool store_release_claims(cohort_store_t *store, mongoc_client_t *client, const 
                 bson_value_destroy(&last);
                 bson_value_copy(bson_iter_value(&id), &last);
             }
-            ok = queue_release(bulk, doc, reason, now_ms, error);
+            ok = queue_release(bulk, doc, reason, suspects, now_ms, error);
             n++;
         }
         if (ok)
@@ -197,8 +227,8 @@ bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
 {
     bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "claimed_by", BCON_UTF8(node_id));
     bool ok = store_release_claims(store, client, service, filter,
-                                   "released: its node restarted while running it", released,
-                                   error);
+                                   "released: its node restarted while running it", true,
+                                   released, error);
     bson_destroy(filter);
     return ok;
 }
@@ -217,7 +247,7 @@ bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                               "$exists", BCON_BOOL(false), "}");
     bool ok = store_release_claims(store, client, service, filter,
                                    "stalled: its node stopped checking in; reset to pending",
-                                   reset, error);
+                                   true, reset, error);
     bson_destroy(filter);
     return ok;
 }

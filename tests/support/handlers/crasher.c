@@ -8,6 +8,8 @@
  *   { "crash": "fork_segv" }  fork a process that lives on for 3 s (holding every fd, the
  *                         node's socket included), then die of SIGSEGV: the node must see
  *                         the death without waiting for the socket to close
+ *   "crash_after_ms": N   with any crash: run N ms first (a poison task that takes its node
+ *                         down while the tasks beside it run)
  *   { "sleep_ms": N }     sleep N ms, then succeed (a task to time out, or to be slow)
  *   anything else         succeed at once
  *
@@ -17,7 +19,8 @@
  * the same reason: exit() runs the libraries' exit-time cleanup while libmongoc's monitoring
  * thread still runs, a race that AddressSanitizer reports (turning the status into 1).
  *
- * In thread isolation these tasks take the whole node down: use them with isolation = process.
+ * In thread isolation these tasks take the whole node down: use them with isolation = process,
+ * or to take a node down on purpose (cluster/poison).
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -36,6 +39,7 @@ static cohort_outcome_t process(cohort_ctx_t *ctx, void *state, cohort_task_t *t
     bson_iter_t it;
     if (bson_iter_init_find(&it, data, "crash") && BSON_ITER_HOLDS_UTF8(&it)) {
         const char *how = bson_iter_utf8(&it, NULL);
+        task_sleep_ms(task_data_int(data, "crash_after_ms", 0));
         if (strcmp(how, "segv") == 0) {
             signal(SIGSEGV, SIG_DFL);
             raise(SIGSEGV);
