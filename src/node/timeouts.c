@@ -6,6 +6,7 @@
  */
 #include "node/timeouts.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,7 @@ static int64_t mark_overdue(cohort_service_t *s, overdue_t *out, size_t *n)
             continue;
         }
         slot->timed_out = true;
-        atomic_fetch_add(&s->wedged_slots, 1);
+        cohort_timeouts_note_wedged(s, 1);
         overdue_t *o = &out[(*n)++];
         *o = (overdue_t){.slot = i,
                          .id = {.value_type = BSON_TYPE_OID},
@@ -166,4 +167,22 @@ void cohort_timeouts_stop(cohort_timeouts_t *t)
     pthread_join(t->thread, NULL);
     cohort_wake_destroy(&t->wake);
     free(t);
+}
+
+/* Wedged threads of every service of the process: they may never end, so they do not keep a
+ * suspect from running alone (workers.c). */
+static atomic_size_t process_wedged;
+
+void cohort_timeouts_note_wedged(cohort_service_t *s, int delta)
+{
+    atomic_fetch_add(&s->wedged_slots, delta);
+    if (delta > 0)
+        atomic_fetch_add(&process_wedged, (size_t)delta);
+    else
+        atomic_fetch_sub(&process_wedged, (size_t)-delta);
+}
+
+size_t cohort_timeouts_wedged_in_process(void)
+{
+    return atomic_load(&process_wedged);
 }

@@ -31,4 +31,12 @@ void cohort_timeouts_poke(cohort_timeouts_t *timeouts);
 /* Stops and joins the thread and frees the watchdog. NULL: nothing. */
 void cohort_timeouts_stop(cohort_timeouts_t *timeouts);
 
+/* A worker slot of `service` is wedged (delta 1: its task timed out and its handler has not
+ * returned) or no longer (-1): counted in the service's wedged_slots and in the process's. */
+void cohort_timeouts_note_wedged(cohort_service_t *service, int delta);
+
+/* Wedged slots of every service of this process (workers.c: they do not keep a suspect from
+ * running alone, since they may never end). */
+size_t cohort_timeouts_wedged_in_process(void);
+
 #endif

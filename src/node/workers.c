@@ -7,12 +7,16 @@
  * flags, never a database call, so claiming and processing run in parallel.
  *
  * Suspects (tasks sent back with a node that may have died of one of them) run alone: no
- * other task of the service runs on this node beside one, so that if it crashes the node
- * again the release counts its attempt and no other's (store/upkeep.c).
+ * other task runs in this process beside one, of its service or any other (a crash under
+ * thread isolation ends every task of the process), so that if it crashes the node again the
+ * release counts its attempt and no other's (store/upkeep.c). Within a service the lock and
+ * condition say so; across services two process-wide counters do, and a worker held back by
+ * another service looks again every PROCESS_POLL_MS (the other service does not signal it).
  */
 #include "node/workers.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +39,44 @@ typedef enum take {
     TAKE_CLAIM, /* one claim from the budget: claim */
     TAKE_SOLO,  /* one claim from the budget, of suspects only, made alone */
     TAKE_WAIT,
+    TAKE_WAIT_PROCESS, /* held back by another service's tasks: look again shortly */
 } take_t;
 
+#define PROCESS_POLL_MS 20
+
+/* Claims in flight and tasks running in this process, every service's; and whether some
+ * service holds the process's one suspect slot (claims or runs a suspect alone). */
+static atomic_size_t process_running;
+static atomic_bool process_solo;
+/* The claims and runs of the process that count against running a suspect alone. */
+static size_t process_busy(void)
+{
+    size_t running = atomic_load(&process_running), wedged = cohort_timeouts_wedged_in_process();
+    return running > wedged ? running - wedged : 0;
+}
+
+/* Takes the process's suspect slot for `s` (lock held); false if another service has it. */
+static bool solo_acquire(cohort_service_t *s)
+{
+    bool free_slot = false;
+    if (!atomic_compare_exchange_strong(&process_solo, &free_slot, true))
+        return false;
+    s->solo = true;
+    return true;
+}
+
+/* Gives the slot back (lock held). */
+static void solo_release(cohort_service_t *s)
+{
+    s->solo = false;
+    atomic_store(&process_solo, false);
+}
+
 /* Whether a claim made now would be alone (lock held): no other claim or task of the
- * service in flight on this node, none prefetched. */
+ * service in flight on this node, none prefetched, and none of another service either. */
 static bool alone(const cohort_service_t *s)
 {
-    return s->running == 0 && s->ready_n == 0;
+    return s->running == 0 && s->ready_n == 0 && process_busy() == 0;
 }
 
 /* What a worker may do now (lock held). Suspects: while one is wanted, tasks already
@@ -54,13 +89,18 @@ static take_t next_take(cohort_service_t *s, size_t slot)
         return TAKE_STOP;
     if (slot >= s->target_workers || s->solo)
         return TAKE_WAIT;
+    if (atomic_load(&process_solo))
+        return TAKE_WAIT_PROCESS; /* another service runs a suspect alone */
     if (s->ready_n > 0)
         return TAKE_READY;
     if (s->drained || s->budget == 0 || s->stopped_all || (s->probing && !s->work_seen) ||
         !cohort_capacity_may_claim(s))
         return TAKE_WAIT;
-    if (want_solo)
-        return alone(s) ? TAKE_SOLO : TAKE_WAIT;
+    if (want_solo) {
+        if (s->running > 0 || s->ready_n > 0)
+            return TAKE_WAIT;
+        return alone(s) && solo_acquire(s) ? TAKE_SOLO : TAKE_WAIT_PROCESS;
+    }
     return TAKE_CLAIM;
 }
 
@@ -76,14 +116,24 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
 {
     pthread_mutex_lock(&s->lock);
     take_t take;
-    while ((take = next_take(s, slot)) == TAKE_WAIT)
-        pthread_cond_wait(&s->wake, &s->lock);
+    while ((take = next_take(s, slot)) == TAKE_WAIT || take == TAKE_WAIT_PROCESS) {
+        if (take == TAKE_WAIT) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += PROCESS_POLL_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->wake, &s->lock, &until);
+    }
     /* A single claim made alone may take a suspect too (cohort_claim_filter_t). */
     *suspects = take == TAKE_SOLO                  ? COHORT_SUSPECTS_ONLY
                 : take == TAKE_CLAIM && alone(s) ? COHORT_SUSPECTS_ANY
                                                    : COHORT_SUSPECTS_SKIP;
-    if (take == TAKE_SOLO)
-        s->solo = true;
     if (take == TAKE_READY) {
         *ready = s->ready[s->ready_head];
         s->ready_head = (s->ready_head + 1) % s->ready_cap;
@@ -95,8 +145,10 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
             s->probing = true; /* this worker finds out whether there is work */
         cohort_capacity_reserve(s);
     }
-    if (take != TAKE_STOP)
+    if (take != TAKE_STOP) {
         s->running++; /* from the claim on: shutdown waits for a claim in flight too */
+        atomic_fetch_add(&process_running, 1);
+    }
     pthread_mutex_unlock(&s->lock);
     return take;
 }
@@ -266,7 +318,7 @@ static void run_claimed(worker_t *w, const bson_t *doc)
     cohort_prefetch_note_run(&s->prefetch, bson_get_monotonic_time() - run_started_us);
     bool timed_out = slot->timed_out;
     if (timed_out)
-        atomic_fetch_sub(&s->wedged_slots, 1);
+        cohort_timeouts_note_wedged(s, -1);
     slot->busy = slot->timed_out = false;
     slot->deadline_ms = 0;
     pthread_mutex_unlock(&s->lock);
@@ -468,16 +520,19 @@ static bool settle_solo(worker_t *w, bool ok, size_t n, bool seen)
     bool back = false;
     pthread_mutex_lock(&s->lock);
     if (suspect && !w->solo) {
-        back = s->solo || s->running > 1 || s->ready_n > 0;
+        /* Alone in the process: this claim is the one task counted anywhere in it. */
+        back = s->solo || s->running > 1 || s->ready_n > 0 ||
+               process_busy() > 1 || !solo_acquire(s);
         if (!back)
-            s->solo = w->solo = true;
+            w->solo = true;
     }
     if (seen || back)
         s->solo_wanted = true;
     else if (ok && n == 0 && w->suspects == COHORT_SUSPECTS_ONLY)
         s->solo_wanted = false;
     if (w->solo && !suspect) {
-        s->solo = w->solo = false;
+        solo_release(s);
+        w->solo = false;
         pthread_cond_broadcast(&s->wake);
     }
     pthread_mutex_unlock(&s->lock);
@@ -536,6 +591,7 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
             s->drained = true; /* poll again next tick (else: suspects, or other work) */
         s->probing = false;
         s->running--;
+        atomic_fetch_sub(&process_running, 1);
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
         if (!ok && error.domain == MONGOC_ERROR_SERVER)
@@ -589,8 +645,11 @@ static void worker_loop(worker_t *w)
 
         pthread_mutex_lock(&s->lock);
         s->running--;
-        if (w->solo) /* the suspect ran: the others go on */
-            s->solo = w->solo = false;
+        atomic_fetch_sub(&process_running, 1);
+        if (w->solo) { /* the suspect ran: the others go on */
+            solo_release(s);
+            w->solo = false;
+        }
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
         give_back_surplus(w);

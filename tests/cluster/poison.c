@@ -136,3 +136,68 @@ Test(cluster_poison, a_poison_task_fails_alone_and_its_neighbours_succeed)
     }
     cluster_node_stop_ok(n, 10000);
 }
+
+/* A crash under thread isolation ends every task of the process, whatever its service: so a
+ * suspect runs alone in the process, not only in its service. One node hosts the poison
+ * service and another one whose 8 innocent tasks (400 ms each, 2 workers) run when the
+ * poison task (150 ms, then abort()) crashes the node. Each of them must succeed with one
+ * counted attempt. With suspects alone per service only, an innocent suspect of the other
+ * service ran beside the poison suspect and paid for its crashes (attempts - uncounted 2 to
+ * 4, or failed). */
+#define OTHER "other"
+#define OTHER_TASKS 8
+
+static int64_t final_in(cluster_t *c, const char *service)
+{
+    return cluster_try_count(c, service,
+                             "{\"status\": {\"$in\": [\"succeeded\", \"failed\"]}}");
+}
+
+Test(cluster_poison, a_suspect_runs_alone_in_the_process_not_only_in_its_service)
+{
+    const char *settings = "workers = 2\nmax_attempts = 3\nretry_base_ms = 50";
+    cluster_options_t options = {
+        .tag = "poison2",
+        .services = {{.name = SERVICE, .handler = CRASHER, .settings = settings},
+                     {.name = OTHER, .handler = CRASHER, .settings = settings}},
+    };
+    cluster_t *c = cluster_new(&options);
+    cluster_primacy_t p;
+    cluster_start_elected(c, 1, SERVICE, 10000, &p);
+    cluster_node_t *n = &c->nodes[0];
+    for (int i = 0; i < OTHER_TASKS; i++)
+        cluster_enqueue(c, OTHER, "{\"sleep_ms\": 400}", NULL, NULL);
+    cluster_enqueue(c, SERVICE, "{\"crash\": \"abort\", \"crash_after_ms\": 150}", NULL, NULL);
+    int crashes = 0;
+    int64_t deadline = test_now_ms() + 60000;
+    while (final_in(c, OTHER) != OTHER_TASKS || final_in(c, SERVICE) != 1) {
+        cluster_assert(c, test_now_ms() < deadline,
+                       "only %lld of %d tasks of '%s' and %lld of 1 of '%s' final after 60 s "
+                       "(%d crashes)",
+                       (long long)final_in(c, OTHER), OTHER_TASKS, OTHER,
+                       (long long)final_in(c, SERVICE), SERVICE, crashes);
+        if (!cluster_node_alive(n)) {
+            cluster_assert(c, WIFSIGNALED(n->wait_status) && WTERMSIG(n->wait_status) == SIGABRT,
+                           "the node ended otherwise than by the poison's abort() (wait "
+                           "status %d)",
+                           n->wait_status);
+            crashes++;
+            cluster_node_start(n);
+        }
+        test_sleep_ms(20);
+    }
+    int64_t innocent_ok = cluster_try_count(
+        c, OTHER,
+        "{\"status\": \"succeeded\", \"$expr\": {\"$eq\": [{\"$subtract\": [\"$attempts\", "
+        "{\"$ifNull\": [\"$uncounted\", 0]}]}, 1]}}");
+    cluster_assert(c, innocent_ok == OTHER_TASKS,
+                   "%lld of the %d tasks of '%s' succeeded with one counted attempt after %d "
+                   "crashes of the poison task of '%s' (see %s)",
+                   (long long)innocent_ok, OTHER_TASKS, OTHER, crashes, SERVICE, c->dir);
+    cluster_assert(c,
+                   cluster_try_count(c, SERVICE, "{\"status\": \"failed\"}") == 1 &&
+                       crashes >= MAX_ATTEMPTS,
+                   "the poison task did not fail after max_attempts crashes (%d crashes)",
+                   crashes);
+    cluster_node_stop_ok(n, 10000);
+}
