@@ -28,8 +28,8 @@ bool cohort_address_parse(const char *text, cohort_address_t *out, bson_error_t 
     }
     if (!addr || out->port == 0 ||
         !evutil_inet_ntop(out->sa.ss_family, addr, out->host, sizeof out->host)) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "'%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", text);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "'%s' must be HOST:PORT (e.g. 127.0.0.1:9464)", text);
         return false;
     }
     return true;

@@ -58,8 +58,8 @@ static bool bad(bson_error_t *error, int position, int field, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "cron field %d (%s): %s",
-                     position, specs[field].name, what);
+    bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "cron field %d (%s): %s",
+                   position, specs[field].name, what);
     return false;
 }
 
@@ -175,19 +175,19 @@ bool cohort_cron_parse(const char *text, cohort_cron_t *cron, bson_error_t *erro
             if (strlen(aliases[i].name) == n && strncasecmp(src, aliases[i].name, n) == 0)
                 expansion = aliases[i].expansion;
         if (!expansion || src[n + strspn(src + n, " \t")] != '\0') {
-            cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                             "cron alias '%s' is unknown (known: @yearly, @annually, @monthly, "
-                             "@weekly, @daily, @midnight, @hourly)",
-                             src);
+            bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                           "cron alias '%s' is unknown (known: @yearly, @annually, @monthly, "
+                           "@weekly, @daily, @midnight, @hourly)",
+                           src);
             return false;
         }
         src = expansion;
     }
     char copy[256];
     if (strlen(src) >= sizeof copy) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "cron expression is too long (at most %zu characters)",
-                         sizeof copy - 1);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "cron expression is too long (at most %zu characters)",
+                       sizeof copy - 1);
         return false;
     }
     strcpy(copy, src);
@@ -200,10 +200,10 @@ bool cohort_cron_parse(const char *text, cohort_cron_t *cron, bson_error_t *erro
         else
             n = 8;
     if (n != 5 && n != 6) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "cron expression '%s' has %s%d fields (expected 5: minute hour "
-                         "day-of-month month day-of-week, or 6 with seconds first)",
-                         text, n > 7 ? "more than " : "", n > 7 ? 7 : n);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "cron expression '%s' has %s%d fields (expected 5: minute hour "
+                       "day-of-month month day-of-week, or 6 with seconds first)",
+                       text, n > 7 ? "more than " : "", n > 7 ? 7 : n);
         return false;
     }
     cron->has_seconds = n == 6;
@@ -223,8 +223,8 @@ bool cohort_cron_parse(const char *text, cohort_cron_t *cron, bson_error_t *erro
     cron->mday_star = fields[F_MDAY - first][0] == '*';
     cron->wday_star = fields[F_WDAY - first][0] == '*';
     if (!can_fire(cron)) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "cron expression '%s' never fires (no month has that day)", text);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "cron expression '%s' never fires (no month has that day)", text);
         return false;
     }
     return true;

@@ -7,18 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void cohort_error_set(bson_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
-{
-    if (!error)
-        return;
-    error->domain = domain;
-    error->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error->message, sizeof error->message, fmt, ap);
-    va_end(ap);
-}
-
 void cohort_error_prefix(bson_error_t *error, const char *fmt, ...)
 {
     if (!error)
@@ -39,7 +27,7 @@ void cohort_error_prefix(bson_error_t *error, const char *fmt, ...)
 
 bool cohort_error_nomem(bson_error_t *error, const char *what)
 {
-    cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY, "out of memory: %s",
-                     what);
+    bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY, "out of memory: %s",
+                   what);
     return false;
 }

@@ -36,9 +36,8 @@ enum {
     COHORT_CODE_UNAVAILABLE = 7, /* the database did not answer */
 };
 
-/* Fills `error` (if not NULL) with a printf-style message. */
-void cohort_error_set(bson_error_t *error, uint32_t domain, uint32_t code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* An error is filled with libbson's bson_set_error(error, domain, code, fmt, ...): it does
+ * nothing when `error` is NULL, and cuts the message at the struct's 504 bytes. */
 
 /* Puts "PREFIX: " (printf-style) before the message already in `error`, keeping its domain
  * and code: "config line 12: " + "takeover_ms must be > tick_ms". */

@@ -29,7 +29,7 @@ static bool refuse(bson_error_t *error, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, "%s", text);
+    bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, "%s", text);
     return false;
 }
 

@@ -23,7 +23,7 @@
 #define GROUP_MAX 512 /* as taskopts.c's KEY_MAX */
 
 #define bad(error, ...) \
-    (cohort_error_set((error), COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, __VA_ARGS__), false)
+    (bson_set_error((error), COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, __VA_ARGS__), false)
 
 static const char *const catch_up_names[] = {"none", "latest", "all"};
 

@@ -37,8 +37,8 @@ static bool parse_enum(const cohort_setting_t *row, const char *value, int64_t *
         strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
         strncat(names, row->choices[i], sizeof names - strlen(names) - 1);
     }
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                     "%s = '%s' is not one of %s", row->name, value, names);
+    bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                   "%s = '%s' is not one of %s", row->name, value, names);
     return false;
 }
 
@@ -53,22 +53,22 @@ bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value,
     if (row->parse && row->parse(value, out))
         return true;
     if (!*value) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "%s is empty (expected a number)", key);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "%s is empty (expected a number)", key);
         return false;
     }
     char *end = NULL;
     errno = 0;
     long long v = strtoll(value, &end, 10);
     if (errno == ERANGE || *end != '\0' || end == value) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "%s = '%s' is not a number", key, value);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "%s = '%s' is not a number", key, value);
         return false;
     }
     if (v < row->min || v > row->max) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "%s = %lld is out of range [%lld, %lld]", key, v, (long long)row->min,
-                         (long long)row->max);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "%s = %lld is out of range [%lld, %lld]", key, v, (long long)row->min,
+                       (long long)row->max);
         return false;
     }
     *out = v;
@@ -158,8 +158,8 @@ bool cohort_settings_apply_defaults(cohort_setting_section_t section, void *base
 bool cohort_setting_check_uri(const char *value, bson_error_t *error)
 {
     if (!*value) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "mongodb_uri is empty");
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "mongodb_uri is empty");
         return false;
     }
     bson_error_t why;
@@ -168,8 +168,8 @@ bool cohort_setting_check_uri(const char *value, bson_error_t *error)
         mongoc_uri_destroy(uri);
         return true;
     }
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                     "mongodb_uri is not a MongoDB connection string: %s", why.message);
+    bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                   "mongodb_uri is not a MongoDB connection string: %s", why.message);
     return false;
 }
 
@@ -177,8 +177,8 @@ bool cohort_setting_check_database(const char *value, bson_error_t *error)
 {
     if (*value && !strpbrk(value, "/\\. \"$") && strlen(value) <= 63)
         return true;
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                     "database = '%s' is not a valid MongoDB database name", value);
+    bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                   "database = '%s' is not a valid MongoDB database name", value);
     return false;
 }
 
@@ -189,9 +189,9 @@ bool cohort_setting_check_node_id(const char *value, bson_error_t *error)
     for (size_t i = 0; ok && i < len; i++)
         ok = (unsigned char)value[i] > ' ' && (unsigned char)value[i] < 0x7f;
     if (!ok)
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "node_id = '%s' is invalid (1-%d printable characters, no spaces)",
-                         value, COHORT_NODE_ID_MAX);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "node_id = '%s' is invalid (1-%d printable characters, no spaces)",
+                       value, COHORT_NODE_ID_MAX);
     return ok;
 }
 
@@ -261,9 +261,9 @@ bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t
     if (r && value >= r->min && value <= r->max)
         return true;
     if (r) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "%s = %lld is out of range [%lld, %lld]", key, (long long)value,
-                         (long long)r->min, (long long)r->max);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "%s = %lld is out of range [%lld, %lld]", key, (long long)value,
+                       (long long)r->min, (long long)r->max);
     } else {
         char names[256];
         cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, names, sizeof names);
@@ -271,8 +271,8 @@ bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t
         snprintf(names + used, sizeof names - used, ", ");
         cohort_settings_list_names(COHORT_SECTION_SERVICE, true, names + used + 2,
                                    sizeof names - used - 2);
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_NOT_FOUND,
-                         "'%s' is not a live setting (known: %s)", key ? key : "", names);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_NOT_FOUND,
+                       "'%s' is not a live setting (known: %s)", key ? key : "", names);
     }
     return false;
 }
@@ -298,18 +298,18 @@ bool cohort_settings_rule_holds(cohort_settings_rule_t rule, const cohort_settin
     if (rule == COHORT_RULE_TAKEOVER_OVER_TICK && s->takeover_ms <= s->tick_ms) {
         if (key)
             *key = "takeover_ms";
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "takeover_ms (%lld) must be greater than tick_ms (%lld)",
-                         (long long)s->takeover_ms, (long long)s->tick_ms);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "takeover_ms (%lld) must be greater than tick_ms (%lld)",
+                       (long long)s->takeover_ms, (long long)s->tick_ms);
         return false;
     }
     /* Check-ins happen on the tick, every stall_timeout_ms/3: keep several per timeout. */
     if (rule == COHORT_RULE_STALL_OVER_TICKS && s->stall_timeout_ms < 3 * s->tick_ms) {
         if (key)
             *key = "stall_timeout_ms";
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
-                         (long long)s->stall_timeout_ms, (long long)(3 * s->tick_ms));
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "stall_timeout_ms (%lld) must be at least 3 * tick_ms (%lld)",
+                       (long long)s->stall_timeout_ms, (long long)(3 * s->tick_ms));
         return false;
     }
     return true;

@@ -13,7 +13,7 @@
 
 /* Fills `error` with a message naming the bad option; returns false. */
 #define bad(error, ...) \
-    (cohort_error_set((error), COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, __VA_ARGS__), false)
+    (bson_set_error((error), COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, __VA_ARGS__), false)
 
 static bool string_option(bson_iter_t *it, const char **out, bson_error_t *error)
 {

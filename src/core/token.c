@@ -48,8 +48,8 @@ static bool random_bytes(uint8_t *bytes, size_t n, bson_error_t *error)
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                             "cannot read random bytes: %s", strerror(errno));
+            bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                           "cannot read random bytes: %s", strerror(errno));
             return false;
         }
         got += (size_t)r;
@@ -74,8 +74,8 @@ bool cohort_token_generate(char *out, size_t len, bson_error_t *error)
     if (!random_bytes(bytes, sizeof bytes, error))
         return false;
     if (len < COHORT_TOKEN_TEXT_MAX) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_INVALID,
-                         "token buffer too small");
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_INVALID,
+                       "token buffer too small");
         return false;
     }
     memcpy(out, COHORT_TOKEN_PREFIX, strlen(COHORT_TOKEN_PREFIX));
@@ -126,9 +126,9 @@ bool cohort_scopes_parse(const char *text, uint32_t *scopes, bson_error_t *error
             if (strlen(cohort_scope_names[i]) == n && strncmp(p, cohort_scope_names[i], n) == 0)
                 found = i;
         if (found < 0) {
-            cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                             "unknown scope '%.*s' (known: read, enqueue, operate, work, admin)",
-                             (int)(n > 64 ? 64 : n), p);
+            bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                           "unknown scope '%.*s' (known: read, enqueue, operate, work, admin)",
+                           (int)(n > 64 ? 64 : n), p);
             return false;
         }
         *scopes |= 1u << found;

@@ -49,8 +49,8 @@ struct cohort_tz {
 
 static bool fail(bson_error_t *error, const char *name, const char *why)
 {
-    cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "time zone '%s': %s",
-                     name, why);
+    bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID, "time zone '%s': %s",
+                   name, why);
     return false;
 }
 

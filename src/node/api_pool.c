@@ -366,16 +366,16 @@ cohort_api_pool_t *cohort_api_pool_start(struct event_base *base, cohort_api_t *
     if (pool->efd < 0 ||
         !(pool->done_event = event_new(base, pool->efd, EV_READ | EV_PERSIST, on_done, pool)) ||
         event_add(pool->done_event, NULL) != 0) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "cannot set up the API's threads: %s", strerror(errno));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "cannot set up the API's threads: %s", strerror(errno));
         cohort_api_pool_destroy(pool);
         return NULL;
     }
     for (size_t i = 0; i < threads; i++) {
         int rc = pthread_create(&pool->threads[i], NULL, thread_main, pool);
         if (rc != 0) {
-            cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                             "cannot start API thread %zu: %s", i + 1, strerror(rc));
+            bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                           "cannot start API thread %zu: %s", i + 1, strerror(rc));
             cohort_api_pool_destroy(pool);
             return NULL;
         }

@@ -135,7 +135,7 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     bson_iter_t it;
     if (!bson_iter_init_find(&it, doc, "_id")) {
         /* Cannot happen: MongoDB gives every document an _id. */
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID, "task has no _id");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID, "task has no _id");
         return false;
     }
     bson_value_copy(bson_iter_value(&it), &task->id_value);
@@ -186,16 +186,16 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
         *claimed_at = bson_iter_date_time(&it);
 
     if (!oid) {
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                         "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
-                         "tasks without an _id or with an ObjectId)");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                       "task _id is not an ObjectId (Cohort creates ObjectIds; insert "
+                       "tasks without an _id or with an ObjectId)");
         return false;
     }
     if (task->attempts_bad) {
         bson_init(&task->data);
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                         "task attempts is not a whole number from 1 to 2147483647 (it "
-                         "was written by hand; Cohort counts attempts itself)");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                       "task attempts is not a whole number from 1 to 2147483647 (it "
+                       "was written by hand; Cohort counts attempts itself)");
         return false;
     }
     if (!bson_iter_init_find(&it, doc, "data")) {
@@ -204,9 +204,9 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     }
     if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
         bson_init(&task->data);
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                         "task data is a %s, not a document",
-                         BSON_ITER_HOLDS_NULL(&it) ? "null" : "non-document value");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                       "task data is a %s, not a document",
+                       BSON_ITER_HOLDS_NULL(&it) ? "null" : "non-document value");
         return false;
     }
     uint32_t len;
@@ -214,8 +214,8 @@ bool cohort_task_from_doc(const bson_t *doc, cohort_task_t *task, int64_t *claim
     bson_iter_document(&it, &len, &bytes);
     if (!bson_init_static(&task->data, bytes, len)) {
         bson_init(&task->data);
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                         "task data is not valid BSON");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                       "task data is not valid BSON");
         return false;
     }
     return true;

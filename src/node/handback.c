@@ -78,8 +78,8 @@ cohort_handback_t *cohort_handback_new(cohort_service_t **services, size_t n_ser
     h->n_services = n_services;
     h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (h->efd < 0) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "cannot set up the prefetch check: %s", strerror(errno));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "cannot set up the prefetch check: %s", strerror(errno));
         free(h);
         return NULL;
     }
@@ -97,8 +97,8 @@ bool cohort_handback_attach(cohort_handback_t *h, struct event_base *base,
     h->check = evtimer_new(base, on_check, h);
     h->poked = event_new(base, h->efd, EV_READ | EV_PERSIST, on_poked, h);
     if (!h->check || !h->poked || event_add(h->poked, NULL) != 0) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "cannot set up the prefetch check on the node's loop");
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "cannot set up the prefetch check on the node's loop");
         return false;
     }
     return true;

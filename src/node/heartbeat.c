@@ -135,8 +135,8 @@ cohort_heartbeat_t *cohort_heartbeat_start(cohort_store_t *store, const char *no
     int rc = pthread_create(&h->thread, NULL, heartbeat_main, h);
     if (rc != 0) {
         heartbeat_free(h);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "cannot start the heartbeat thread: %s", strerror(rc));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "cannot start the heartbeat thread: %s", strerror(rc));
         return NULL;
     }
     return h;

@@ -66,18 +66,18 @@ cohort_service_t *cohort_host_new(const cohort_service_config_t *config, const c
         cohort_ctx_t ctx;
         cohort_ctx_init(&ctx, s, client, false);
         if (!h->init(&ctx, config->options, config->n_options, &s->handler_state)) {
-            cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                             "[service:%s] handler '%s' rejected its configuration: %s",
-                             config->name, h->name ? h->name : plugin->path,
-                             ctx.error[0] ? ctx.error : "init() failed without a message");
+            bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                           "[service:%s] handler '%s' rejected its configuration: %s",
+                           config->name, h->name ? h->name : plugin->path,
+                           ctx.error[0] ? ctx.error : "init() failed without a message");
             cohort_host_destroy(s);
             return NULL;
         }
     } else if (config->n_options > 0) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "line %d: [service:%s] unknown key '%s' (handler '%s' takes no options)",
-                         config->options[0].line, config->name, config->options[0].key,
-                         h->name ? h->name : plugin->path);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "line %d: [service:%s] unknown key '%s' (handler '%s' takes no options)",
+                       config->options[0].line, config->name, config->options[0].key,
+                       h->name ? h->name : plugin->path);
         cohort_host_destroy(s);
         return NULL;
     }
@@ -92,8 +92,8 @@ bool cohort_host_reload(cohort_service_t *s, mongoc_client_t *client,
     cohort_ctx_init(&ctx, s, client, false);
     if (s->plugin->handler->reload(&ctx, s->handler_state, config->options, config->n_options))
         return true;
-    cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID, "%s",
-                     ctx.error[0] ? ctx.error : "no reason given");
+    bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID, "%s",
+                   ctx.error[0] ? ctx.error : "no reason given");
     return false;
 }
 

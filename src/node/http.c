@@ -653,8 +653,8 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
         if (h && h->http)
             evhttp_free(h->http);
         free(h);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
-                         "http_listen = '%s': out of memory", listen);
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
+                       "http_listen = '%s': out of memory", listen);
         return NULL;
     }
     h->callbacks = *callbacks;
@@ -692,9 +692,9 @@ cohort_http_t *cohort_http_start(struct event_base *base, const char *listen,
         int saved = errno;
         if (listener)
             evconnlistener_free(listener);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "http_listen = '%s': cannot listen on it: %s", listen,
-                         saved ? strerror(saved) : "address not available");
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "http_listen = '%s': cannot listen on it: %s", listen,
+                       saved ? strerror(saved) : "address not available");
         cohort_http_destroy(h);
         return NULL;
     }

@@ -469,26 +469,26 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
                                      size_t slots, bson_error_t *error)
 {
     if (!config_path) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "[service:%s] isolation = process needs the node's configuration file, "
-                         "which its worker processes load (none was given)",
-                         service->config->name);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "[service:%s] isolation = process needs the node's configuration file, "
+                       "which its worker processes load (none was given)",
+                       service->config->name);
         return NULL;
     }
     if (slots == 0) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                         "[service:%s] a worker process pool needs at least one slot",
-                         service->config->name);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                       "[service:%s] a worker process pool needs at least one slot",
+                       service->config->name);
         return NULL;
     }
     cohort_isolate_t *pool = calloc(1, sizeof *pool);
     child_t *children = calloc(slots, sizeof *children);
     char *path = realpath(config_path, NULL);
     if (!pool || !children || !path) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, path ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
-                         "[service:%s] cannot set up its worker processes: %s%s%s",
-                         service->config->name, path ? "" : config_path, path ? "" : ": ",
-                         strerror(errno ? errno : ENOMEM));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, path ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                       "[service:%s] cannot set up its worker processes: %s%s%s",
+                       service->config->name, path ? "" : config_path, path ? "" : ": ",
+                       strerror(errno ? errno : ENOMEM));
         free(pool);
         free(children);
         free(path);
@@ -520,9 +520,9 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
     int rc = pthread_create(&pool->spawner, NULL, spawner_main, pool);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "[service:%s] cannot start the worker process spawner: %s",
-                         service->config->name, strerror(rc));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "[service:%s] cannot start the worker process spawner: %s",
+                       service->config->name, strerror(rc));
         cohort_isolate_destroy(pool);
         return NULL;
     }

@@ -152,8 +152,8 @@ cohort_lease_keeper_t *cohort_lease_keeper_start(cohort_store_t *store,
     int rc = pthread_create(&k->thread, NULL, keeper_main, k);
     if (rc != 0) {
         keeper_free(k);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "cannot start the lease thread: %s", strerror(rc));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "cannot start the lease thread: %s", strerror(rc));
         return NULL;
     }
     return k;

@@ -24,10 +24,10 @@ static bool check_kinds(const char *path, const cohort_handler_t *handler, bson_
     for (size_t i = 0; handler->kinds[i]; i++) {
         const char *kind = handler->kinds[i];
         if (!cohort_config_valid_kind(kind)) {
-            cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                             "handler '%s' declares kind '%.80s' (kinds[%zu]), which is not "
-                             "1-%d of [A-Za-z0-9_-]",
-                             path, kind, i, COHORT_KIND_MAX);
+            bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                           "handler '%s' declares kind '%.80s' (kinds[%zu]), which is not "
+                           "1-%d of [A-Za-z0-9_-]",
+                           path, kind, i, COHORT_KIND_MAX);
             return false;
         }
     }
@@ -70,15 +70,15 @@ static void report_load_error(const char *path, const char *why, bson_error_t *e
     if (symbol) {
         symbol += sizeof undefined - 1;
         int len = (int)strcspn(symbol, " ,(");
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "cannot load handler '%s': it calls '%.*s', which is not part of the "
-                         "handler ABI (a handler may call only the functions of "
-                         "cohort/handler.h, ABI version %d, and the libraries it links)",
-                         path, len, symbol, COHORT_HANDLER_ABI_VERSION);
+        bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                       "cannot load handler '%s': it calls '%.*s', which is not part of the "
+                       "handler ABI (a handler may call only the functions of "
+                       "cohort/handler.h, ABI version %d, and the libraries it links)",
+                       path, len, symbol, COHORT_HANDLER_ABI_VERSION);
         return;
     }
-    cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                     "cannot load handler '%s': %s", path, why);
+    bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                   "cannot load handler '%s': %s", path, why);
 }
 
 cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
@@ -94,25 +94,25 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
     }
     const cohort_handler_t *handler = dlsym(dl, COHORT_HANDLER_SYMBOL);
     if (!handler) {
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "'%s' is not a Cohort handler: it does not export the symbol '%s' "
-                         "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
-                         path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
+        bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                       "'%s' is not a Cohort handler: it does not export the symbol '%s' "
+                       "(declare `COHORT_HANDLER_EXPORT const cohort_handler_t %s = {...}`)",
+                       path, COHORT_HANDLER_SYMBOL, COHORT_HANDLER_SYMBOL);
         dlclose(dl);
         return NULL;
     }
     if (handler->abi_version < 1 || handler->abi_version > COHORT_HANDLER_ABI_VERSION) {
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "handler '%s' was built for handler ABI version %u, but this cohortd "
-                         "supports versions 1 to %d: rebuild it against this release's "
-                         "cohort/handler.h",
-                         path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
+        bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                       "handler '%s' was built for handler ABI version %u, but this cohortd "
+                       "supports versions 1 to %d: rebuild it against this release's "
+                       "cohort/handler.h",
+                       path, handler->abi_version, COHORT_HANDLER_ABI_VERSION);
         dlclose(dl);
         return NULL;
     }
     if (!handler->process_task) {
-        cohort_error_set(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
-                         "handler '%s' has no process_task callback (it is required)", path);
+        bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                       "handler '%s' has no process_task callback (it is required)", path);
         dlclose(dl);
         return NULL;
     }
@@ -124,8 +124,8 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
     if (!plugin || !(plugin->path = strdup(path))) {
         free(plugin);
         dlclose(dl);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
-                         "out of memory loading '%s'", path);
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_NO_MEMORY,
+                       "out of memory loading '%s'", path);
         return NULL;
     }
     plugin->dl = dl;

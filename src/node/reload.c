@@ -20,27 +20,27 @@ static bool same_structure(const cohort_config_t *a, const cohort_config_t *b,
 {
     const cohort_setting_t *row = cohort_settings_restart_change(COHORT_SECTION_CLUSTER, a, b);
     if (row) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT, "%s changed",
-                         row->name);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT, "%s changed",
+                       row->name);
         return false;
     }
     if (a->n_services != b->n_services) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
-                         "services were added or removed");
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                       "services were added or removed");
         return false;
     }
     for (size_t i = 0; i < a->n_services; i++) {
         const cohort_service_config_t *x = &a->services[i];
         const cohort_service_config_t *y = cohort_config_find_service(b, x->name);
         if (!y) {
-            cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
-                             "[service:%s] was removed", x->name);
+            bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                           "[service:%s] was removed", x->name);
             return false;
         }
         row = cohort_settings_restart_change(COHORT_SECTION_SERVICE, x, y);
         if (row || !cohort_config_same_scheduling(x, y)) {
-            cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
-                             "[service:%s] %s changed", x->name, row ? row->name : "kind.* keys");
+            bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_CONFLICT,
+                           "[service:%s] %s changed", x->name, row ? row->name : "kind.* keys");
             return false;
         }
     }

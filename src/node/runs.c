@@ -79,11 +79,11 @@ cohort_run_start_t cohort_run_start(cohort_run_t *run, cohort_store_t *store,
         /* Checked in again since the first look (or another run appeared): alive. */
         if (strcmp(other.run_id, first.run_id) != 0 || other.seen_at_ms > first.seen_at_ms) {
             describe(&other, server_ms, who, sizeof who);
-            cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                             "node_id '%s' is in use by another live process (%s): refusing "
-                             "to start; give each process its own node_id, or stop the other "
-                             "one first",
-                             run->node_id, who);
+            bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                           "node_id '%s' is in use by another live process (%s): refusing "
+                           "to start; give each process its own node_id, or stop the other "
+                           "one first",
+                           run->node_id, who);
             return COHORT_RUN_REFUSED;
         }
         sleep_ms(poll_ms);

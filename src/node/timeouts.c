@@ -145,9 +145,9 @@ cohort_timeouts_t *cohort_timeouts_start(cohort_service_t *service, bson_error_t
     if (rc != 0) {
         cohort_wake_destroy(&t->wake);
         free(t);
-        cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                         "[service:%s] cannot start the timeout watchdog thread: %s",
-                         service->config->name, strerror(rc));
+        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                       "[service:%s] cannot start the timeout watchdog thread: %s",
+                       service->config->name, strerror(rc));
         return NULL;
     }
     return t;

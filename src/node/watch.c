@@ -215,8 +215,8 @@ cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *
         int rc = pthread_create(&t->thread, NULL, stream_main, t);
         if (rc != 0) {
             cohort_watcher_stop(w);
-            cohort_error_set(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                             "cannot start the change stream thread: %s", strerror(rc));
+            bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
+                           "cannot start the change stream thread: %s", strerror(rc));
             return NULL;
         }
         t->started = true;

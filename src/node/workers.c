@@ -695,8 +695,8 @@ static void *worker_main(void *arg)
 bool cohort_service_set_workers(cohort_service_t *s, size_t workers, bson_error_t *error)
 {
     if (workers < 1 || workers > COHORT_MAX_WORKERS) {
-        cohort_error_set(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                         "workers = %zu is out of range [1, %d]", workers, COHORT_MAX_WORKERS);
+        bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
+                       "workers = %zu is out of range [1, %d]", workers, COHORT_MAX_WORKERS);
         return false;
     }
     pthread_mutex_lock(&s->lock);
@@ -714,10 +714,10 @@ bool cohort_service_set_workers(cohort_service_t *s, size_t workers, bson_error_
         }
         if (rc != 0) {
             free(arg);
-            cohort_error_set(error, COHORT_DOMAIN_SYSTEM,
-                             rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
-                             "[service:%s] cannot start worker thread %zu: %s", s->config->name,
-                             s->n_threads + 1, strerror(rc));
+            bson_set_error(error, COHORT_DOMAIN_SYSTEM,
+                           rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                           "[service:%s] cannot start worker thread %zu: %s", s->config->name,
+                           s->n_threads + 1, strerror(rc));
             s->target_workers = s->n_threads;
             ok = false;
         } else {

@@ -37,8 +37,8 @@ static bson_t *held_lease(const cohort_lease_ref_t *ref)
 
 static bool bad_ref(bson_error_t *error)
 {
-    cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                     "not a lease token this API handed out");
+    bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                   "not a lease token this API handed out");
     return false;
 }
 
@@ -58,8 +58,8 @@ bool cohort_store_touch_worker(cohort_store_t *store, mongoc_client_t *client, c
     if (!ok && store_is_duplicate_key(error)) {
         /* The upsert would insert a second document with that _id: a cohortd node has it. */
         *clash = true;
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
-                         "the worker name '%s' is a cohortd node's id: pick another", name);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
+                       "the worker name '%s' is a cohortd node's id: pick another", name);
     }
     bson_destroy(opts);
     bson_destroy(update);

@@ -90,9 +90,9 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
                                ? store_run_seen_at(&doc, node->run_id, server_ms)
                                : store_date_field(&doc, "seen_at", server_ms));
     if (ok && !dated) {
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                         "node ping returned no seen_at date (server does not support "
-                         "$currentDate?)");
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                       "node ping returned no seen_at date (server does not support "
+                       "$currentDate?)");
         ok = false;
     }
     bson_iter_t it;
@@ -214,8 +214,8 @@ bool cohort_store_server_time(cohort_store_t *store, mongoc_client_t *client, in
         bson_t reply;
         ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, error);
         if (ok && !store_date_field(&reply, "localTime", server_ms)) {
-            cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
-                             "the server's %s reply has no localTime", commands[i]);
+            bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                           "the server's %s reply has no localTime", commands[i]);
             ok = false;
         }
         bson_destroy(&reply);

@@ -182,18 +182,18 @@ static bool check_task(const bson_t *doc, const char *id, const cohort_task_chan
     cohort_task_status_t known;
     if (!cohort_status_parse(*status, &known) ||
         !cohort_task_action_applies(change->action, known)) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT, "task %s is %s: %s", id,
-                         *status, action_needs(change->action));
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT, "task %s is %s: %s", id,
+                       *status, action_needs(change->action));
         return false;
     }
     bool tracked = bson_iter_init_find(&it, doc, "tracked") && BSON_ITER_HOLDS_BOOL(&it) &&
                    bson_iter_bool(&it);
     int64_t batch = store_int64_field(doc, "batch", 0);
     if (change->action == COHORT_ACTION_DELETE && tracked && batch >= bounds->keep_from) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
-                         "task %s belongs to tracked batch %lld, whose completion callback has "
-                         "not run yet: delete it after the batch completes",
-                         id, (long long)batch);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
+                       "task %s belongs to tracked batch %lld, whose completion callback has "
+                       "not run yet: delete it after the batch completes",
+                       id, (long long)batch);
         return false;
     }
     return true;
@@ -214,8 +214,8 @@ bool cohort_store_change_task(cohort_store_t *store, mongoc_client_t *client, co
     const char *status = "";
     bool ok = found;
     if (!found)
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_NOT_FOUND,
-                         "no task %s in service '%s'", id, service);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_NOT_FOUND,
+                       "no task %s in service '%s'", id, service);
     else
         ok = check_task(&doc, id, change, &bounds, &status, error);
     if (ok && !change->dry_run) {
@@ -229,10 +229,10 @@ bool cohort_store_change_task(cohort_store_t *store, mongoc_client_t *client, co
         mongoc_collection_destroy(tasks);
         bson_destroy(&ids);
         if (ok && changed == 0) {
-            cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
-                             "task %s changed while this ran (it was %s): nothing done; look at "
-                             "it again with `cohortctl task`",
-                             id, status);
+            bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_CONFLICT,
+                           "task %s changed while this ran (it was %s): nothing done; look at "
+                           "it again with `cohortctl task`",
+                           id, status);
             ok = false;
         }
     }
@@ -249,8 +249,8 @@ bool cohort_store_request_cancel(cohort_store_t *store, mongoc_client_t *client,
     if (claimed_by_len)
         claimed_by[0] = '\0';
     if (!bson_oid_is_valid(id, strlen(id))) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                         "'%s' is not a task id (24 hex digits)", id);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                       "'%s' is not a task id (24 hex digits)", id);
         return false;
     }
     bson_oid_t oid;
@@ -352,8 +352,8 @@ bool cohort_store_change_tasks(cohort_store_t *store, mongoc_client_t *client,
 {
     *changed = 0;
     if (!cohort_task_action_applies(change->action, selection->status)) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, "--status %s: %s",
-                         cohort_status_name(selection->status), action_needs(change->action));
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID, "--status %s: %s",
+                       cohort_status_name(selection->status), action_needs(change->action));
         return false;
     }
     batch_bounds_t bounds;

@@ -163,8 +163,8 @@ bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, cons
     bson_init(doc);
     *found = false;
     if (!bson_oid_is_valid(id, strlen(id))) {
-        cohort_error_set(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                         "'%s' is not a task id (24 hex digits)", id);
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                       "'%s' is not a task id (24 hex digits)", id);
         return false;
     }
     bson_oid_t oid;

@@ -78,9 +78,9 @@ cohort_store_watch_t *cohort_store_watch_open(cohort_store_t *store, const char 
     bson_error_t why;
     if (stream_failed(w->stream, &why)) {
         bool refused = why.domain == MONGOC_ERROR_SERVER || why.domain == MONGOC_ERROR_QUERY;
-        cohort_error_set(error, why.domain, why.code, "cannot watch %s for inserts: %s%s",
-                         w->queue, why.message,
-                         refused ? " (change streams need a replica set)" : "");
+        bson_set_error(error, why.domain, why.code, "cannot watch %s for inserts: %s%s",
+                       w->queue, why.message,
+                       refused ? " (change streams need a replica set)" : "");
         cohort_store_watch_close(w);
         return NULL;
     }
@@ -99,15 +99,15 @@ bool cohort_store_watch_next(cohort_store_watch_t *w, bool *inserted, bson_error
         strcmp(bson_iter_utf8(&type, NULL), "update") != 0) {
         w->ended = true;
         *inserted = false;
-        cohort_error_set(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,
-                         "the change stream on %s ended (%s)", w->queue,
-                         bson_iter_utf8(&type, NULL));
+        bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_NOT_FOUND,
+                       "the change stream on %s ended (%s)", w->queue,
+                       bson_iter_utf8(&type, NULL));
         return false;
     }
     bson_error_t why;
     if (!*inserted && stream_failed(w->stream, &why)) {
-        cohort_error_set(error, why.domain, why.code, "the change stream on %s broke: %s",
-                         w->queue, why.message);
+        bson_set_error(error, why.domain, why.code, "the change stream on %s broke: %s",
+                       w->queue, why.message);
         return false;
     }
     return true;
