@@ -8,8 +8,9 @@
  *
  * Every request to an operator endpoint is audited, refused ones included. Those refused
  * before a caller is known (401, a cross-site session request) are bounded, since anyone can
- * send them: at most one such entry per node every UNKNOWN_AUDIT_EVERY_MS; the ones in
- * between are counted, and the count rides on the next entry written (`unrecorded`).
+ * send them: at most one such entry per node and kind (401, cross-site) every
+ * UNKNOWN_AUDIT_EVERY_MS, so a flood of one kind does not hide the other; the ones in between
+ * are counted, and the count rides on the next entry of that kind written (`unrecorded`).
  */
 #include "node/api.h"
 
@@ -32,9 +33,11 @@
 struct cohort_api {
     cohort_api_options_t options;
     cohort_api_auth_t *auth;
-    pthread_mutex_t unknown_lock; /* guards the two below; never held across a call */
-    int64_t unknown_audited_ms;   /* monotonic: the last refusal of an unknown caller audited */
-    int64_t unknown_unrecorded;   /* those refused since, not audited */
+    pthread_mutex_t unknown_lock; /* guards the three below; never held across a call */
+    /* Per kind of refusal of an unknown caller (0: 401, 1: cross-site): */
+    bool unknown_audited[2];       /* one was audited already */
+    int64_t unknown_audited_ms[2]; /* monotonic: when the last one was */
+    int64_t unknown_unrecorded[2]; /* those refused since, not audited */
 };
 
 cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
@@ -49,7 +52,6 @@ cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
         return NULL;
     }
     pthread_mutex_init(&api->unknown_lock, NULL);
-    api->unknown_audited_ms = INT64_MIN / 2;
     return api;
 }
 
@@ -126,13 +128,22 @@ static bool dispatch(cohort_api_call_t *call)
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
 
-/* A query value holding %00 would be cut there when decoded: refused whole instead. */
+/* A query value holding %00 would be cut there when decoded: refused whole instead, naming
+ * the parameter. */
 static bool query_without_nul(const char *query, cohort_api_error_t *err)
 {
-    if (query && strstr(query, "%00"))
-        return cohort_api_fail(err, 400, "bad_request",
-                               "the query string holds %%00 (a NUL byte), which no value may");
-    return true;
+    const char *nul = query ? strstr(query, "%00") : NULL;
+    if (!nul)
+        return true;
+    const char *start = nul;
+    while (start > query && start[-1] != '&')
+        start--;
+    size_t key = strcspn(start, "=&");
+    if (start + key > nul)
+        key = (size_t)(nul - start); /* the %00 is in the name itself */
+    return cohort_api_fail(err, 400, "bad_request",
+                           "query parameter '%.*s' holds %%00 (a NUL byte), which no value may",
+                           (int)(key > 64 ? 64 : key), start);
 }
 
 /* A request refused before its caller was known (`err`): audited if it was for an operator
@@ -149,14 +160,17 @@ static void audit_unknown(cohort_api_t *api, mongoc_client_t *client,
                      : cohort_api_route(request->method, request->path, &route, &ignored);
     if (!known || route.scope != COHORT_SCOPE_OPERATE)
         return;
+    int kind = err->status == 401 ? 0 : 1;
     int64_t now = cohort_clock_monotonic_ms(), unrecorded = -1;
     pthread_mutex_lock(&api->unknown_lock);
-    if (now - api->unknown_audited_ms >= UNKNOWN_AUDIT_EVERY_MS) {
-        unrecorded = api->unknown_unrecorded;
-        api->unknown_unrecorded = 0;
-        api->unknown_audited_ms = now;
+    if (!api->unknown_audited[kind] ||
+        now - api->unknown_audited_ms[kind] >= UNKNOWN_AUDIT_EVERY_MS) {
+        unrecorded = api->unknown_unrecorded[kind];
+        api->unknown_unrecorded[kind] = 0;
+        api->unknown_audited_ms[kind] = now;
+        api->unknown_audited[kind] = true;
     } else {
-        api->unknown_unrecorded++;
+        api->unknown_unrecorded[kind]++;
     }
     pthread_mutex_unlock(&api->unknown_lock);
     if (unrecorded < 0)

@@ -697,8 +697,8 @@ Test(ui, every_operator_action_is_audited_and_read_newest_first)
 }
 
 /* A refusal before the caller is known (401, a cross-site session request) on an operator
- * endpoint is audited too, but at most once a minute per node: a flood of them cannot grow
- * the collection. The ones left out are counted on the next entry. Reads are not audited. */
+ * endpoint is audited too, but at most once a minute per node and kind (401, cross-site): a
+ * flood of them cannot grow the collection, nor hide the other kind. The ones left out are counted on the next entry. Reads are not audited. */
 Test(ui, refusals_of_unknown_callers_are_audited_and_bounded)
 {
     char code[COHORT_TOKEN_TEXT_MAX], json[128], operator[160];
@@ -725,7 +725,10 @@ Test(ui, refusals_of_unknown_callers_are_audited_and_bounded)
     r = get("GET", "/api/v1/services", NULL); /* a read: never audited */
     cr_assert_eq(r.status, 401, "%s", r.body);
     http_response_free(&r);
-    cr_assert_eq(test_count(client, db, "audit", "{}"), 1, "a flood of 401s grew the audit");
+    /* One entry per kind a minute: the first 401 beside the cross-site refusal, no more. */
+    cr_assert_eq(test_count(client, db, "audit", "{\"status\": 401, \"who\": \"\"}"), 1,
+                 "the first 401 is audited (a cross-site entry does not hide it)");
+    cr_assert_eq(test_count(client, db, "audit", "{}"), 2, "a flood of 401s grew the audit");
     cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{}"), 0);
 }
 
