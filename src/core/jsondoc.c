@@ -199,11 +199,14 @@ static bool scan_object(scan_t *s, int max_depth, bson_error_t *error)
     size_t rest = s->at;
     while (rest < s->len && strchr(" \t\r\n", s->text[rest]) && s->text[rest])
         rest++;
-    if (rest < s->len)
+    if (rest < s->len) {
+        /* The text is not NUL-terminated: quote at most what is there. */
+        size_t quoted = s->len - rest < 20 ? s->len - rest : 20;
         return refuse(error,
-                      "the JSON object ends at byte %zu and something follows it ('%.20s'): "
+                      "the JSON object ends at byte %zu and something follows it ('%.*s'): "
                       "send exactly one object",
-                      s->at, s->text + rest);
+                      s->at, (int)quoted, s->text + rest);
+    }
     return true;
 }
 

@@ -235,7 +235,7 @@ static int compare_texts(const void *a, const void *b)
 }
 
 /* Two tasks of the batch with one unique_key: the second would be refused part way. `keys`
- * (n of them) point into the body. */
+ * (n of them) are copies, owned by the caller. */
 static bool distinct_unique_keys(cohort_api_call_t *call, const char **keys, size_t n)
 {
     qsort(keys, n, sizeof *keys, compare_texts);
@@ -274,11 +274,15 @@ static bool check_batch(cohort_api_call_t *call, bson_iter_t tasks, bool *any_tr
         bson_init(&t.options);
         ok = bson_init_static(&one, raw, len) && read_task(call, &one, where, &t);
         *any_tracked = *any_tracked || (ok && t.parsed.tracked);
-        if (ok && t.parsed.unique_key && n_keys < COHORT_API_BATCH_MAX)
-            keys[n_keys++] = t.parsed.unique_key;
+        /* A copy: the parsed options live only as long as `t`. */
+        if (ok && t.parsed.unique_key && n_keys < COHORT_API_BATCH_MAX &&
+            !(keys[n_keys++] = strdup(t.parsed.unique_key)))
+            ok = cohort_api_fail(call->err, 500, "internal", "out of memory");
         bson_destroy(&t.options);
     }
     ok = ok && distinct_unique_keys(call, keys, n_keys);
+    for (size_t k = 0; k < n_keys; k++)
+        free((char *)keys[k]);
     free(keys);
     return ok;
 }

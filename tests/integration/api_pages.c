@@ -110,8 +110,11 @@ Test(api_pages, a_page_is_bounded_by_bytes_and_memory_comes_back)
     long after = rss_mb();
     fprintf(stderr, "api_pages rss: %ld MB before, peak %ld MB, %ld MB after %d pages\n", before,
             peak, after, pages);
-    /* 3d0c725: one 31 MB page, 16 MB before and 123 MB after; now about 15 MB more */
+    test_api_server_stop(&s);
+#ifndef __SANITIZE_ADDRESS__
+    /* 3d0c725: one 31 MB page, 16 MB before and 123 MB after; now about 15 MB more. (Not
+     * under AddressSanitizer: its allocator keeps freed memory in quarantine.) */
     cr_assert_lt(after - before, 40, "memory stayed up: %ld MB before, %ld MB after", before,
                  after);
-    test_api_server_stop(&s);
+#endif
 }
