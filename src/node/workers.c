@@ -55,6 +55,19 @@ static size_t process_busy(void)
     return running > wedged ? running - wedged : 0;
 }
 
+/* A claim or run of `s` begins or ends (lock held): counted in the service and in the
+ * process, always together. */
+static void count_running(cohort_service_t *s, bool begins)
+{
+    if (begins) {
+        s->running++;
+        atomic_fetch_add(&process_running, 1);
+    } else {
+        s->running--;
+        atomic_fetch_sub(&process_running, 1);
+    }
+}
+
 /* Takes the process's suspect slot for `s` (lock held); false if another service has it. */
 static bool solo_acquire(cohort_service_t *s)
 {
@@ -146,8 +159,7 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
         cohort_capacity_reserve(s);
     }
     if (take != TAKE_STOP) {
-        s->running++; /* from the claim on: shutdown waits for a claim in flight too */
-        atomic_fetch_add(&process_running, 1);
+        count_running(s, true); /* from the claim on: shutdown waits for a claim in flight too */
     }
     pthread_mutex_unlock(&s->lock);
     return take;
@@ -590,8 +602,7 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
         if (!ok || !(seen || w->suspects == COHORT_SUSPECTS_ONLY))
             s->drained = true; /* poll again next tick (else: suspects, or other work) */
         s->probing = false;
-        s->running--;
-        atomic_fetch_sub(&process_running, 1);
+        count_running(s, false);
         pthread_cond_broadcast(&s->wake);
         pthread_mutex_unlock(&s->lock);
         if (!ok && error.domain == MONGOC_ERROR_SERVER)
@@ -644,8 +655,7 @@ static void worker_loop(worker_t *w)
         bson_destroy(doc);
 
         pthread_mutex_lock(&s->lock);
-        s->running--;
-        atomic_fetch_sub(&process_running, 1);
+        count_running(s, false);
         if (w->solo) { /* the suspect ran: the others go on */
             solo_release(s);
             w->solo = false;
