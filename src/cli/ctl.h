@@ -24,8 +24,15 @@
 #include "store/store.h"
 
 /* CTL_REFUSED exits 2 like CTL_USAGE, for well-formed arguments naming what does not exist
- * (an unknown service): main adds no usage line. */
-enum { CTL_DONE = 0, CTL_FAILED = 1, CTL_USAGE = 2, CTL_REFUSED = 3, CTL_INTERRUPTED = 130 };
+ * (an unknown service): main adds no usage line. CTL_DIFFERS: `data cas` found another value. */
+enum {
+    CTL_DONE = 0,
+    CTL_FAILED = 1,
+    CTL_USAGE = 2,
+    CTL_DIFFERS = 3,
+    CTL_REFUSED = 4,
+    CTL_INTERRUPTED = 130
+};
 
 /* The command line (ctl_commands.c): the rows main dispatches on and the help renders. */
 extern const cli_program_t ctl_program;

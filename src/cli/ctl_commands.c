@@ -173,8 +173,18 @@ const cli_command_t ctl_commands[] = {
          DRY_RUN_OPTION,
          END_OPTIONS,
      }},
-    {"data", cmd_data, "get|set|unset SERVICE KEY [JSON]",
-     "the service's generic data: get KEY, set KEY to any JSON value, unset KEY", NULL, NULL},
+    {"data", cmd_data, "get|set|unset|inc|cas SERVICE KEY [JSON | DELTA | EXPECTED NEW]",
+     "the service's generic data: get KEY, set KEY to any JSON value, unset KEY, inc KEY by "
+     "DELTA (default 1), or cas: set KEY to NEW only while it holds EXPECTED",
+     "inc adds DELTA (a 64-bit integer, negative too) to an integer value in one atomic "
+     "update (a missing key starts at 0) and prints the new value; a value that is not an "
+     "integer, or a sum that would overflow, is refused (exit 2) and nothing changes. cas "
+     "compares whole values as MongoDB's $eq does (1 equals 1.0; an array is not its "
+     "elements); EXPECTED null means the key is absent and NEW null removes it. cas exits 0 "
+     "when it set the key, and 3 when the key holds another value: that value is printed "
+     "(null when absent) and nothing changes. Neither is fenced: like cohort_data_inc and "
+     "cohort_data_cas from process_task, no concurrent update is lost.",
+     NULL},
     {"settings", cmd_settings, "get|set|unset SERVICE [KEY [VALUE]]",
      "live settings (tick_ms, takeover_ms, primary_task_count, secondary_task_count, "
      "stall_timeout_ms, *_retention_ms): while set, the database value wins over the config "
@@ -247,8 +257,8 @@ const cli_program_t ctl_program = {
          "MONGODB_URI: the database without -c (default mongodb://127.0.0.1:27017); it wins "
          "over the file's mongodb_uri, as in cohortd."},
         {"EXIT STATUS", "0 done, 1 failed (database, missing task), 2 bad usage (a message "
-                        "names the refused argument, or an unknown service), 130 interrupted "
-                        "(enqueue)."},
+                        "names the refused argument, or an unknown service), 3 `data cas` "
+                        "found another value, 130 interrupted (enqueue)."},
         {"SEE ALSO", "cohortd(1); docs/CLI.md and docs/SCHEDULING.md in the source tree."},
         {NULL, NULL},
     },

@@ -392,3 +392,23 @@ bool cohort_value_check(const bson_value_t *value, const char *where, bson_error
     return check_size(&doc, where, error) &&
            check_keys(&doc, value->value_type == BSON_TYPE_ARRAY, where, &r, error);
 }
+
+const char *cohort_value_type_name(bson_type_t type)
+{
+    switch (type) {
+    case BSON_TYPE_DOUBLE:
+        return "a double";
+    case BSON_TYPE_DECIMAL128:
+        return "a decimal";
+    case BSON_TYPE_UTF8:
+        return "a string";
+    case BSON_TYPE_DOCUMENT:
+        return "a document";
+    case BSON_TYPE_ARRAY:
+        return "an array";
+    case BSON_TYPE_BOOL:
+        return "a boolean";
+    default:
+        return "not a number";
+    }
+}

@@ -52,4 +52,7 @@ bool cohort_doc_check(const bson_t *doc, const char *where, bson_error_t *error)
  * a value); any other value passes. */
 bool cohort_value_check(const bson_value_t *value, const char *where, bson_error_t *error);
 
+/* What a value of `type` is, for a message: "a string", "a double"... (static text). */
+const char *cohort_value_type_name(bson_type_t type);
+
 #endif

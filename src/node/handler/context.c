@@ -549,26 +549,6 @@ static bool explain_unmatched(cohort_ctx_t *ctx, const char *key, const char *ve
     return ok;
 }
 
-static const char *bson_type_name(bson_type_t type)
-{
-    switch (type) {
-    case BSON_TYPE_DOUBLE:
-        return "a double";
-    case BSON_TYPE_DECIMAL128:
-        return "a decimal";
-    case BSON_TYPE_UTF8:
-        return "a string";
-    case BSON_TYPE_DOCUMENT:
-        return "a document";
-    case BSON_TYPE_ARRAY:
-        return "an array";
-    case BSON_TYPE_BOOL:
-        return "a boolean";
-    default:
-        return "not a number";
-    }
-}
-
 /* Tries the increment a few times: a value that changed between the write and the read
  * that explains its miss (removed, or made an integer) deserves another try. */
 #define INC_TRIES 3
@@ -613,7 +593,7 @@ bool cohort_data_inc(cohort_ctx_t *ctx, const char *key, int64_t delta, int64_t 
                         (long long)delta);
         return fail(error, COHORT_ERROR_INVALID,
                     "generic data '%s' is %s, not an integer: not incremented", key,
-                    bson_type_name(type));
+                    cohort_value_type_name(type));
     }
     return fail(error, COHORT_ERROR_DATABASE, "'%s' kept changing under the increment", key);
 }
