@@ -201,6 +201,20 @@ const cli_command_t ctl_commands[] = {
           NULL},
          END_OPTIONS,
      }},
+    {"step-down", cmd_step_down, "SERVICE [--timeout DUR]",
+     "the service's primary gives up its primacy cleanly on its next tick; another node takes "
+     "over within a few ticks",
+     "Asks (step_down in the config document, fenced on the primary's epoch): the primary "
+     "stops acting, then clears its primacy, as on SIGTERM, so two primaries never act at "
+     "once; it then leaves the primacy to the other nodes for one lease (alone, it takes it "
+     "back after that). Waits until another node is primary and prints it; exits 1 and "
+     "withdraws the request if the primary did not step down within --timeout, 2 if the "
+     "service has no primary.",
+     (const cli_option_t[]){
+         {"timeout", "DUR", 't', CLI_LONG_ONLY,
+          "how long to wait for the primacy to move (default 30s)", NULL},
+         END_OPTIONS,
+     }},
     {"nodes", cmd_nodes, "[--json]", "nodes seen in the last day: live or expired, last ping",
      NULL, json_options},
     {"schedules", cmd_schedules, "SERVICE [--json] | pause|resume SERVICE ID",

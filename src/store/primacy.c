@@ -31,7 +31,8 @@ bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
     bson_destroy(rest);
     bson_t *fields = doc ? BCON_NEW("batch_seq", BCON_INT32(1), "draining", BCON_INT32(1),
                                     "settings", BCON_INT32(1), "lease_ms", BCON_INT32(1),
-                                    "pause", BCON_INT32(1), "block", BCON_INT32(1))
+                                    "pause", BCON_INT32(1), "block", BCON_INT32(1),
+                                    "step_down", BCON_INT32(1))
                          : BCON_NEW("_id", BCON_INT32(1));
     bson_t unused = BSON_INITIALIZER;
     if (doc)

@@ -1,8 +1,8 @@
 /*
  * services.c - the `services` collection: one config document per service (see
  * docs/SCHEMA.md). Creating it with the queue's indexes, reading it, the operator's writes
- * to it (live settings, pause and block switches) and the primary's clean step-down. The
- * lease itself is primacy.c's, batches batches.c's, generic data data.c's.
+ * to it (live settings, pause and block switches, step-down requests) and the primary's clean
+ * step-down. The lease itself is primacy.c's, batches batches.c's, generic data data.c's.
  *
  * Creation is idempotent and fills in fields that older documents lack, so a node may run
  * it at every start.
@@ -230,13 +230,64 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
     return ok;
 }
 
-bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                            const char *node_id, int64_t epoch, bson_error_t *error)
+/* Appends {$set: {PATH.epoch, PATH.by}, $currentDate: {PATH.at}}: a step-down asked for by
+ * `by`. With `node_id` (else NULL) it is the step-down itself: primary null and
+ * PATH.node_id too. */
+static void append_step_down_record(bson_t *update, const char *path, const char *node_id,
+                                    int64_t epoch, const char *by)
 {
-    bson_t *update = BCON_NEW("$set", "{", "primary", BCON_NULL, "}");
+    char key[64];
+    bson_t op;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &op);
+    if (node_id) {
+        snprintf(key, sizeof key, "%s.node_id", path);
+        BSON_APPEND_UTF8(&op, key, node_id);
+        BSON_APPEND_NULL(&op, "primary");
+    }
+    snprintf(key, sizeof key, "%s.epoch", path);
+    BSON_APPEND_INT64(&op, key, epoch);
+    snprintf(key, sizeof key, "%s.by", path);
+    BSON_APPEND_UTF8(&op, key, by);
+    bson_append_document_end(update, &op);
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$currentDate", &op);
+    snprintf(key, sizeof key, "%s.at", path);
+    BSON_APPEND_BOOL(&op, key, true);
+    bson_append_document_end(update, &op);
+}
+
+bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            const char *node_id, int64_t epoch, const char *asked_by,
+                            bson_error_t *error)
+{
+    bson_t *update;
+    if (asked_by) {
+        update = BCON_NEW("$unset", "{", "step_down", BCON_UTF8(""), "}");
+        append_step_down_record(update, "stepped_down", node_id, epoch, asked_by);
+    } else {
+        update = BCON_NEW("$set", "{", "primary", BCON_NULL, "}", "$unset", "{", "step_down",
+                          BCON_UTF8(""), "}");
+    }
     bool stepped_down; /* false: primacy had moved on already, which is as good */
     bool ok = store_fenced_update(store, client, service, node_id, epoch, NULL, update,
                                   &stepped_down, error);
+    bson_destroy(update);
+    return ok;
+}
+
+bool cohort_store_request_step_down(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const char *node_id, int64_t epoch,
+                                    const char *by, bool withdraw, bool *applied,
+                                    bson_error_t *error)
+{
+    bson_t *update;
+    if (withdraw) {
+        update = BCON_NEW("$unset", "{", "step_down", BCON_UTF8(""), "}");
+    } else {
+        update = bson_new();
+        append_step_down_record(update, "step_down", NULL, epoch, by);
+    }
+    bool ok = store_fenced_update(store, client, service, node_id, epoch, NULL, update, applied,
+                                  error);
     bson_destroy(update);
     return ok;
 }

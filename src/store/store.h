@@ -105,9 +105,21 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
                              const char *which, const char *kind, bool on, const char *reason,
                              const char *by, bool *found, bson_error_t *error);
 
-/* Clears primacy if still held under `epoch` (a clean step-down). */
+/* Clears primacy if still held under `epoch` (a clean step-down), and any step-down request.
+ * `asked_by` (may be NULL: a shutdown) is who requested it (`cohortctl step-down`): it is
+ * recorded as stepped_down {node_id, epoch, by, at: server time}, which keeps this node from
+ * taking the primacy back at once (node/primary/election.c). */
 bool cohort_store_step_down(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                            const char *node_id, int64_t epoch, bson_error_t *error);
+                            const char *node_id, int64_t epoch, const char *asked_by,
+                            bson_error_t *error);
+
+/* Asks the primary `node_id` of `service` to step down on its next tick: sets step_down
+ * {epoch, by, at: server time} if the document still names that primary under `epoch`
+ * (*applied: it did). `withdraw` removes such a request instead (fenced the same way). */
+bool cohort_store_request_step_down(cohort_store_t *store, mongoc_client_t *client,
+                                    const char *service, const char *node_id, int64_t epoch,
+                                    const char *by, bool withdraw, bool *applied,
+                                    bson_error_t *error);
 
 /* ---- primacy.c: the lease on primacy ---------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -160,6 +161,79 @@ static void lose(cohort_election_t *e, const char *why)
                 "lost primacy of epoch %lld: %s", (long long)epoch, why);
 }
 
+/* Gives primacy up: stops acting first (the lease and epoch to 0, so nothing primary-only
+ * starts on this node any more), then clears it in the database, fenced on the epoch: only
+ * then may another node take over. `asked_by`: who requested it (NULL: a shutdown). */
+static void step_down(cohort_election_t *e, cohort_store_t *store, mongoc_client_t *client,
+                      const char *asked_by)
+{
+    if (!e->primary)
+        return;
+    int64_t epoch = atomic_load(&e->epoch);
+    atomic_store(&e->lease_until_ms, 0);
+    atomic_store(&e->epoch, 0);
+    e->primary = false;
+    atomic_fetch_add(&e->leader_changes, 1);
+    cohort_spread_count(e->node_primacies, -1);
+    bson_error_t error;
+    if (cohort_store_step_down(store, client, e->service, e->node_id, epoch, asked_by, &error))
+        cohort_logf(COHORT_LOG_INFO, e->service, "secondary", epoch,
+                    "stepped down from epoch %lld%s%s%s", (long long)epoch,
+                    asked_by ? " (asked by " : "", asked_by ? asked_by : "", asked_by ? ")" : "");
+    else
+        cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
+                    "could not step down (primacy will time out instead): %s", error.message);
+}
+
+void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
+                               mongoc_client_t *client)
+{
+    step_down(e, store, client, NULL);
+}
+
+/* Who asked this primary to step down under `epoch` (`cohortctl step-down` writes step_down
+ * {epoch, by} into the config document), copied into `by`; false if nobody did. */
+static bool step_down_asked(const bson_t *doc, int64_t epoch, char *by, size_t len)
+{
+    bson_iter_t it, field;
+    if (!bson_iter_init_find(&it, doc, "step_down") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+        !bson_iter_recurse(&it, &field) || !bson_iter_find(&field, "epoch") ||
+        !BSON_ITER_HOLDS_NUMBER(&field) || bson_iter_as_int64(&field) != epoch)
+        return false;
+    snprintf(by, len, "an operator");
+    if (bson_iter_recurse(&it, &field) && bson_iter_find(&field, "by") &&
+        BSON_ITER_HOLDS_UTF8(&field))
+        snprintf(by, len, "%s", bson_iter_utf8(&field, NULL));
+    return true;
+}
+
+/* Whether this node stepped down on request from the document's current epoch less than
+ * `wait` ms ago (cluster clock): it leaves the primacy to the others for that long, else it
+ * would take it straight back. Alone, it takes it again once `wait` has passed. */
+static bool stepped_down_recently(const cohort_election_t *e, const bson_t *doc, int64_t now,
+                                  int64_t wait)
+{
+    bson_iter_t it, field;
+    if (!bson_iter_init_find(&it, doc, "stepped_down") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+        return false;
+    int64_t epoch = -1, at = 0;
+    bool me = false;
+    bson_iter_recurse(&it, &field);
+    while (bson_iter_next(&field)) {
+        const char *key = bson_iter_key(&field);
+        if (strcmp(key, "node_id") == 0 && BSON_ITER_HOLDS_UTF8(&field))
+            me = strcmp(bson_iter_utf8(&field, NULL), e->node_id) == 0;
+        else if (strcmp(key, "epoch") == 0 && BSON_ITER_HOLDS_NUMBER(&field))
+            epoch = bson_iter_as_int64(&field);
+        else if (strcmp(key, "at") == 0 && BSON_ITER_HOLDS_DATE_TIME(&field))
+            at = bson_iter_date_time(&field);
+    }
+    int64_t current = -2;
+    if (bson_iter_init_find(&it, doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it))
+        current = bson_iter_as_int64(&it);
+    return me && epoch == current && at > now - wait;
+}
+
 /* The queue_due hint of a config document: true unless it says false. */
 static bool read_queue_due(const bson_t *doc)
 {
@@ -203,6 +277,8 @@ static bool consider(cohort_election_t *e, cohort_store_t *store, mongoc_client_
     /* Documents written before leases were declared: this node's own takeover_ms. */
     int64_t wait = declared > 0 ? declared : e->takeover_ms;
     int64_t cutoff = now - wait;
+    if (stepped_down_recently(e, doc, now, wait))
+        return true; /* left to the others for a while (cohortctl step-down) */
     bool vacant = !primary || strcmp(primary, e->node_id) == 0 || last_active < cutoff;
     if (cohort_spread_defer(e->node_primacies, vacant, &e->vacant_since_ms, sent, e->tick_ms))
         return true; /* not vacant, or left a while to a node that leads fewer (spread.h) */
@@ -249,7 +325,11 @@ bool cohort_election_tick(cohort_election_t *e, cohort_store_t *store, mongoc_cl
             extend_lease(e, sent + lease_ms(e), true);
             cohort_store_parse_batch_state(&renewed_doc, &e->batches);
             keep_settings(e, &renewed_doc);
+            char by[160];
+            bool asked = step_down_asked(&renewed_doc, atomic_load(&e->epoch), by, sizeof by);
             bson_destroy(&renewed_doc);
+            if (asked)
+                step_down(e, store, client, by);
             return true;
         }
         bson_destroy(&renewed_doc);
@@ -293,26 +373,6 @@ int64_t cohort_election_epoch(const cohort_election_t *e)
     if (epoch <= 0 || until <= 0 || cohort_clock_monotonic_ms() >= until)
         return 0;
     return epoch;
-}
-
-void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
-                               mongoc_client_t *client)
-{
-    if (!e->primary)
-        return;
-    int64_t epoch = atomic_load(&e->epoch);
-    atomic_store(&e->lease_until_ms, 0);
-    atomic_store(&e->epoch, 0);
-    e->primary = false;
-    atomic_fetch_add(&e->leader_changes, 1);
-    cohort_spread_count(e->node_primacies, -1);
-    bson_error_t error;
-    if (cohort_store_step_down(store, client, e->service, e->node_id, epoch, &error))
-        cohort_logf(COHORT_LOG_INFO, e->service, "secondary", epoch,
-                    "stepped down from epoch %lld", (long long)epoch);
-    else
-        cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
-                    "could not step down (primacy will time out instead): %s", error.message);
 }
 
 const char *cohort_election_role(const cohort_election_t *e)
