@@ -45,8 +45,9 @@ static const cli_option_t options[] = {
      NULL},
     {"print-settings", "FORMAT", 'P', CLI_LONG_ONLY,
      "print the configuration reference (every key, its default, range and meaning) as "
-     "markdown, the only FORMAT; docs/CONFIGURATION.md is this output",
-     "markdown"},
+     "markdown (docs/CONFIGURATION.md is this output), or every key with its default as an "
+     "example config file, ini (deploy/cohort.example.ini is this output)",
+     "markdown ini"},
     {"print-man", NULL, 'M', CLI_LONG_ONLY, "print this man page (roff) and exit", NULL},
     {"print-completion", NULL, 'B', CLI_LONG_ONLY, "print the bash completion script and exit",
      NULL},
@@ -177,11 +178,14 @@ int main(int argc, char **argv)
             worker_node = optarg;
             break;
         case 'P':
-            if (strcmp(optarg, "markdown") != 0) {
-                fprintf(stderr, "cohortd: --print-settings takes 'markdown'\n");
+            if (strcmp(optarg, "markdown") == 0) {
+                cohort_settings_print_markdown(stdout);
+            } else if (strcmp(optarg, "ini") == 0) {
+                cohort_settings_print_ini(stdout);
+            } else {
+                fprintf(stderr, "cohortd: --print-settings takes 'markdown' or 'ini'\n");
                 return 2;
             }
-            cohort_settings_print_markdown(stdout);
             return fflush(stdout) == 0 ? 0 : 1;
         case 'V':
             printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,

@@ -190,6 +190,7 @@ const cli_command_t ctl_commands[] = {
      "stall_timeout_ms, *_retention_ms): while set, the database value wins over the config "
      "file",
      "settings get SERVICE | settings set SERVICE KEY VALUE | settings unset SERVICE KEY. "
+     "A duration VALUE takes the config file's units (5s, 250ms, 30m; a bare number is ms). "
      "A change is checked against every live node's own values (its config file's, which "
      "the database's override): one that a node would refuse is refused, naming the node; "
      "get lists the nodes whose values differ, and any node that cannot apply the database's "

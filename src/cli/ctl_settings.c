@@ -154,9 +154,9 @@ int cmd_settings(ctl_t *ctl, int argc, char **argv)
     }
     if (want == 4) {
         int64_t v;
-        if (!ctl_parse_int(argv[3], &v)) {
-            fprintf(stderr, "cohortctl settings set: %s = '%s' is not a number\n", argv[2],
-                    argv[3]);
+        /* The file's parser: a duration takes the same units there and here ("5s"). */
+        if (!cohort_setting_parse_number(cohort_setting_find_live(argv[2]), argv[3], &v, &why)) {
+            fprintf(stderr, "cohortctl settings set: %s\n", why.message);
             return CTL_USAGE;
         }
         if (!cohort_settings_validate_value(argv[2], v, &why)) {

@@ -17,6 +17,7 @@
 
 #include "core/address.h"
 #include "core/error.h"
+#include "core/timefmt.h"
 
 static bool parse_enum(const cohort_setting_t *row, const char *value, int64_t *out,
                        bson_error_t *error)
@@ -60,9 +61,15 @@ bool cohort_setting_parse_number(const cohort_setting_t *row, const char *value,
     char *end = NULL;
     errno = 0;
     long long v = strtoll(value, &end, 10);
-    if (errno == ERANGE || *end != '\0' || end == value) {
+    bool duration = row->type == COHORT_SETTING_DURATION_MS;
+    /* A duration takes the units `cohortctl enqueue` takes; a bare number is milliseconds. */
+    int64_t ms;
+    if (duration && cohort_duration_parse(value, &ms)) {
+        v = ms;
+    } else if (errno == ERANGE || *end != '\0' || end == value) {
         bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_INVALID,
-                       "%s = '%s' is not a number", key, value);
+                       "%s = '%s' is not a number%s", key, value,
+                       duration ? " of ms or a duration such as 250ms, 30s, 5m, 2h or 1d" : "");
         return false;
     }
     if (v < row->min || v > row->max) {

@@ -194,4 +194,9 @@ bool cohort_settings_validate(const cohort_settings_t *settings, bson_error_t *e
 /* Writes docs/CONFIGURATION.md, rendered from the table, to `out`. */
 void cohort_settings_print_markdown(FILE *out);
 
+/* Writes deploy/cohort.example.ini, rendered from the table, to `out`: every key with its
+ * default and the first sentence of its documentation, a valid file for the shipped noop
+ * handler (from the source tree: its handler path is relative to deploy/). */
+void cohort_settings_print_ini(FILE *out);
+
 #endif

@@ -1,9 +1,11 @@
 /*
- * settings_doc.c - renders the settings table as docs/CONFIGURATION.md (see settings.h).
+ * settings_doc.c - renders the settings table as docs/CONFIGURATION.md and as
+ * deploy/cohort.example.ini (see settings.h).
  *
- * The committed file is exactly this output (tests/unit/settings.c compares them), so the
- * reference cannot drift from the parser: change a row, then regenerate with
+ * The committed files are exactly this output (tests/unit/settings.c compares them), so the
+ * reference and the example cannot drift from the parser: change a row, then regenerate with
  *   build/cohortd --print-settings=markdown > docs/CONFIGURATION.md
+ *   build/cohortd --print-settings=ini > deploy/cohort.example.ini
  * The prose around the tables is here too, kept short: the guides explain, this lists.
  */
 #include "core/settings.h"
@@ -25,8 +27,14 @@ static const char intro[] =
     "`[service:NAME]` section per service it hosts. `NAME` is 1 to 64 characters from\n"
     "`A-Z a-z 0-9 _ -`. A node may host several services, and each service elects its primary\n"
     "on its own, so different nodes can lead different services.\n"
-    "`deploy/cohort.example.ini` shows every key; `cohortd --check-config -c FILE` lists every\n"
+    "`deploy/cohort.example.ini` shows every key with its default (it is generated from the\n"
+    "same table: `cohortd --print-settings=ini`); `cohortd --check-config -c FILE` lists every\n"
     "problem of a file with its line number.\n"
+    "\n"
+    "A *duration* is a number of milliseconds (`1500`) or a number with one of the units\n"
+    "`cohortctl enqueue` takes: `250ms`, `30s`, `5m`, `2h`, `1d` (`tick_ms = 1s`,\n"
+    "`stall_timeout_ms = 30m`); `cohortctl settings set` takes the same. The keys keep their\n"
+    "`_ms` names: a bare number still means milliseconds.\n"
     "\n"
     "The *changes* column says how a new value takes effect: *live* keys can be set for the\n"
     "whole cluster with `cohortctl settings set SERVICE KEY VALUE` (and a SIGHUP applies their\n"
@@ -57,31 +65,38 @@ static const char outro[] =
     "- A live setting set in the database wins over every node's file while it is set; every\n"
     "  node reads it on its next tick and logs the change.\n";
 
-/* A duration as a person writes it: 1 h, 7 d, 250 ms. */
-static void print_duration(FILE *out, int64_t ms)
+/* A duration as a person writes it: "1 h", "7 d", "250 ms"; `value`: as the config file
+ * takes it ("1h", "5m", "250ms"). */
+static void print_duration_as(FILE *out, int64_t ms, bool value)
 {
     static const struct {
         int64_t ms;
-        const char *unit;
-    } units[] = {{DAY_MS, "d"}, {3600000, "h"}, {60000, "min"}, {1000, "s"}};
+        const char *unit, *value_unit;
+    } units[] = {{DAY_MS, "d", "d"}, {3600000, "h", "h"}, {60000, "min", "m"}, {1000, "s", "s"}};
     if (ms == 0) {
         fputs("0", out);
         return;
     }
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (ms % units[i].ms == 0) {
-            fprintf(out, "%" PRId64 " %s", ms / units[i].ms, units[i].unit);
+            fprintf(out, "%" PRId64 "%s%s", ms / units[i].ms, value ? "" : " ",
+                    value ? units[i].value_unit : units[i].unit);
             return;
         }
     }
-    fprintf(out, "%" PRId64 " ms", ms);
+    fprintf(out, "%" PRId64 "%s", ms, value ? "ms" : " ms");
+}
+
+static void print_duration(FILE *out, int64_t ms)
+{
+    print_duration_as(out, ms, false);
 }
 
 static void print_type(FILE *out, const cohort_setting_t *r)
 {
     switch (r->type) {
     case COHORT_SETTING_DURATION_MS:
-        fputs("duration (ms)", out);
+        fputs("duration", out);
         break;
     case COHORT_SETTING_COUNT:
         fputs("integer", out);
@@ -158,4 +173,98 @@ void cohort_settings_print_markdown(FILE *out)
     print_section(out, COHORT_SECTION_CLUSTER, "[cluster]");
     print_section(out, COHORT_SECTION_SERVICE, "[service:NAME]");
     fputs(outro, out);
+}
+
+/* ---- deploy/cohort.example.ini ----------------------------------------------------------- */
+
+#define INI_WIDTH 100
+
+static const char ini_intro[] =
+    "; Example Cohort node configuration: every key with its default. Generated from the\n"
+    "; settings table (src/core/settings_table.c) by `cohortd --print-settings=ini`; do not\n"
+    "; edit by hand. docs/CONFIGURATION.md is the reference. Durations take a unit (250ms, 30s,\n"
+    "; 5m, 2h, 1d) or are milliseconds. Check a file with: cohortd --check-config -c FILE\n";
+
+/* The example's values where the table has no default to show. */
+static const char ini_handler[] = "../build/handlers/cohort_noop.so";
+
+static const char ini_service_outro[] =
+    "; kind.report.priority = 5\n"
+    "; kind.report.weight = 4\n"
+    "; recurring tasks (README, Recurring tasks): CRON ; options; no inline comment on these "
+    "lines\n"
+    "; schedule.nightly = 0 3 * * * ; kind=report ; data={\"scope\":\"all\"} ; tz=Europe/Berlin "
+    "; catch_up=latest\n"
+    ";\n"
+    "; any other key goes to the handler (these two to cohort_noop):\n"
+    "generate_per_tick = 5\n"
+    "sleep_ms = 50\n"
+    "\n"
+    "; A service whose tasks only external workers run (any language, over the HTTP API; see\n"
+    "; docs/API.md#external-workers): no handler and no workers on the node.\n"
+    "; [service:jobs]\n"
+    "; handler = external\n";
+
+/* A row's documentation as "; " comment lines wrapped at INI_WIDTH, without Markdown's
+ * backticks. */
+static void print_ini_comment(FILE *out, const cohort_setting_t *r)
+{
+    char text[1024];
+    size_t n = 0;
+    for (const char *p = r->doc; *p && n + 1 < sizeof text; p++)
+        if (*p != '`')
+            text[n++] = *p;
+    text[n] = '\0';
+    int col = 0;
+    char *rest = NULL;
+    for (char *word = strtok_r(text, " ", &rest); word; word = strtok_r(NULL, " ", &rest)) {
+        int len = (int)strlen(word);
+        if (col > 0 && col + 1 + len > INI_WIDTH) {
+            fputc('\n', out);
+            col = 0;
+        }
+        col += fprintf(out, "%s%s", col ? " " : "; ", word);
+    }
+    if (r->env)
+        fprintf(out, "\n; %s in the environment wins over it", r->env);
+    fputc('\n', out);
+}
+
+/* "key = default" as the file takes it. */
+static void print_ini_value(FILE *out, const cohort_setting_t *r)
+{
+    fprintf(out, "%s =%s", r->name, r->type == COHORT_SETTING_STRING && !r->def_text ? "" : " ");
+    if (r->type == COHORT_SETTING_ENUM)
+        fputs(r->choices[r->def], out);
+    else if (r->type == COHORT_SETTING_PATH)
+        fputs(ini_handler, out);
+    else if (r->type == COHORT_SETTING_STRING)
+        fputs(r->def_text ? r->def_text : "", out);
+    else if (r->parse && r->def_text) /* a word for the default: claim_batch = auto */
+        fprintf(out, "%.*s", (int)strlen(r->def_text) - 2, r->def_text + 1);
+    else if (r->type == COHORT_SETTING_DURATION_MS)
+        print_duration_as(out, r->def, true);
+    else
+        fprintf(out, "%" PRId64, r->def);
+    fputc('\n', out);
+}
+
+static void print_ini_section(FILE *out, cohort_setting_section_t section, const char *title)
+{
+    fprintf(out, "\n%s\n", title);
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->section != section || r->pattern)
+            continue;
+        print_ini_comment(out, r);
+        print_ini_value(out, r);
+    }
+}
+
+void cohort_settings_print_ini(FILE *out)
+{
+    fputs(ini_intro, out);
+    print_ini_section(out, COHORT_SECTION_CLUSTER, "[cluster]");
+    print_ini_section(out, COHORT_SECTION_SERVICE, "[service:demo]");
+    fputs(";\n; the defaults above for one kind of task (kind.KIND.KEY):\n", out);
+    fputs(ini_service_outro, out);
 }

@@ -300,3 +300,29 @@ Test(ctl_services, sigterm_during_enqueue_count_prints_what_went_in)
 {
     check_interrupted("bulk", SIGTERM);
 }
+
+/* `settings set` reads a value as the config file does: a duration takes a unit, a bare
+ * number is milliseconds, and a count takes no unit. */
+Test(ctl_services, settings_set_takes_the_config_file_s_duration_units)
+{
+    create_service("mail");
+    static const struct {
+        const char *key, *value;
+        int exit_code;
+        const char *printed;
+    } cases[] = {
+        {"takeover_ms", "5s", 0, "mail.takeover_ms = 5000"},
+        {"stall_timeout_ms", "2m", 0, "mail.stall_timeout_ms = 120000"},
+        {"tick_ms", "250", 0, "mail.tick_ms = 250"},
+        {"takeover_ms", "soon", 2, "a duration such as 250ms"},
+        {"primary_task_count", "5s", 2, "'5s' is not a number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_run_result_t r = ctl("settings", "set", "mail", cases[i].key, cases[i].value);
+        cr_assert_eq(r.exit_code, cases[i].exit_code, "%s %s: exit %d: %s", cases[i].key,
+                     cases[i].value, r.exit_code, r.err);
+        cr_assert_not_null(strstr(cases[i].exit_code ? r.err : r.out, cases[i].printed),
+                           "%s %s: %s%s", cases[i].key, cases[i].value, r.out, r.err);
+        test_run_result_free(&r);
+    }
+}

@@ -483,14 +483,14 @@ Test(config, non_numeric_numbers)
 {
     load_bad("[cluster]\n"
              "tick_ms = fast\n"           /* 2 */
-             "takeover_ms = 10s\n"        /* 3 */
+             "takeover_ms = 10 s\n"       /* 3 */
              "[service:a]\n"              /* 4 */
              "handler = " NOOP_SO "\n"    /* 5 */
              "workers = \n"               /* 6 */
              "primary_task_count = 1.5\n" /* 7 */
              "max_attempts = -\n");       /* 8 */
     expect_problem(2, "tick_ms", "'fast'");
-    expect_problem(3, "takeover_ms", "'10s'");
+    expect_problem(3, "takeover_ms", "'10 s'", "a duration such as 250ms");
     expect_problem(6, "workers", "empty");
     expect_problem(7, "primary_task_count", "'1.5'");
     expect_problem(8, "max_attempts", "'-'");
@@ -975,6 +975,43 @@ Test(config, scheduling_keys_and_kind_defaults)
     cohort_task_defaults_t other = cohort_config_task_defaults(s, "other");
     cr_assert_eq(other.priority, 3, "an unconfigured kind gets the service's defaults");
     cohort_config_destroy(c);
+}
+
+/* Durations take the units cohortctl enqueue takes (core/timefmt); a bare number is ms. */
+Test(config, durations_take_units_and_bare_numbers_are_milliseconds)
+{
+    cohort_config_t *c = load_good("[cluster]\n"
+                                   "tick_ms = 250ms\n"
+                                   "takeover_ms = 5s\n"
+                                   "shutdown_grace_ms = 1500\n"
+                                   "[service:a]\n"
+                                   "handler = " NOOP_SO "\n"
+                                   "stall_timeout_ms = 30m\n"
+                                   "succeeded_retention_ms = 2d\n"
+                                   "history_retention_ms = 1h\n"
+                                   "task_timeout_ms = 0\n"
+                                   "kind.report.task_timeout_ms = 90s\n");
+    cr_assert_eq(c->tick_ms, 250);
+    cr_assert_eq(c->takeover_ms, 5000);
+    cr_assert_eq(c->shutdown_grace_ms, 1500, "a bare number is milliseconds");
+    const cohort_service_config_t *s = &c->services[0];
+    cr_assert_eq(s->stall_timeout_ms, 30 * 60000);
+    cr_assert_eq(s->succeeded_retention_ms, 2 * 86400000LL);
+    cr_assert_eq(s->history_retention_ms, 3600000);
+    cr_assert_eq(cohort_config_task_defaults(s, "report").task_timeout_ms, 90000);
+    cohort_config_destroy(c);
+    /* Ranges and rules apply to the value in ms; a unit is no number of tasks. */
+    load_bad("[cluster]\n"
+             "tick_ms = 2h\n"        /* 2: over 1 h */
+             "takeover_ms = 1.5s\n"  /* 3 */
+             "[service:a]\n"         /* 4 */
+             "handler = " NOOP_SO "\n" /* 5 */
+             "workers = 2s\n"        /* 6: a count */
+             "stall_timeout_ms = -5m\n"); /* 7 */
+    expect_problem(2, "tick_ms = 7200000 is out of range");
+    expect_problem(3, "takeover_ms", "'1.5s'", "a duration");
+    expect_problem(6, "workers", "'2s' is not a number");
+    expect_problem(7, "stall_timeout_ms", "'-5m'");
 }
 
 Test(config, claim_batch_takes_auto_or_a_number)

@@ -220,6 +220,75 @@ Test(settings, the_example_config_shows_every_key)
     free(example);
 }
 
+Test(settings, the_committed_example_config_is_what_the_table_renders)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cohort_settings_print_ini(f);
+    cr_assert_eq(fclose(f), 0);
+    char *committed = test_read_file(COHORT_SOURCE_DIR "/deploy/cohort.example.ini");
+    cr_expect_str_eq(committed, text,
+                     "deploy/cohort.example.ini is not what the settings table renders; "
+                     "regenerate it: build/cohortd --print-settings=ini > "
+                     "deploy/cohort.example.ini");
+    free(committed);
+    free(text);
+
+    static const char *const argv[] = {COHORTD, "--print-settings=ini", NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    committed = test_read_file(COHORT_SOURCE_DIR "/deploy/cohort.example.ini");
+    cr_expect_str_eq(r.out, committed);
+    free(committed);
+    test_run_result_free(&r);
+}
+
+/* The number or enum rows of `section` whose value in `loaded` differs from the table's
+ * default: the example claims to show the defaults, so a node running it runs with them. */
+static void expect_defaults(cohort_setting_section_t section, const void *loaded,
+                            void *defaults)
+{
+    bson_error_t error;
+    cr_assert(cohort_settings_apply_defaults(section, defaults, &error), "%s", error.message);
+    for (const cohort_setting_t *r = cohort_settings_table; r->name; r++) {
+        if (r->section != section || r->pattern || r->field.offset < 0)
+            continue;
+        if (r->type == COHORT_SETTING_STRING || r->type == COHORT_SETTING_PATH) {
+            cohort_setting_store_text(r, defaults, NULL, &error); /* frees the default's copy */
+            continue;
+        }
+        cr_expect(memcmp((const char *)loaded + r->field.offset,
+                         (const char *)defaults + r->field.offset, r->field.width) == 0,
+                  "deploy/cohort.example.ini sets %s to something else than its default", r->name);
+    }
+}
+
+Test(settings, the_example_config_runs_with_the_table_defaults)
+{
+    char *example = test_read_file(COHORT_SOURCE_DIR "/deploy/cohort.example.ini");
+    /* Its handler path is relative to deploy/ in the source tree: use the build's. */
+    const char *handler = "../build/handlers/cohort_noop.so";
+    char *at = strstr(example, handler);
+    cr_assert_not_null(at, "the example's handler is not %s", handler);
+    char *text = NULL;
+    cr_assert_geq(asprintf(&text, "%.*s%s%s", (int)(at - example), example, NOOP_SO,
+                           at + strlen(handler)),
+                  0);
+    cohort_config_t *c = cohort_config_load_string(text, "cohort.example.ini", NULL, &errors);
+    cr_assert_not_null(c, "the example does not load: %s",
+                       errors.count ? errors.messages[0] : "?");
+    cr_assert_eq(c->n_services, 1);
+    cohort_config_t cluster = {0};
+    cohort_service_config_t service = {0};
+    expect_defaults(COHORT_SECTION_CLUSTER, c, &cluster);
+    expect_defaults(COHORT_SECTION_SERVICE, &c->services[0], &service);
+    cohort_config_destroy(c);
+    free(text);
+    free(example);
+}
+
 /* What a SIGHUP must refuse is read from the table's rows that do not reload. */
 Test(settings, a_reload_refuses_what_the_table_says_needs_a_restart)
 {
