@@ -255,6 +255,16 @@ const cli_command_t ctl_commands[] = {
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 
+/* What the operands of some commands complete to (help.h); the others' first operand follows
+ * their synopsis. */
+static const cli_operands_t operands[] = {
+    {"data", "get|set|unset|inc|cas SERVICE"},
+    {"settings", "get|set|unset SERVICE SETTING"},
+    {"schedules", "pause|resume|SERVICE SERVICE"},
+    {"tokens", "create|list|revoke"},
+    {NULL, NULL},
+};
+
 const cli_program_t ctl_program = {
     .name = "cohortctl",
     .summary = "inspect and operate a Cohort cluster",
@@ -278,4 +288,5 @@ const cli_program_t ctl_program = {
         {NULL, NULL},
     },
     .man_extra = NULL,
+    .operands = operands,
 };

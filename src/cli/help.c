@@ -5,6 +5,8 @@
  */
 #include "cli/help.h"
 
+#include "core/settings.h"
+
 #include <string.h>
 
 #define WIDTH 80        /* plain-text help wraps here */
@@ -328,21 +330,69 @@ static void completion_values(FILE *out, const cli_option_t *options, const char
     }
 }
 
-/* What a command's first operand completes to, from its synopsis (see help.h). */
-static void completion_operand(FILE *out, const cli_command_t *c)
+/* One operand position's words (see help.h's `operands`) as the bash text that expands to
+ * them: words as they are, SERVICE as $(_cohort_services), COMMAND as $commands, SETTING
+ * as the live settings' keys. */
+static void completion_position(FILE *out, const char *spec, int len)
 {
-    const char *s = c->synopsis;
-    int len = (int)strcspn(s, " ");
-    if (strncmp(s, "SERVICE", 7) == 0 && len == 7) {
-        fputs("_cohort_services", out);
-    } else if (strncmp(s, "[COMMAND]", 9) == 0) {
-        fputs("echo \"$commands\"", out);
-    } else if (memchr(s, '|', (size_t)len) && s[0] >= 'a' && s[0] <= 'z') {
-        fputs("echo '", out);
-        for (int i = 0; i < len; i++)
-            fputc(s[i] == '|' ? ' ' : s[i], out);
-        fputc('\'', out);
+    const char *sep = "";
+    for (const char *p = spec, *end = spec + len; p < end;) {
+        int n = (int)strcspn(p, "| ");
+        if (n > end - p)
+            n = (int)(end - p);
+        fputs(sep, out);
+        sep = " ";
+        if (n == 7 && strncmp(p, "SERVICE", 7) == 0) {
+            fputs("$(_cohort_services)", out);
+        } else if (n == 7 && strncmp(p, "COMMAND", 7) == 0) {
+            fputs("$commands", out);
+        } else if (n == 7 && strncmp(p, "SETTING", 7) == 0) {
+            char names[512];
+            cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, names, sizeof names);
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, ", ");
+            cohort_settings_list_names(COHORT_SECTION_SERVICE, true, names + used + 2,
+                                       sizeof names - used - 2);
+            for (const char *c = names; *c; c++)
+                if (*c != ',')
+                    fputc(*c, out);
+        } else {
+            fprintf(out, "%.*s", n, p);
+        }
+        p += n + (p + n < end);
     }
+}
+
+/* `words=(...)`: what a command's operands complete to, by position: its row of the
+ * program's `operands`, or its synopsis's first word (SERVICE, [COMMAND] or a|b|c), see
+ * help.h. */
+static void completion_operands(FILE *out, const cli_program_t *program, const cli_command_t *c)
+{
+    const char *spec = NULL;
+    for (const cli_operands_t *o = program->operands; o && o->command; o++)
+        if (strcmp(o->command, c->name) == 0)
+            spec = o->spec;
+    char derived[128] = "";
+    if (!spec) {
+        const char *s = c->synopsis;
+        int len = (int)strcspn(s, " ");
+        if (len == 7 && strncmp(s, "SERVICE", 7) == 0)
+            snprintf(derived, sizeof derived, "SERVICE");
+        else if (strncmp(s, "[COMMAND]", 9) == 0)
+            snprintf(derived, sizeof derived, "COMMAND");
+        else if (memchr(s, '|', (size_t)len) && s[0] >= 'a' && s[0] <= 'z')
+            snprintf(derived, sizeof derived, "%.*s", len, s);
+        spec = derived;
+    }
+    fputs("        words=(", out);
+    for (const char *p = spec; *p;) {
+        int len = (int)strcspn(p, " ");
+        fputs(p == spec ? "\"" : " \"", out);
+        completion_position(out, p, len);
+        fputc('"', out);
+        p += len + (p[len] == ' ');
+    }
+    fputs(")\n", out);
 }
 
 void cli_print_bash_completion(FILE *out, const cli_program_t *program)
@@ -402,7 +452,7 @@ void cli_print_bash_completion(FILE *out, const cli_program_t *program)
           "        fi\n"
           "        return\n"
           "    fi\n"
-          "    local options= first= valued=\n"
+          "    local options= valued= words=()\n"
           "    case $cmd in\n",
           out);
     for (const cli_command_t *c = program->commands; c && c->name; c++) {
@@ -418,9 +468,9 @@ void cli_print_bash_completion(FILE *out, const cli_program_t *program)
                 sep = " ";
             }
         }
-        fputs("'\n        first=$(", out);
-        completion_operand(out, c);
-        fputs(")\n        ;;\n", out);
+        fputs("'\n", out);
+        completion_operands(out, program, c);
+        fputs("        ;;\n", out);
     }
     fputs("    esac\n"
           "    # Operands typed so far: words after the command, not options or their values.\n"
@@ -433,8 +483,8 @@ void cli_print_bash_completion(FILE *out, const cli_program_t *program)
     fprintf(out,
             "    if [[ $cur == -* ]]; then\n"
             "        COMPREPLY=($(compgen -W \"$options\" -- \"$cur\"))\n"
-            "    elif ((operands == 0)); then\n"
-            "        COMPREPLY=($(compgen -W \"$first\" -- \"$cur\"))\n"
+            "    elif ((operands < ${#words[@]})); then\n"
+            "        COMPREPLY=($(compgen -W \"${words[operands]}\" -- \"$cur\"))\n"
             "    fi\n"
             "}\n"
             "complete -F _%s %s\n",

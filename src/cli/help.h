@@ -42,6 +42,15 @@ typedef struct cli_command {
     const cli_option_t *options; /* NULL-name-terminated, or NULL: it takes none */
 } cli_command_t;
 
+/* For completion: what a command's operands complete to, by position, space-separated;
+ * within a position '|'-separated words, where SERVICE stands for the service names of the
+ * -c file, SETTING for the live settings' keys and COMMAND for the commands. A command
+ * without such a row completes its first operand from its synopsis's first word (above). */
+typedef struct cli_operands {
+    const char *command;
+    const char *spec; /* "get|set|unset SERVICE SETTING" */
+} cli_operands_t;
+
 /* A section of the help and man page after the options and commands. */
 typedef struct cli_section {
     const char *title; /* "EXIT STATUS" */
@@ -57,6 +66,7 @@ typedef struct cli_program {
     const cli_command_t *commands;  /* NULL-name-terminated, or NULL */
     const cli_section_t *sections;  /* NULL-title-terminated, or NULL */
     void (*man_extra)(FILE *out);   /* more man page sections (roff), or NULL */
+    const cli_operands_t *operands; /* NULL-command-terminated, or NULL */
 } cli_program_t;
 
 /* Fills `out` with the getopt_long() array of `options` (NULL: none), terminated. */

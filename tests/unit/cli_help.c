@@ -254,3 +254,42 @@ Test(cli_help, bash_completion_completes)
     cr_expect_str_eq(r.out, "enqueue\n--create\nkind\n");
     test_run_result_free(&r);
 }
+
+/* The operands complete too: data's and tokens' verbs, schedules pause|resume, settings keys
+ * (from the settings table), and the service names of the -c file after a verb. */
+Test(cli_help, bash_completion_completes_operands)
+{
+    char dir[] = "/tmp/cohort-completion-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char *ini = test_write_file(dir, "c.ini",
+                                "[cluster]\n[service:alpha]\nhandler = x.so\n"
+                                "  [service:beta] ; the second\nhandler = x.so\n");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "source '%s/completion/cohortctl' && t() { COMP_WORDS=(\"$@\"); "
+             "COMP_CWORD=$(($# - 1)); COMPREPLY=(); _cohortctl; echo \"${COMPREPLY[*]}\"; }; "
+             "t cohortctl data i; t cohortctl -c '%s' data get ''; "
+             "t cohortctl settings set x take; t cohortctl settings unset x ''; "
+             "t cohortctl schedules pa; t cohortctl -c '%s' schedules pause al; "
+             "t cohortctl -c '%s' schedules ''; t cohortctl tokens re; "
+             "t cohortctl -c '%s' step-down b; t cohortctl -c '%s' data cas alpha k ''",
+             COHORT_BUILD_DIR, ini, ini, ini, ini, ini);
+    const char *argv[] = {"/bin/bash", "-c", cmd, NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "inc\n"
+                            "alpha beta\n"
+                            "takeover_ms\n"
+                            "tick_ms takeover_ms primary_task_count secondary_task_count "
+                            "stall_timeout_ms succeeded_retention_ms failed_retention_ms\n"
+                            "pause\n"
+                            "alpha\n"
+                            "pause resume alpha beta\n"
+                            "revoke\n"
+                            "beta\n"
+                            "\n");
+    test_run_result_free(&r);
+    unlink(ini);
+    rmdir(dir);
+    free(ini);
+}
