@@ -293,3 +293,34 @@ Test(cli_help, bash_completion_completes_operands)
     rmdir(dir);
     free(ini);
 }
+
+/* docs/CLI.md has a section for every command of cohortctl (a `## ` heading naming it): the
+ * reference an operator reads follows the table the parser reads. */
+Test(cli_help, every_command_has_a_section_in_cli_md)
+{
+    const char *argv[] = {COHORT_BUILD_DIR "/cohortctl", "--print-completion", NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    const char *list = strstr(r.out, "local commands='");
+    cr_assert_not_null(list);
+    list += strlen("local commands='");
+    char *doc = test_read_file(COHORT_SOURCE_DIR "/docs/CLI.md");
+    for (const char *p = list; *p && *p != '\'';) {
+        size_t len = strcspn(p, " '");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        p += len + (p[len] == ' ');
+        if (strcmp(name, "help") == 0)
+            continue; /* "Help, man pages, completion" */
+        bool found = false;
+        for (const char *h = strstr(doc, "\n## "); h && !found; h = strstr(h + 1, "\n## ")) {
+            size_t line = strcspn(h + 1, "\n");
+            for (const char *w = h + 4; w + len <= h + 1 + line && !found; w++)
+                found = strncmp(w, name, len) == 0 && strchr(" ,\n", w[len]) &&
+                        strchr(" ,", w[-1]);
+        }
+        cr_expect(found, "docs/CLI.md has no section (a '## ' heading) for `cohortctl %s`", name);
+    }
+    free(doc);
+    test_run_result_free(&r);
+}
