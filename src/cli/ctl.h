@@ -102,6 +102,30 @@ void ctl_print_json(const bson_t *doc);
 int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
                        const bson_error_t *error);
 
+/* Progress of a long command (a bulk change, a big enqueue) on stderr, shown only when
+ * stderr is a terminal and the work is long (a total over CTL_PROGRESS_FROM tasks, or past
+ * that many done; COHORTCTL_PROGRESS_FROM=N in the environment moves the threshold), so
+ * piped runs, scripts and small commands print exactly what they did
+ * before: "cohortctl enqueue: 12000 of 50000 tasks, 24%" (or "cohortctl delete: 12000 tasks
+ * so far" when the total is not known), rewritten in place at most every
+ * CTL_PROGRESS_EVERY_MS; ctl_progress_end() clears the line. */
+#define CTL_PROGRESS_FROM 10000
+#define CTL_PROGRESS_EVERY_MS 200
+
+typedef struct ctl_progress {
+    const char *command;
+    int64_t total;   /* 0: unknown */
+    bool tty;        /* stderr is a terminal */
+    bool shown;      /* a line is on the terminal */
+    int64_t last_ms; /* monotonic: when it was last drawn */
+    int64_t from;    /* the threshold */
+} ctl_progress_t;
+
+/* `total` 0 if unknown; `command` (borrowed) names it on the line. */
+void ctl_progress_start(ctl_progress_t *progress, const char *command, int64_t total);
+void ctl_progress_update(ctl_progress_t *progress, int64_t done);
+void ctl_progress_end(ctl_progress_t *progress);
+
 /* ---- the commands: argv[0] is the command's name ---------------------------------------- */
 
 int cmd_help(ctl_t *ctl, int argc, char **argv); /* ctl_main.c */

@@ -280,7 +280,8 @@ const cli_program_t ctl_program = {
     .sections = (const cli_section_t[]){
         {"ENVIRONMENT",
          "MONGODB_URI: the database without -c (default mongodb://127.0.0.1:27017); it wins "
-         "over the file's mongodb_uri, as in cohortd."},
+         "over the file's mongodb_uri, as in cohortd. COHORTCTL_PROGRESS_FROM: how many tasks "
+         "make a command long enough to show its progress on a terminal (default 10000)."},
         {"EXIT STATUS", "0 done, 1 failed (database, missing task), 2 bad usage (a message "
                         "names the refused argument, or an unknown service), 3 `data cas` "
                         "found another value, 130 interrupted (enqueue)."},

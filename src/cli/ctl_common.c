@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "store/listing.h"
 
 bool ctl_open_store(ctl_t *ctl)
@@ -184,3 +185,38 @@ int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
     return ok ? CTL_DONE : CTL_FAILED;
 }
 
+
+void ctl_progress_start(ctl_progress_t *p, const char *command, int64_t total)
+{
+    *p = (ctl_progress_t){.command = command,
+                          .total = total,
+                          .tty = isatty(STDERR_FILENO),
+                          .from = CTL_PROGRESS_FROM};
+    const char *from = getenv("COHORTCTL_PROGRESS_FROM");
+    int64_t v;
+    if (from && ctl_parse_int(from, &v) && v >= 0)
+        p->from = v;
+}
+
+void ctl_progress_update(ctl_progress_t *p, int64_t done)
+{
+    int64_t now = cohort_clock_monotonic_ms();
+    bool long_one = p->total > p->from || done >= p->from;
+    if (!p->tty || !long_one || now - p->last_ms < CTL_PROGRESS_EVERY_MS)
+        return;
+    p->last_ms = now;
+    p->shown = true;
+    if (p->total > 0)
+        fprintf(stderr, "\r\033[Kcohortctl %s: %lld of %lld tasks, %d%%", p->command,
+                (long long)done, (long long)p->total, (int)(done * 100 / p->total));
+    else
+        fprintf(stderr, "\r\033[Kcohortctl %s: %lld tasks so far", p->command, (long long)done);
+    fflush(stderr);
+}
+
+void ctl_progress_end(ctl_progress_t *p)
+{
+    if (p->shown)
+        fputs("\r\033[K", stderr);
+    p->shown = false;
+}

@@ -151,7 +151,10 @@ static int enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new_
     int64_t created = 0, merged = 0, existing = 0, i = 0;
     bson_error_t error;
     bool ok = true;
+    ctl_progress_t progress;
+    ctl_progress_start(&progress, "enqueue", count);
     for (; ok && i < count && !interrupted; i++) {
+        ctl_progress_update(&progress, i);
         bool exists = false, coalesced = false;
         ok = cohort_store_insert_task(ctl->store, ctl->client, service, task, NULL, &exists,
                                       &coalesced, &error);
@@ -162,6 +165,7 @@ static int enqueue_one_by_one(ctl_t *ctl, const char *service, const cohort_new_
             *(coalesced ? &merged : &created) += 1;
         }
     }
+    ctl_progress_end(&progress);
     if (task->coalesce_key)
         printf("created=%lld coalesced=%lld\n", (long long)created, (long long)merged);
     else
@@ -180,13 +184,17 @@ static int enqueue_bulk(ctl_t *ctl, const char *service, const cohort_new_task_t
     int64_t inserted = 0;
     bson_error_t error;
     bool ok = true;
+    ctl_progress_t progress;
+    ctl_progress_start(&progress, "enqueue", count);
     while (ok && inserted < count && !interrupted) {
         int64_t chunk = count - inserted < ENQUEUE_CHUNK ? count - inserted : ENQUEUE_CHUNK;
         int64_t done = 0;
         ok = cohort_store_insert_tasks(ctl->store, ctl->client, service, task, chunk, &done,
                                        &error);
         inserted += done;
+        ctl_progress_update(&progress, inserted);
     }
+    ctl_progress_end(&progress);
     printf("%lld\n", (long long)inserted);
     fflush(stdout);
     if (!ok)

@@ -144,6 +144,11 @@ static int parse_args(const ops_command_t *cmd, ctl_t *ctl, int argc, char **arg
     return a->id ? CTL_DONE : check_status(cmd, a);
 }
 
+static void show_progress(void *arg, int64_t changed)
+{
+    ctl_progress_update(arg, changed);
+}
+
 /* Runs a parsed command against the database. */
 static int run(const ops_command_t *cmd, ctl_t *ctl, ops_args_t *a)
 {
@@ -161,10 +166,15 @@ static int run(const ops_command_t *cmd, ctl_t *ctl, ops_args_t *a)
         a->selection.finished_before_ms = server_ms - a->older_than_ms;
     int64_t changed = 1;
     bson_error_t error;
+    ctl_progress_t progress;
+    ctl_progress_start(&progress, cmd->name, 0);
+    change.progress = show_progress;
+    change.progress_arg = &progress;
     bool ok = a->id ? cohort_store_change_task(ctl->store, ctl->client, a->service, &change,
                                                a->id, &error)
                     : cohort_store_change_tasks(ctl->store, ctl->client, a->service, &change,
                                                 &a->selection, &changed, &error);
+    ctl_progress_end(&progress);
     bool requested = false;
     char claimer[129] = "";
     bson_error_t why;

@@ -341,6 +341,8 @@ static bool change_in_pages(mongoc_collection_t *tasks, const bson_t *filter,
         bson_destroy(opts);
         *changed += in_page;
         left = in_page > 0 ? left - in_page : 0;
+        if (ok && change->progress)
+            change->progress(change->progress_arg, *changed);
     }
     return ok;
 }

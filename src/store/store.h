@@ -750,6 +750,9 @@ typedef struct cohort_task_change {
     const char *by; /* who asked, for the history ("cohortctl USER@HOST") */
     int64_t now_ms; /* server time, for the history */
     bool dry_run;   /* count what would change; change nothing */
+    /* A selection's progress (may be NULL): called after each page with the count so far. */
+    void (*progress)(void *arg, int64_t changed);
+    void *progress_arg;
 } cohort_task_change_t;
 
 typedef struct cohort_task_selection {
