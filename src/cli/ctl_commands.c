@@ -58,7 +58,8 @@ const cli_command_t ctl_commands[] = {
      "(no service document).",
      NULL, json_options},
     {"enqueue", cmd_enqueue,
-     "SERVICE [--count N] [--data JSON] [--tracked] [--create] [scheduling options]",
+     "SERVICE [--count N] [--data JSON|@FILE|-] [--from FILE] [--tracked] [--create] "
+     "[scheduling options]",
      "insert tasks: one (its id is printed) or N (their number is printed)",
      "The service must exist (a node has run it); --create makes it first. Ctrl-C or SIGTERM "
      "during --count N stops after the current bulk write, prints how many went in and exits "
@@ -67,7 +68,15 @@ const cli_command_t ctl_commands[] = {
          {"count", "N", 'n', CLI_LONG_ONLY,
           "insert N tasks (1..100000000) with unordered bulk writes and print their number",
           NULL},
-         {"data", "JSON", 'D', CLI_LONG_ONLY, "the tasks' data, a JSON object (default {})", NULL},
+         {"data", "JSON", 'D', CLI_LONG_ONLY,
+          "the tasks' data, a JSON object (default {}); @FILE reads it from FILE, - from "
+          "stdin",
+          NULL},
+         {"from", "FILE", 'F', CLI_LONG_ONLY,
+          "one task per line of FILE (- : stdin), each a JSON object as the HTTP API's POST "
+          "body: data and task options; this command's options fill in what a line does not "
+          "set. Every line is checked before any is inserted",
+          NULL},
          {"tracked", NULL, 't', CLI_LONG_ONLY, "the tasks join the service's open batch", NULL},
          {"create", NULL, 'C', CLI_LONG_ONLY,
           "create the service (its config document and queue indexes, as a node does at "

@@ -12,6 +12,7 @@
  * SIGINT and SIGTERM during --count N stop the inserts between two bulk writes, so the count
  * printed is exactly what went in.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,12 +296,298 @@ static int enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_opti
     return enqueue_bulk(ctl, service, &task, count);
 }
 
+/* ---- --data @FILE | -, and --from FILE ------------------------------------------------- */
+
+#define TEXT_MAX (16 * 1024 * 1024) /* --data @FILE or -: over COHORT_DOC_BYTES_MAX of BSON */
+#define FROM_CHUNK 1000             /* --from: tasks per bulk write */
+#define FROM_CHUNK_BYTES (16 * 1024 * 1024) /* ... and their data's bytes, at most */
+
+/* The whole of `path` ("-": stdin), NUL-terminated, at most TEXT_MAX bytes; NULL (message
+ * printed, naming `what`) if it cannot be read. Caller frees. */
+static char *read_text(const char *path, const char *what)
+{
+    bool is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cohortctl enqueue: %s: cannot read '%s': %s\n", what, path,
+                strerror(errno));
+        return NULL;
+    }
+    size_t len = 0, cap = 65536;
+    char *text = malloc(cap + 1);
+    size_t got;
+    while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap && cap <= TEXT_MAX) {
+            char *bigger = realloc(text, cap * 2 + 1);
+            if (!bigger)
+                free(text);
+            text = bigger;
+            cap *= 2;
+        }
+    }
+    bool failed = !text || ferror(f) || len > TEXT_MAX;
+    if (failed)
+        fprintf(stderr, "cohortctl enqueue: %s: '%s' %s\n", what, path,
+                !text               ? "is too large for memory"
+                : len > TEXT_MAX    ? "is over 16 MiB"
+                                    : "cannot be read");
+    if (!is_stdin)
+        fclose(f);
+    if (failed) {
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
+}
+
+/* --data's JSON: the argument itself, @FILE's contents, or - : stdin's (so that data over
+ * the shell's argument limit can be given). Caller frees; NULL: message printed. */
+static char *data_text(const char *arg)
+{
+    if (strcmp(arg, "-") == 0)
+        return read_text("-", "--data -");
+    if (arg[0] == '@')
+        return read_text(arg + 1, "--data @FILE");
+    char *copy = strdup(arg);
+    if (!copy)
+        fprintf(stderr, "cohortctl enqueue: out of memory\n");
+    return copy;
+}
+
+/* One task of --from: its line's document, its options (the line's, then the command
+ * line's for what the line does not set) parsed, its data (a view into the line). */
+typedef struct from_task {
+    bson_t line, options, data;
+    bool has_data;
+    cohort_task_options_t parsed;
+} from_task_t;
+
+static void from_task_destroy(from_task_t *t)
+{
+    bson_destroy(&t->line);
+    bson_destroy(&t->options);
+}
+
+/* Parses a line of --from into `t` (destroy it whatever this returns): a JSON object whose
+ * "data" is the task's data and whose other fields are task options, as the HTTP API's
+ * POST .../tasks body; `defaults` are the command line's options. */
+static bool parse_from_line(const char *text, const bson_t *defaults, from_task_t *t,
+                            bson_error_t *error)
+{
+    bson_init(&t->options);
+    t->has_data = false;
+    if (!cohort_json_parse_doc(text, false, &t->line, error)) {
+        bson_init(&t->line);
+        return false;
+    }
+    bson_iter_t it;
+    bson_iter_init(&it, &t->line);
+    while (bson_iter_next(&it)) {
+        if (strcmp(bson_iter_key(&it), "data") != 0) {
+            bson_append_iter(&t->options, NULL, 0, &it);
+            continue;
+        }
+        uint32_t len;
+        const uint8_t *raw;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_set_error(error, 0, 0, "field 'data' must be a JSON object");
+            return false;
+        }
+        bson_iter_document(&it, &len, &raw);
+        t->has_data = bson_init_static(&t->data, raw, len);
+    }
+    bson_iter_init(&it, defaults);
+    while (bson_iter_next(&it))
+        if (!bson_has_field(&t->options, bson_iter_key(&it)))
+            bson_append_iter(&t->options, NULL, 0, &it);
+    return cohort_task_options_parse(&t->options, false, &t->parsed, error);
+}
+
+/* Reads `in` line by line; calls `each` for every line that is not blank. Stops at the first
+ * false it returns (or at an interrupt). *line_no: the last line read. */
+static bool each_line(FILE *in, bool (*each)(void *arg, const char *text), void *arg,
+                      int64_t *line_no)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    bool ok = true;
+    *line_no = 0;
+    while (ok && !interrupted && getline(&buf, &cap, in) >= 0) {
+        (*line_no)++;
+        if (buf[strspn(buf, " \t\r\n")])
+            ok = each(arg, buf);
+    }
+    free(buf);
+    return ok;
+}
+
+typedef struct from_run {
+    ctl_t *ctl;
+    const char *service;
+    const bson_t *defaults;
+    const cohort_service_config_t *section;
+    int64_t now_ms, batch;
+    FILE *copy;          /* pass 1 of stdin: the lines kept for pass 2 */
+    int64_t lines;       /* tasks in the file (pass 1) */
+    int64_t created, coalesced, existing;
+    from_task_t chunk[FROM_CHUNK];
+    cohort_new_task_t tasks[FROM_CHUNK];
+    size_t n;
+    size_t bytes;
+    ctl_progress_t progress;
+    bson_error_t error;
+} from_run_t;
+
+/* Pass 1: every line must be a task, else nothing is inserted. */
+static bool check_line(void *arg, const char *text)
+{
+    from_run_t *r = arg;
+    from_task_t t;
+    bool ok = parse_from_line(text, r->defaults, &t, &r->error);
+    from_task_destroy(&t);
+    if (ok && r->copy && fputs(text, r->copy) == EOF) {
+        bson_set_error(&r->error, 0, 0, "cannot keep stdin in a temporary file");
+        ok = false;
+    }
+    r->lines += ok;
+    return ok;
+}
+
+/* Inserts the tasks gathered in r->chunk in one bulk write. */
+static bool flush_chunk(from_run_t *r)
+{
+    int64_t done = 0;
+    bool ok = cohort_store_insert_task_list(r->ctl->store, r->ctl->client, r->service, r->tasks,
+                                            r->n, &done, &r->error);
+    r->created += done;
+    for (size_t i = 0; i < r->n; i++)
+        from_task_destroy(&r->chunk[i]);
+    r->n = 0;
+    r->bytes = 0;
+    ctl_progress_update(&r->progress, r->created + r->coalesced + r->existing);
+    return ok;
+}
+
+/* Pass 2: a task with a coalesce or unique key is created alone (it may merge, or exist);
+ * the others go in bulk writes of FROM_CHUNK. */
+static bool insert_line(void *arg, const char *text)
+{
+    from_run_t *r = arg;
+    from_task_t *t = &r->chunk[r->n];
+    if (!parse_from_line(text, r->defaults, t, &r->error)) { /* changed since pass 1 */
+        from_task_destroy(t);
+        return false;
+    }
+    cohort_new_task_t *task = &r->tasks[r->n];
+    *task = (cohort_new_task_t){.data = t->has_data ? &t->data : NULL,
+                                .tracked = t->parsed.tracked,
+                                .unique_key = t->parsed.unique_key,
+                                .created_by = "cohortctl",
+                                .now_ms = r->now_ms,
+                                .batch = r->batch};
+    cohort_task_options_apply(&t->parsed, r->section, task);
+    if (!task->coalesce_key && !task->unique_key) {
+        r->n++;
+        r->bytes += t->line.len;
+        return (r->n < FROM_CHUNK && r->bytes < FROM_CHUNK_BYTES) || flush_chunk(r);
+    }
+    bool exists = false, merged = false;
+    bool ok = cohort_store_insert_task(r->ctl->store, r->ctl->client, r->service, task, NULL,
+                                       &exists, &merged, &r->error);
+    from_task_destroy(t);
+    if (!ok && exists)
+        r->existing++;
+    else if (ok)
+        *(merged ? &r->coalesced : &r->created) += 1;
+    return ok || exists;
+}
+
+/* Opens --from's file ("-": stdin) for pass 1. */
+static FILE *open_from(const char *path, from_run_t *r)
+{
+    if (strcmp(path, "-") != 0) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            fprintf(stderr, "cohortctl enqueue: --from: cannot read '%s': %s\n", path,
+                    strerror(errno));
+        return f;
+    }
+    r->copy = tmpfile();
+    if (!r->copy)
+        fprintf(stderr, "cohortctl enqueue: --from -: no temporary file for stdin: %s\n",
+                strerror(errno));
+    return r->copy ? stdin : NULL;
+}
+
+/* --from FILE: every line checked first (a bad one is named and nothing is inserted), then
+ * the tasks inserted with progress; prints how many were created (and coalesced or found
+ * existing, with keys). */
+static int enqueue_from(ctl_t *ctl, const char *service, const char *path,
+                        const bson_t *defaults, bool create)
+{
+    from_run_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return CTL_FAILED;
+    *r = (from_run_t){.ctl = ctl, .service = service, .defaults = defaults, .batch = 1};
+    FILE *in = open_from(path, r);
+    int rc = CTL_USAGE;
+    int64_t read_to = 0;
+    if (!in)
+        goto out;
+    catch_interrupts();
+    if (!each_line(in, check_line, r, &read_to) && !interrupted) {
+        fprintf(stderr, "cohortctl enqueue: --from %s: line %lld: %s; nothing inserted\n", path,
+                (long long)read_to, r->error.message);
+        goto out;
+    }
+    rc = interrupted ? report_interrupt(0, r->lines) : CTL_FAILED;
+    if (interrupted || !ctl_open_store(ctl) ||
+        !cohort_store_server_time(ctl->store, ctl->client, &r->now_ms, &r->error))
+        goto out;
+    if ((rc = require_service(ctl, service, create)) != CTL_DONE)
+        goto out;
+    r->section = ctl->config ? cohort_config_find_service(ctl->config, service) : NULL;
+    cohort_batch_state_t batches = {.open = 1};
+    rc = CTL_FAILED;
+    if (!cohort_store_batch_state(ctl->store, ctl->client, service, &batches, &r->error))
+        goto out;
+    r->batch = batches.open;
+    FILE *again = r->copy ? r->copy : in;
+    rewind(again);
+    ctl_progress_start(&r->progress, "enqueue", r->lines);
+    bool ok = each_line(again, insert_line, r, &read_to) && flush_chunk(r);
+    ctl_progress_end(&r->progress);
+    if (r->coalesced || r->existing)
+        printf("created=%lld coalesced=%lld existing=%lld\n", (long long)r->created,
+               (long long)r->coalesced, (long long)r->existing);
+    else
+        printf("%lld\n", (long long)r->created);
+    fflush(stdout);
+    int64_t done = r->created + r->coalesced + r->existing;
+    if (!ok)
+        fprintf(stderr, "cohortctl enqueue: --from %s: line %lld: %s\n", path,
+                (long long)read_to, r->error.message);
+    rc = !ok ? CTL_FAILED : interrupted ? report_interrupt(done, r->lines) : CTL_DONE;
+out:
+    for (size_t i = 0; i < r->n; i++)
+        from_task_destroy(&r->chunk[i]);
+    if (in && in != stdin)
+        fclose(in);
+    if (r->copy)
+        fclose(r->copy);
+    free(r);
+    return rc;
+}
+
 /* The values getopt_long() returns for enqueue's options (rows of ctl_commands.c). */
 enum {
     OPT_COUNT = 'n',
     OPT_DATA = 'D',
     OPT_TRACKED = 't',
     OPT_CREATE = 'C',
+    OPT_FROM = 'F',
     CTL_SCHEDULING_FLAG = 'S', /* any of enqueue_flags[], told apart by name */
 };
 
@@ -309,7 +596,8 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
 {
     struct option longopts[CLI_MAX_OPTIONS + 1];
     ctl_longopts(ctl, longopts);
-    const char *service = NULL, *data_json = NULL;
+    const char *service = NULL, *data_json = NULL, *from = NULL;
+    char *data_owned = NULL; /* --data's text when read from a file or stdin */
     int64_t count = 1;
     bool count_given = false, create = false, given[N_ENQUEUE_FLAGS] = {false};
     bson_t opts = BSON_INITIALIZER;
@@ -341,6 +629,8 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             BSON_APPEND_BOOL(&opts, "tracked", true);
         } else if (opt == OPT_CREATE) {
             create = true;
+        } else if (opt == OPT_FROM) {
+            from = optarg;
         } else if (opt == ':') {
             fprintf(stderr, "cohortctl enqueue: %s needs a value\n", ctl_bad_arg(argv));
             goto out;
@@ -370,7 +660,20 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
         print_options_refusal(why.message);
         goto out;
     }
+    if (from && (data_json || count_given)) {
+        fprintf(stderr, "cohortctl enqueue: --from takes each task's data and options from "
+                        "its lines: not with --%s\n", data_json ? "data" : "count");
+        goto out;
+    }
+    if (from) {
+        rc = enqueue_from(ctl, service, from, &opts, create);
+        goto out;
+    }
     bson_t parsed, *data = NULL;
+    data_owned = data_json ? data_text(data_json) : NULL;
+    if (data_json && !data_owned)
+        goto out;
+    data_json = data_owned;
     if (data_json) {
         if (data_json[strspn(data_json, " \t\r\n")] != '{') {
             fprintf(stderr, "cohortctl enqueue: --data must be a JSON object, like '{\"k\": 1}'\n");
@@ -386,6 +689,7 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
     rc = enqueue_tasks(ctl, service, &options, data, count_given ? count : 0, create);
     bson_destroy(data);
 out:
+    free(data_owned);
     bson_destroy(&opts);
     return rc;
 }

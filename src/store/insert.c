@@ -201,3 +201,30 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_destroy(tasks);
     return ok;
 }
+
+bool cohort_store_insert_task_list(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, const cohort_new_task_t *tasks, size_t n,
+                                   int64_t *inserted, bson_error_t *error)
+{
+    *inserted = 0;
+    if (n == 0)
+        return true;
+    mongoc_collection_t *queue = store_queue(store, client, service);
+    bson_t *opts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(queue, opts);
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        bson_oid_t id;
+        bson_oid_init(&id, NULL);
+        bson_t doc = BSON_INITIALIZER;
+        build_task(&doc, &tasks[i], &id);
+        ok = mongoc_bulk_operation_insert_with_opts(bulk, &doc, NULL, error);
+        bson_destroy(&doc);
+    }
+    if (ok)
+        ok = store_bulk_execute(bulk, "nInserted", inserted, error);
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(opts);
+    mongoc_collection_destroy(queue);
+    return ok;
+}

@@ -280,6 +280,13 @@ bool cohort_store_insert_tasks(cohort_store_t *store, mongoc_client_t *client,
                                const char *service, const cohort_new_task_t *task, int64_t count,
                                int64_t *inserted, bson_error_t *error);
 
+/* Inserts `n` different tasks (none with a coalesce key: those go one by one through
+ * cohort_store_insert_task) in one unordered bulk write; *inserted counts what the server
+ * acknowledged. The caller bounds `n` and the tasks' size. */
+bool cohort_store_insert_task_list(cohort_store_t *store, mongoc_client_t *client,
+                                   const char *service, const cohort_new_task_t *tasks, size_t n,
+                                   int64_t *inserted, bson_error_t *error);
+
 /* ---- watch.c: change streams on the queues' inserts ------------------------------------ */
 
 /* A change stream on the inserts into one service's queue, on a client of its own (made
