@@ -348,11 +348,7 @@ static void completion_position(FILE *out, const char *spec, int len)
             fputs("$commands", out);
         } else if (n == 7 && strncmp(p, "SETTING", 7) == 0) {
             char names[512];
-            cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, names, sizeof names);
-            size_t used = strlen(names);
-            snprintf(names + used, sizeof names - used, ", ");
-            cohort_settings_list_names(COHORT_SECTION_SERVICE, true, names + used + 2,
-                                       sizeof names - used - 2);
+            cohort_settings_list_live_names(names, sizeof names);
             for (const char *c = names; *c; c++)
                 if (*c != ',')
                     fputc(*c, out);

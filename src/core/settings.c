@@ -262,6 +262,17 @@ void cohort_settings_overlay(cohort_settings_t *settings, const bson_t *doc)
         cohort_settings_overlay_iter(settings, &it);
 }
 
+void cohort_settings_list_live_names(char *buf, size_t len)
+{
+    cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, buf, len);
+    size_t used = strlen(buf);
+    if (used + 2 < len) {
+        snprintf(buf + used, len - used, ", ");
+        cohort_settings_list_names(COHORT_SECTION_SERVICE, true, buf + used + 2,
+                                   len - used - 2);
+    }
+}
+
 bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t *error)
 {
     const cohort_setting_t *r = cohort_setting_find_live(key);
@@ -273,11 +284,7 @@ bool cohort_settings_validate_value(const char *key, int64_t value, bson_error_t
                        (long long)r->min, (long long)r->max);
     } else {
         char names[256];
-        cohort_settings_list_names(COHORT_SECTION_CLUSTER, true, names, sizeof names);
-        size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, ", ");
-        cohort_settings_list_names(COHORT_SECTION_SERVICE, true, names + used + 2,
-                                   sizeof names - used - 2);
+        cohort_settings_list_live_names(names, sizeof names);
         bson_set_error(error, COHORT_DOMAIN_CONFIG, COHORT_CODE_NOT_FOUND,
                        "'%s' is not a live setting (known: %s)", key ? key : "", names);
     }

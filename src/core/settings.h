@@ -104,6 +104,9 @@ const cohort_setting_t *cohort_setting_find_live(const char *key);
 /* The row of a `kind.KIND.KEY` key for KEY ("priority"...), or NULL. */
 const cohort_setting_t *cohort_setting_find_kind(const char *key);
 
+/* The live settings' keys of both sections, ", "-separated, into `buf`. */
+void cohort_settings_list_live_names(char *buf, size_t len);
+
 /* The names of `section`'s fixed keys, ", "-separated, into `buf` (for "known: ..."). */
 void cohort_settings_list_names(cohort_setting_section_t section, bool live_only, char *buf,
                                 size_t len);
