@@ -100,6 +100,11 @@ int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
 int cmd_help(ctl_t *ctl, int argc, char **argv); /* ctl_main.c */
 int cmd_status(ctl_t *ctl, int argc, char **argv);
 int cmd_enqueue(ctl_t *ctl, int argc, char **argv);
+
+/* enqueue's options: --count, --data, --create and a flag per task option (taskopts.h). Filled
+ * by ctl_enqueue_describe(), which main() calls before anything reads ctl_commands. */
+extern cli_option_t ctl_enqueue_options[CLI_MAX_OPTIONS + 1];
+void ctl_enqueue_describe(void);
 int cmd_switch(ctl_t *ctl, int argc, char **argv); /* pause, resume, block, unblock */
 int cmd_counts(ctl_t *ctl, int argc, char **argv);
 int cmd_tasks(ctl_t *ctl, int argc, char **argv);
