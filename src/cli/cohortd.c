@@ -24,8 +24,8 @@
 #include "core/config.h"
 #include "core/settings.h"
 #include "core/timefmt.h"
-#include "node/check.h"
-#include "node/isolate_child.h"
+#include "node/handler/check.h"
+#include "node/handler/isolate_child.h"
 #include "core/log.h"
 #include "node/node.h"
 

@@ -3,7 +3,7 @@
  * documents, building and printing JSON, resetting getopt (see ctl.h).
  */
 #include "cli/ctl.h"
-#include "node/api_json.h"
+#include "node/status/api_json.h"
 
 #include <errno.h>
 #include <pwd.h>

@@ -2,7 +2,7 @@
  * ctl_nodes.c - `cohortctl nodes [--json]`: the nodes seen in the last day, live or
  * expired, with their last ping and the services they host.
  *
- * Each node's object is node/node_status.c's, shared with GET /api/v1/nodes.
+ * Each node's object is node/status/node_status.c's, shared with GET /api/v1/nodes.
  *
  * A node is live while its last ping is younger than the takeover time: the longest lease
  * a primary declared (primaries expire nodes by their service's), else the config file's,
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
-#include "node/node_status.h"
+#include "node/status/node_status.h"
 #include "store/listing.h"
 
 typedef struct node_list {

@@ -2,7 +2,7 @@
  * ctl_schedules.c - `cohortctl schedules SERVICE [--json]` and `cohortctl schedules
  * pause|resume SERVICE ID`: a service's recurring tasks as the primary keeps them.
  *
- * The listing is node/schedule_status.c's document (the API's GET .../schedules shows the
+ * The listing is node/status/schedule_status.c's document (the API's GET .../schedules shows the
  * same): per schedule its times (cron expression and zone), the last slot the primary
  * settled, the next slot after it (due now if already past the server's clock), the task it
  * created last with that task's status, and how many slots it created, found already
@@ -19,7 +19,7 @@
 
 #include "cli/ctl.h"
 #include "core/schedule.h"
-#include "node/schedule_status.h"
+#include "node/status/schedule_status.h"
 
 static const char *text_of(const bson_t *doc, const char *dotted, const char *fallback)
 {

@@ -8,7 +8,7 @@
  * the database's), so that takeover_ms > tick_ms and the like hold after it too, and then
  * against each live node's own values as its node document publishes them: a node whose
  * file would make the result invalid, or whose measured database round trip makes the new
- * takeover unsafe (unless --force), refuses it by name (node/service_settings.c, shared with
+ * takeover unsafe (unless --force), refuses it by name (node/status/service_settings.c, shared with
  * the HTTP API's .../settings). `get` lists the nodes that run other values.
  */
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
-#include "node/service_settings.h"
+#include "node/status/service_settings.h"
 
 /* settings set KEY VALUE (`set`) or unset KEY (value -1): checks the settings as they will
  * be, here and on every live node, then writes. The message says what happened; returns the

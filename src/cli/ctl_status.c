@@ -12,7 +12,7 @@
 
 #include "cli/ctl.h"
 #include "core/status.h"
-#include "node/service_status.h"
+#include "node/status/service_status.h"
 #include "store/listing.h"
 
 typedef struct status_run {
@@ -39,7 +39,7 @@ static bool in_config(const ctl_t *ctl, const char *name)
     return ctl->config && cohort_config_find_service(ctl->config, name) != NULL;
 }
 
-/* One service: an element of the JSON array (node/service_status.c builds it, as for the
+/* One service: an element of the JSON array (node/status/service_status.c builds it, as for the
  * HTTP API) and a line of the table with its switches. */
 static bool status_one(void *user, const char *name, bson_error_t *error)
 {

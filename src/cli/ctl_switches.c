@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
-#include "node/service_status.h"
+#include "node/status/service_status.h"
 
 typedef struct switch_search {
     const char *which, *kind; /* the switch being changed */

@@ -29,7 +29,7 @@ typedef enum cohort_isolation {
 } cohort_isolation_t;
 
 /* How an idle node learns of a new task: a change stream on each hosted queue wakes a worker
- * at once (node/watch.h), or only the next tick's claim finds it. */
+ * at once (node/work/watch.h), or only the next tick's claim finds it. */
 typedef enum cohort_wake_mode {
     COHORT_WAKE_CHANGE_STREAM = 0,
     COHORT_WAKE_POLL = 1,
@@ -72,7 +72,7 @@ typedef struct cohort_service_config {
     cohort_task_defaults_t defaults;   /* priority, not_after_ms, task_timeout_ms */
     int64_t not_after_boost;           /* added to a task's priority when its not_after passes */
     int64_t claim_batch;               /* tasks per claim; COHORT_CLAIM_BATCH_AUTO: adaptive */
-    int64_t capacity; /* weight this node runs at once (node/capacity.h); 0: `workers` */
+    int64_t capacity; /* weight this node runs at once (node/work/capacity.h); 0: `workers` */
     cohort_isolation_t isolation;
     cohort_kind_config_t *kinds; /* per-kind defaults; owned */
     size_t n_kinds;

@@ -10,7 +10,7 @@
  * schedule's own (cohort_schedule_slot_key()): it is what makes a slot run once, so
  * `unique_key` and `coalesce_key` are refused here.
  *
- * The node's side (node/schedules.c) turns slots into tasks; the store's
+ * The node's side (node/primary/schedules.c) turns slots into tasks; the store's
  * (store/schedules.c) keeps each schedule's state in the service's config document.
  */
 #ifndef COHORT_SCHEDULE_H

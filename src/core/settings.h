@@ -29,9 +29,9 @@
 #define COHORT_KIND_MAX 64            /* a kind name: 1-64 of [A-Za-z0-9_-] */
 #define COHORT_PRIORITY_LIMIT 1000000 /* priorities lie in [-LIMIT, LIMIT] */
 #define COHORT_CLAIM_BATCH_MAX 256
-#define COHORT_WEIGHT_MAX 1000        /* a task's weight lies in [1, MAX] (node/capacity.h) */
+#define COHORT_WEIGHT_MAX 1000        /* a task's weight lies in [1, MAX] (node/work/capacity.h) */
 #define COHORT_CAPACITY_MAX 1000000   /* a node's capacity, in weight units */
-#define COHORT_CLAIM_BATCH_AUTO 0 /* claim_batch = auto: node/prefetch.h sizes each claim */
+#define COHORT_CLAIM_BATCH_AUTO 0 /* claim_batch = auto: node/work/prefetch.h sizes each claim */
 
 typedef enum cohort_setting_section {
     COHORT_SECTION_CLUSTER, /* [cluster] */

@@ -23,7 +23,7 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const isolations[] = {"thread", "process", NULL};
 static const char *const wake_modes[] = {"change_stream", "poll", NULL};
 
-/* claim_batch = auto: each claim sized by node/prefetch.c. */
+/* claim_batch = auto: each claim sized by node/work/prefetch.c. */
 static bool parse_claim_batch(const char *text, int64_t *value)
 {
     if (strcmp(text, "auto") != 0)

@@ -1,9 +1,9 @@
 /*
  * wake.h - a helper thread's sleep that its owner can cut short.
  *
- * The node's helper threads (node/lease.c, node/heartbeat.c) sleep until their next deadline
- * on the monotonic clock, so a wall-clock jump neither wakes them early nor holds them late,
- * and stop as soon as their owner asks instead of after the sleep. This is the mutex, the
+ * The node's helper threads (node/primary/lease.c, node/heartbeat.c) sleep until their next
+ * deadline on the monotonic clock, so a wall-clock jump neither wakes them early nor holds them
+ * late, and stop as soon as their owner asks instead of after the sleep. This is the mutex, the
  * condition variable on CLOCK_MONOTONIC and the `done` flag they share.
  */
 #ifndef COHORT_WAKE_H

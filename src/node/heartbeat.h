@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node/election.h"
+#include "node/primary/election.h"
 
 typedef struct cohort_heartbeat cohort_heartbeat_t;
 

@@ -3,7 +3,7 @@
  */
 #include "node/liveness.h"
 
-#include "node/election.h"
+#include "node/primary/election.h"
 
 int64_t cohort_liveness_min_takeover_ms(cohort_service_t *const *services, size_t n_services,
                                         int64_t fallback)

@@ -15,7 +15,7 @@
  * released): their threads are inside handler code and still use the node's memory, the
  * configuration's and the driver's, so the caller must end the process at once, without
  * freeing anything or running exit handlers (_exit()), and must not destroy `config`. It is
- * set too when change stream threads were left in their getMores (node/watch.h). */
+ * set too when change stream threads were left in their getMores (node/work/watch.h). */
 int cohort_node_run(const cohort_config_t *config, bool *abandoned);
 
 /* Writes a node id unique to this process: host-pid-random. */

@@ -10,8 +10,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "node/capacity.h"
-#include "node/schedules.h"
+#include "node/work/capacity.h"
+#include "node/primary/schedules.h"
 
 /* What SIGHUP cannot change in a running node (the settings table's rows that do not
  * reload, the set of services and their kinds); `error` names the first difference. */

@@ -21,10 +21,10 @@
 #include "cohort/handler.h"
 #include "core/config.h"
 #include "core/status.h"
-#include "node/election.h"
-#include "node/histogram.h"
-#include "node/plugin.h"
-#include "node/prefetch.h"
+#include "node/primary/election.h"
+#include "node/work/histogram.h"
+#include "node/handler/plugin.h"
+#include "node/work/prefetch.h"
 #include "store/store.h"
 
 #define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
@@ -103,7 +103,7 @@ typedef struct cohort_service {
     bool count_queue;
     _Atomic int64_t queue_counts[COHORT_STATUS_COUNT]; /* by cohort_task_status_t */
     _Atomic int64_t queue_epoch; /* the epoch they were counted under; 0: never */
-    /* Recurring tasks (node/schedules.c; main thread): the schedules in force (the config's
+    /* Recurring tasks (node/primary/schedules.c; main thread): the schedules in force (the config's
      * `schedule.ID` lines; a SIGHUP moves them to the reloaded file's), and the epoch of this
      * node's primacy the last schedule round ran under, with when that primacy began
      * (elected_at, server time): slots before it were missed while no primary ran. */

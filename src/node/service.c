@@ -11,16 +11,16 @@
 
 #include "core/log.h"
 #include "core/error.h"
-#include "node/batches.h"
-#include "node/checkins.h"
-#include "node/context.h"
-#include "node/filter.h"
-#include "node/history.h"
-#include "node/isolate.h"
-#include "node/maintenance.h"
-#include "node/ready.h"
-#include "node/schedules.h"
-#include "node/timeouts.h"
+#include "node/primary/batches.h"
+#include "node/work/checkins.h"
+#include "node/handler/context.h"
+#include "node/work/filter.h"
+#include "node/primary/history.h"
+#include "node/handler/isolate.h"
+#include "node/primary/maintenance.h"
+#include "node/work/ready.h"
+#include "node/primary/schedules.h"
+#include "node/work/timeouts.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,

@@ -21,11 +21,11 @@
 #include <stdbool.h>
 
 #include "core/config.h"
-#include "node/host.h"
+#include "node/handler/host.h"
 #include "node/live_settings.h"
-#include "node/maintenance.h"
+#include "node/primary/maintenance.h"
 #include "node/runtime.h"
-#include "node/workers.h"
+#include "node/work/workers.h"
 
 /* Loads the handler and calls its init() (through the handler host, host.h), with `file`,
  * the live settings of the config file for this service (cohort_settings_from_config();

@@ -12,7 +12,7 @@
  * lost lease (cohort_store_read_lease()).
  *
  * The claim token of an external claim is the lease token's secret: 128 bits from getrandom()
- * (node/api_workers.c), where a node's own claims use ObjectIds (unique, not secret: a node's
+ * (node/http/api_workers.c), where a node's own claims use ObjectIds (unique, not secret: a node's
  * claim is no capability). Every filter here also asks for lease_expires_at, which only an
  * external claim has, so no lease token, guessed or not, can name a node's claim.
  */
@@ -226,7 +226,7 @@ static bool give_back_one(void *user, const bson_t *doc, bson_error_t *error)
     bson_strncpy(ref.claim, g->token, sizeof ref.claim);
     bson_iter_t it;
     if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_OID(&it))
-        return true; /* never handed out (node/api_workers.c): its lease runs out */
+        return true; /* never handed out (node/http/api_workers.c): its lease runs out */
     bson_oid_to_string(bson_iter_oid(&it), ref.task_id);
     if (bson_iter_init_find(&it, doc, "attempts") && BSON_ITER_HOLDS_INT32(&it))
         ref.attempt = bson_iter_int32(&it);

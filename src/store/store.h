@@ -58,7 +58,7 @@ void cohort_store_destroy(cohort_store_t *store);
 mongoc_client_t *cohort_store_pop(cohort_store_t *store);
 void cohort_store_push(cohort_store_t *store, mongoc_client_t *client);
 
-/* The connection kept for primacy renewal alone (node/lease.c's thread): a client of the
+/* The connection kept for primacy renewal alone (node/primary/lease.c's thread): a client of the
  * pool that nothing else uses, so a renewal never waits behind the tick's, the workers' or a
  * cursor's commands for a connection. Owned by the store: popped on the first call, pushed
  * back by cohort_store_destroy(). One thread at a time may use it. */
@@ -320,7 +320,7 @@ typedef struct cohort_claim_filter {
      * default): in any partition, and the claim query does not name the field. */
     bool by_partition;
     int32_t partition;
-    /* Load-aware claiming (node/capacity.h). weight_room > 0: the first task claimed weighs
+    /* Load-aware claiming (node/work/capacity.h). weight_room > 0: the first task claimed weighs
      * at most weight_room (a task without `weight`, written before weights existed, weighs
      * 1), or anything with weight_any_first (a node holding nothing); the further tasks of a
      * batch claim (prefetched for idle workers) weigh 1: weighted work is claimed only by a
@@ -461,7 +461,7 @@ bool cohort_store_finish_tasks(cohort_store_t *store, mongoc_client_t *client,
 /* ---- leases.c: external workers (the HTTP API's work scope) ----------------------------- */
 
 /* What a lease token names: the service, the task, the attempt its claim raised, and the
- * claim token of that claim (node/api_parse.c writes and reads it as text). */
+ * claim token of that claim (node/http/api_parse.c writes and reads it as text). */
 typedef struct cohort_lease_ref {
     char service[65];
     char task_id[25]; /* 24 hex digits */

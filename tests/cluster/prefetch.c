@@ -1,5 +1,5 @@
 /*
- * prefetch.c - claim_batch = auto (node/prefetch.h), the default, on real nodes:
+ * prefetch.c - claim_batch = auto (node/work/prefetch.h), the default, on real nodes:
  *   - short tasks go in batches: 3 nodes x 2 workers run 2,000 no-op tasks clearly faster
  *     than the same cluster with claim_batch = 1 (a ratio, measured in the same test);
  *   - long tasks are not hoarded: after short tasks taught the nodes to batch, 30 tasks of
@@ -167,7 +167,7 @@ Test(cluster_prefetch, long_tasks_are_not_hoarded)
 
 /* A node whose batch claim took more than it can start gives the rest back within about a
  * prefetch window (50 ms), not at its next tick nor when its first long run ends: the tick is
- * 5 s here and the runs 4 s, so only the loop's look after the claim (node/handback.c) gives
+ * 5 s here and the runs 4 s, so only the loop's look after the claim (node/work/handback.c) gives
  * them back within 1 s for sure (the tick, at a random point of its 5 s, does in 1 s at odds
  * of one in five). Watched from the first claim (the local server's change streams are
  * polled once a tick) for 3 s. */

@@ -2,7 +2,7 @@
  * scale20.c - twenty cohortd processes on one machine serving five services (issue 11):
  *
  *   1. primacy spreads: no node leads more than MAX_PRIMACIES of the five services, at start-up
- *      and again after a failover (node/spread.h);
+ *      and again after a failover (node/primary/spread.h);
  *   2. the idle cluster's database commands per node and per tick, read from the stats each
  *      node writes into its `nodes` document with every ping (stats.db_commands over
  *      stats.ticks), stay within issue 11's budget: at most one per tick for a node that

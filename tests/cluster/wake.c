@@ -1,5 +1,5 @@
 /*
- * wake.c - wake-ups instead of polling (node/watch.h): a task enqueued into an idle cluster
+ * wake.c - wake-ups instead of polling (node/work/watch.h): a task enqueued into an idle cluster
  * starts at once with `wake = change_stream`, only on the next tick with `wake = poll`; a
  * server without change streams is logged once and the ticks still run the tasks; a database
  * restart, or the queue dropped under the node, reopens the stream and wake-ups work again.

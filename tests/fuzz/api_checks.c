@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/settings.h"
-#include "node/api_lease.h"
-#include "node/api_ops.h"
+#include "node/http/api_lease.h"
+#include "node/http/api_ops.h"
 
 void fuzz_check_refusal(const cohort_api_error_t *err)
 {

@@ -1,6 +1,6 @@
 /*
  * api_checks.h - the checks the API fuzz targets share (api_checks.c): each runs one of the
- * API's parsers (node/api_parse.h, api_lease.h, api_ops.h) on fuzzed input and abort()s
+ * API's parsers (node/http/api_parse.h, api_lease.h, api_ops.h) on fuzzed input and abort()s
  * when an answer breaks the parser's contract, so the sanitizers and libFuzzer report it.
  * fuzz_api.c feeds them one piece of a request at a time; fuzz_http.c feeds them the pieces
  * libevent and the node's listener cut from a whole raw request.
@@ -11,7 +11,7 @@
 #include <bson/bson.h>
 #include <stdint.h>
 
-#include "node/api_parse.h"
+#include "node/http/api_parse.h"
 
 /* A refusal must have a 4xx or 5xx status, a code and a message. */
 void fuzz_check_refusal(const cohort_api_error_t *err);

@@ -1,5 +1,5 @@
 /*
- * fuzz_api.c - libFuzzer target for the HTTP API's request parsing (node/api_parse.h): the
+ * fuzz_api.c - libFuzzer target for the HTTP API's request parsing (node/http/api_parse.h): the
  * route (method and path), the query strings of the listing and the counts, the cursor, and
  * every JSON body (a task, a batch's tasks, pause/resume), with no database. The whole raw
  * request, through libevent and the node's listener, is fuzz_http.c's.

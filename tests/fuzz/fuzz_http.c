@@ -2,7 +2,7 @@
  * fuzz_http.c - libFuzzer target for whole raw HTTP requests: the input is every byte one
  * client sends on one connection (request line, headers, body; several requests if it
  * pipelines), read by libevent's evhttp (its framing: Content-Length, chunked, header and
- * body limits) and by the node's own listener (node/http.c: the connection list, deadlines,
+ * body limits) and by the node's own listener (node/http/http.c: the connection list, deadlines,
  * the JSON 413, /healthz, /readyz, /metrics, the dashboard's files), and each API request
  * then by the API's router and parsers as its endpoint reads it, with no database.
  *
@@ -36,9 +36,9 @@
 #include "api_checks.h"
 #include "core/clock.h"
 #include "core/token.h"
-#include "node/api_session.h"
-#include "node/api_ui.h"
-#include "node/http.h"
+#include "node/http/api_session.h"
+#include "node/http/api_ui.h"
+#include "node/http/http.h"
 
 #define FUZZ_BODY_MAX 4096   /* api_max_body: small, so inputs reach the 413 too */
 #define FUZZ_WAIT_MS 5000    /* for the listener to close a half-closed connection */

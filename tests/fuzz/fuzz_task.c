@@ -27,10 +27,10 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "node/context.h"
+#include "node/handler/context.h"
 #include "core/log.h"
 #include "node/service.h"
-#include "node/task.h"
+#include "node/work/task.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

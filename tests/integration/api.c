@@ -20,9 +20,9 @@
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
-#include "node/api.h"
-#include "node/api_pool.h"
-#include "node/http.h"
+#include "node/http/api.h"
+#include "node/http/api_pool.h"
+#include "node/http/http.h"
 #include "store/store.h"
 #include "store/tokens.h"
 

@@ -1,5 +1,5 @@
 /*
- * api_framing.c - request framing over real sockets (node/http.c with the API behind it):
+ * api_framing.c - request framing over real sockets (node/http/http.c with the API behind it):
  * every request whose length could be read two ways (two Content-Length headers, a signed or
  * spaced one, Content-Length with Transfer-Encoding, an encoding other than chunked, a body
  * on HEAD, a folded header line, a chunk size that is not plain hex) gets the API's JSON 400

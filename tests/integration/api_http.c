@@ -1,5 +1,5 @@
 /*
- * api_http.c - the HTTP listener's limits over real sockets (node/http.c on a loop thread,
+ * api_http.c - the HTTP listener's limits over real sockets (node/http/http.c on a loop thread,
  * with the API behind it): a body over api_max_body answers the API's JSON 413 whether it is
  * announced by Content-Length, sent chunked or sent after Expect: 100-continue; headers over
  * 8 KiB are refused; a client dribbling its headers is cut at the request deadline; past

@@ -18,8 +18,8 @@
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
-#include "node/api.h"
-#include "node/api_parse.h"
+#include "node/http/api.h"
+#include "node/http/api_parse.h"
 #include "store/store.h"
 
 #define SERVICE "inp"

@@ -15,7 +15,7 @@
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
-#include "node/api.h"
+#include "node/http/api.h"
 #include "store/store.h"
 
 #define SERVICE "web"

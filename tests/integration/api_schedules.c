@@ -11,7 +11,7 @@
 
 #include "support.h"
 #include "core/token.h"
-#include "node/api.h"
+#include "node/http/api.h"
 #include "store/store.h"
 #include "store/tokens.h"
 

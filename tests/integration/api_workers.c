@@ -1,5 +1,5 @@
 /*
- * api_workers.c - the HTTP API's external-worker endpoints (node/api_workers.h), called
+ * api_workers.c - the HTTP API's external-worker endpoints (node/http/api_workers.h), called
  * in-process through cohort_api_handle() against the local database, with a hosted service
  * of `handler = external`: claims (with a lease, filtered by kind, pause, groups, attempts;
  * the hold asked for when nothing is due), heartbeats, succeed / fail / release fenced on
@@ -15,10 +15,10 @@
 #include "support.h"
 #include "core/clock.h"
 #include "core/token.h"
-#include "node/api.h"
-#include "node/api_parse.h"
-#include "node/election.h"
-#include "node/filter.h"
+#include "node/http/api.h"
+#include "node/http/api_parse.h"
+#include "node/primary/election.h"
+#include "node/work/filter.h"
 #include "store/store.h"
 #include "store/tokens.h"
 

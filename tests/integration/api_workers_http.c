@@ -1,7 +1,7 @@
 /*
  * api_workers_http.c - external workers whose client goes away, over real sockets: the HTTP
- * listener (node/http.c), the API's threads and held claims (node/api_pool.c) and a hosted
- * service of `handler = external`, as a node serves them.
+ * listener (node/http/http.c), the API's threads and held claims (node/http/api_pool.c) and a
+ * hosted service of `handler = external`, as a node serves them.
  *
  * - A long-poll claim whose client disconnected ends: it is no longer held, and a task
  *   enqueued afterwards stays pending with attempts 0 until a live worker claims it (attempt

@@ -19,7 +19,7 @@
 
 #include "support.h"
 #include "core/clock.h"
-#include "node/election.h"
+#include "node/primary/election.h"
 #include "node/service.h"
 #include "store/store.h"
 

@@ -28,11 +28,11 @@
 #include "handlers/probe.h"
 #include "support.h"
 #include "core/clock.h"
-#include "node/context.h"
-#include "node/election.h"
+#include "node/handler/context.h"
+#include "node/primary/election.h"
 #include "node/service.h"
 #include "store/store.h"
-#include "node/task.h"
+#include "node/work/task.h"
 
 #define SERVICE "batches"
 #define QUEUE "queue_" SERVICE

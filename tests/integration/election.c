@@ -1,6 +1,6 @@
 /*
- * election.c - primacy between two nodes of one service (src/node/election.h), driven tick by
- * tick from the test thread against the local database: one primary per epoch, renewal
+ * election.c - primacy between two nodes of one service (src/node/primary/election.h), driven tick
+ * by tick from the test thread against the local database: one primary per epoch, renewal
  * keeps it, a silent primary is replaced only after takeover_ms with a new epoch, its lease
  * runs out before that (so it never acts beside the new primary), a deposed primary notices
  * on its next renewal, and a clean step-down lets the other node in at once.
@@ -12,7 +12,7 @@
 
 #include "support.h"
 #include "core/clock.h"
-#include "node/election.h"
+#include "node/primary/election.h"
 #include "store/store.h"
 
 #define SERVICE "elect"

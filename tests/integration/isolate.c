@@ -1,6 +1,6 @@
 /*
- * isolate.c - the worker process pool of `isolation = process` (src/node/isolate.c), driven in
- * process: a service on the crasher test handler, a pool whose children are the built
+ * isolate.c - the worker process pool of `isolation = process` (src/node/handler/isolate.c), driven
+ * in process: a service on the crasher test handler, a pool whose children are the built
  * cohortd (COHORT_WORKER_EXE), and claimed task documents made by hand and passed through
  * cohort_task_run(). No database is involved: the crasher never calls one.
  *
@@ -18,9 +18,9 @@
 
 #include "support.h"
 #include "core/clock.h"
-#include "node/context.h"
-#include "node/isolate.h"
-#include "node/task.h"
+#include "node/handler/context.h"
+#include "node/handler/isolate.h"
+#include "node/work/task.h"
 
 TestSuite(isolate, .timeout = 60);
 

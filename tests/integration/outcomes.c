@@ -15,10 +15,10 @@
 
 #include "support.h"
 #include "core/clock.h"
-#include "node/context.h"
+#include "node/handler/context.h"
 #include "node/service.h"
 #include "store/store.h"
-#include "node/task.h"
+#include "node/work/task.h"
 
 #define SERVICE "outcomes"
 #define NODE "node-outcomes"

@@ -1,6 +1,6 @@
 /*
- * settings_nodes.c - cohort_service_settings_check_nodes() (node/service_settings.h), the one
- * check behind `cohortctl settings set|unset` and the API's PATCH .../settings, against node
+ * settings_nodes.c - cohort_service_settings_check_nodes() (node/status/service_settings.h), the
+ * one check behind `cohortctl settings set|unset` and the API's PATCH .../settings, against node
  * documents written as each node's ping writes them (store/nodes.c, with `settings` and
  * db_rtt_p99_ms): which nodes count (live, hosting the service, publishing their settings)
  * and what each refuses.
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "node/service_settings.h"
+#include "node/status/service_settings.h"
 #include "store/store.h"
 #include "support.h"
 

@@ -1,7 +1,7 @@
 /*
- * ui.c - the dashboard over a real listener (node/ui.h, docs/UI.md): the embedded files with
+ * ui.c - the dashboard over a real listener (node/http/ui.h, docs/UI.md): the embedded files with
  * their types, ETags (304 on If-None-Match), Content-Security-Policy and other headers, HEAD,
- * 301 for /ui, 404 and 405; then sessions (store/sessions.h, node/api_session.h): a one-time
+ * 301 for /ui, 404 and 405; then sessions (store/sessions.h, node/http/api_session.h): a one-time
  * code traded for an HttpOnly SameSite=Strict cookie once and only before it expires, a token
  * traded likewise, the API answering that cookie, and a cross-site state change refused;
  * then the endpoints the dashboard added (nodes, history, batches, audit) and the primary's
@@ -20,11 +20,11 @@
 #include "support.h"
 #include "core/clock.h"
 #include "core/token.h"
-#include "node/api.h"
-#include "node/api_pool.h"
-#include "node/history.h"
-#include "node/http.h"
-#include "node/ui.h"
+#include "node/http/api.h"
+#include "node/http/api_pool.h"
+#include "node/primary/history.h"
+#include "node/http/http.h"
+#include "node/http/ui.h"
 #include "store/history.h"
 #include "store/sessions.h"
 #include "store/store.h"
@@ -775,7 +775,7 @@ Test(ui, batches_shows_the_open_draining_and_last_completed_batch)
     http_response_free(&r);
 }
 
-/* The primary's tick (node/history.c): the minute that ended is written once, with the
+/* The primary's tick (node/primary/history.c): the minute that ended is written once, with the
  * primary's epoch and node id; later ticks of the same minute write nothing. */
 Test(ui, the_primary_records_each_ended_minute_once)
 {

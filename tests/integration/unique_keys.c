@@ -18,8 +18,8 @@
 
 #include "support.h"
 #include "core/clock.h"
-#include "node/context.h"
-#include "node/election.h"
+#include "node/handler/context.h"
+#include "node/primary/election.h"
 #include "node/service.h"
 #include "store/store.h"
 

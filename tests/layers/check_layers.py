@@ -9,6 +9,8 @@ module (`node/service`), and fails (exit 1) on
   - a cycle between modules, within a folder or across folders,
   - a file outside the layer folders, or in a folder that is not a layer,
   - a public header (include/) that includes a file of src/: the ABI must stand alone,
+  - an include that breaks a rule between node/'s sub-folders (NODE_RULES) or a cohortctl
+    file that uses node/ beyond node/status/ (CLI_NODE_USES),
 printing each offence with the file and line that make it. When the graph is clean it
 prints a short summary of the layers (modules, and the arrows between layers) and exits 0.
 
@@ -29,6 +31,26 @@ SOURCE_SUFFIXES = (".c", ".h", ".inc", ".def")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 MAX_CYCLES_PER_GROUP = 20
 
+# node/ by concept (docs/ARCHITECTURE.md): the process and its loop at the top of the folder,
+# and one sub-folder per concept. The names of the rules' areas: "node" for the top, or
+# "node/<sub-folder>".
+NODE_AREAS = ["node", "node/primary", "node/work", "node/handler", "node/http", "node/status"]
+# What each area must not include. status/ holds the read models cohortctl shares, so it
+# stands on core and store alone; handler/ knows nothing of how tasks are claimed or led;
+# work/ and primary/ know nothing of each other or of the HTTP edge; only the process
+# (node/node) starts the HTTP edge.
+NODE_RULES = {
+    "node/status": {"node", "node/primary", "node/work", "node/handler", "node/http"},
+    "node/handler": {"node/primary", "node/work", "node/http", "node/status"},
+    "node/primary": {"node/work", "node/http"},
+    "node/work": {"node/primary", "node/http"},
+}
+HTTP_STARTED_BY = {"node/node"}
+# The front ends: cohortd (the daemon's main) runs the node; every other file of cli/ is
+# cohortctl, which shares node/'s read models and nothing else of node/.
+CLI_DAEMON = {"cli/cohortd"}
+CLI_NODE_USES = {"node/status"}
+
 
 def module_of(relpath):
     """`node/service.c` and `node/service.h` are one module, `node/service`."""
@@ -37,6 +59,14 @@ def module_of(relpath):
 
 def layer_of(module):
     return module.split("/", 1)[0] if "/" in module else None
+
+
+def area_of(module):
+    """`node/work/task` is in area node/work; `node/service` in node; others in their layer."""
+    parts = module.split("/")
+    if parts[0] == "node" and len(parts) > 2:
+        return "/".join(parts[:2])
+    return parts[0]
 
 
 def source_files(src):
@@ -78,6 +108,12 @@ def build_graph(src, public):
         elif layer not in RANK:
             problems.append(f"src/{rel}: folder '{layer}' is not a layer "
                             f"(known: {', '.join(LAYERS)}; add it to LAYERS in its place)")
+        elif layer == "node" and area_of(mod) not in NODE_AREAS:
+            problems.append(f"src/{rel}: '{area_of(mod)}' is not a folder of node/ "
+                            f"(known: {', '.join(NODE_AREAS)}; add it to NODE_AREAS and "
+                            f"NODE_RULES)")
+        elif layer != "node" and mod.count("/") > 1:
+            problems.append(f"src/{rel}: layer '{layer}' has no sub-folders")
         modules.setdefault(mod, []).append(rel)
         with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as f:
             for lineno, line in enumerate(f, 1):
@@ -125,6 +161,25 @@ def upward_arrows(edges):
             la, lb = layer_of(a), layer_of(b)
             if la in RANK and lb in RANK and RANK[la] < RANK[lb]:
                 found.append((a, b))
+    return found
+
+
+def broken_rules(edges):
+    """Arrows against NODE_RULES, HTTP_STARTED_BY or CLI_NODE_USES: (a, b, why)."""
+    found = []
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            aa, ab = area_of(a), area_of(b)
+            if aa == ab:
+                continue
+            if ab in NODE_RULES.get(aa, ()):
+                found.append((a, b, f"{aa}/ must not include {ab}/"))
+            elif ab == "node/http" and layer_of(a) == "node" and a not in HTTP_STARTED_BY:
+                found.append((a, b, f"only {', '.join(sorted(HTTP_STARTED_BY))} starts node/http/"))
+            elif (aa == "cli" and layer_of(b) == "node" and a not in CLI_DAEMON
+                  and ab not in CLI_NODE_USES):
+                found.append((a, b, f"cohortctl uses only {', '.join(sorted(CLI_NODE_USES))}/ "
+                                    f"of node/"))
     return found
 
 
@@ -212,6 +267,7 @@ def check(src, public=None, out=sys.stdout):
         public = guess if os.path.isdir(guess) else None
     modules, edges, problems, notes = build_graph(src, public)
     up = upward_arrows(edges)
+    rules = broken_rules(edges)
     groups = strongly_connected(modules, edges)
     leaks = abi_leaks(src, public)
 
@@ -225,6 +281,8 @@ def check(src, public=None, out=sys.stdout):
     for a, b in up:
         print(f"UPWARD {a} -> {b}: layer {layer_of(a)} must not include layer "
               f"{layer_of(b)} ({where(edges, a, b)})", file=out)
+    for a, b, why in rules:
+        print(f"RULE {a} -> {b}: {why} ({where(edges, a, b)})", file=out)
     for group in groups:
         cycles, cut = elementary_cycles(group, edges, MAX_CYCLES_PER_GROUP)
         print(f"CYCLE among {', '.join(group)}:", file=out)
@@ -236,10 +294,11 @@ def check(src, public=None, out=sys.stdout):
         if cut:
             print(f"  (more cycles; first {MAX_CYCLES_PER_GROUP} shown)", file=out)
 
-    failures = len(problems) + len(up) + len(groups) + len(leaks)
+    failures = len(problems) + len(up) + len(groups) + len(leaks) + len(rules)
     if failures:
         print(f"layers: FAILED: {len(up)} upward arrow(s), {len(groups)} cycle group(s), "
-              f"{len(problems)} misplaced file(s), {len(leaks)} ABI include(s) of src/; "
+              f"{len(problems)} misplaced file(s), {len(leaks)} ABI include(s) of src/, "
+              f"{len(rules)} broken folder rule(s); "
               f"rule: {' < '.join(LAYERS)}, a layer includes only itself and those below "
               f"it, with no cycle", file=out)
         return 1

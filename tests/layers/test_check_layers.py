@@ -2,7 +2,8 @@
 """Self-test of check_layers.py: small doctored trees in a temporary folder, run through the
 script as ctest runs it, prove that a clean tree passes and that an upward arrow, a cycle
 (within a folder and across layers), a misplaced file and a public header that includes src/
-each fail with their own line.
+each fail with their own line, as does an include against the rules between node/'s
+sub-folders or a cohortctl file that uses node/ beyond node/status/.
 Python 3 standard library only.
 """
 
@@ -25,11 +26,13 @@ CLEAN = {
     "src/core/clock.c": '#include "core/clock.h"\n#include "core/log.h"\n',
     "src/store/store.h": '#include "core/clock.h"\n',
     "src/store/store.c": '#include "store/store.h"\n#include "core/log.h"\n',
-    "src/node/task.h": '#include "store/store.h"\n',
-    "src/node/task.c": '#include "task.h"\n#include "not_in_tree.h"\n',
-    "src/node/service.h": '#include "node/task.h"\n#include "cohort/handler.h"\n',
+    "src/node/work/task.h": '#include "store/store.h"\n',
+    "src/node/work/task.c": '#include "task.h"\n#include "not_in_tree.h"\n',
+    "src/node/service.h": '#include "node/work/task.h"\n#include "cohort/handler.h"\n',
     "src/node/service.c": '#include "node/service.h"\n  #  include "core/log.h"\n',
     "src/cli/cohortd.c": '#include "node/service.h"\n#include "core/log.h"\n',
+    "src/node/status/view.h": '#include "store/store.h"\n',
+    "src/cli/ctl_view.c": '#include "node/status/view.h"\n',
 }
 
 
@@ -57,29 +60,30 @@ class CheckLayers(unittest.TestCase):
     def test_a_clean_tree_passes_and_prints_the_layers(self):
         status, out = run(CLEAN)
         self.assertEqual(status, 0, out)
-        self.assertIn("layers: clean (6 modules", out)
-        self.assertIn("node    2 modules: service task", out)
-        self.assertIn("uses: core (1), store (1)", out)
+        self.assertIn("layers: clean (8 modules", out)
+        self.assertIn("node    3 modules: service status/view work/task", out)
+        self.assertIn("uses: core (1), store (2)", out)
         self.assertIn('"not_in_tree.h" is not under src/ or include/', out)
         self.assertNotIn("UPWARD", out)
         self.assertNotIn("CYCLE", out)
 
     def test_an_upward_arrow_fails_naming_the_file_and_line(self):
-        self.fails({"src/core/clock.h": '\n#include "node/task.h"\n'},
-                   "UPWARD core/clock -> node/task: layer core must not include layer node "
+        self.fails({"src/core/clock.h": '\n#include "node/work/task.h"\n'},
+                   "UPWARD core/clock -> node/work/task: layer core must not include layer node "
                    "(src/core/clock.h:2)",
                    "1 upward arrow(s)")
 
     def test_a_cycle_within_a_folder_fails_with_each_step(self):
-        out = self.fails({"src/node/task.c": '#include "node/task.h"\n#include "node/service.h"\n'},
-                         "CYCLE among node/service, node/task:",
-                         "node/service -> node/task -> node/service",
-                         "node/task -> node/service (src/node/task.c:2)")
+        out = self.fails({"src/node/work/task.c":
+                          '#include "node/work/task.h"\n#include "node/service.h"\n'},
+                         "CYCLE among node/service, node/work/task:",
+                         "node/service -> node/work/task -> node/service",
+                         "node/work/task -> node/service (src/node/work/task.c:2)")
         self.assertNotIn("UPWARD", out)
 
     def test_a_cycle_through_a_relative_include_is_found(self):
-        self.fails({"src/node/task.h": '#include "service.h"\n'},
-                   "node/task -> node/service (src/node/task.h:1)")
+        self.fails({"src/node/work/task.h": '#include "../service.h"\n'},
+                   "node/work/task -> node/service (src/node/work/task.h:1)")
 
     def test_a_cycle_across_layers_is_both_a_cycle_and_an_upward_arrow(self):
         self.fails({"src/core/clock.c": '#include "core/clock.h"\n#include "store/store.h"\n'},
@@ -95,6 +99,26 @@ class CheckLayers(unittest.TestCase):
         self.fails({"src/stray.c": "", "src/extra/thing.c": ""},
                    "MISPLACED src/stray.c: outside the layer folders",
                    "MISPLACED src/extra/thing.c: folder 'extra' is not a layer")
+
+    def test_a_sub_folder_of_node_that_breaks_its_rule_fails(self):
+        self.fails({"src/node/work/task.c": '#include "node/http/api.h"\n',
+                    "src/node/http/api.h": ""},
+                   "RULE node/work/task -> node/http/api: node/work/ must not include node/http/ "
+                   "(src/node/work/task.c:1)",
+                   "1 broken folder rule(s)")
+
+    def test_the_read_models_stand_on_core_and_store_alone(self):
+        self.fails({"src/node/status/view.h": '#include "node/service.h"\n'},
+                   "RULE node/status/view -> node/service: node/status/ must not include node/")
+
+    def test_cohortctl_uses_only_the_read_models_of_node(self):
+        self.fails({"src/cli/ctl_view.c": '#include "node/work/task.h"\n'},
+                   "RULE cli/ctl_view -> node/work/task: cohortctl uses only node/status/ of node/")
+
+    def test_an_unknown_sub_folder_of_node_is_misplaced(self):
+        self.fails({"src/node/misc/thing.c": "", "src/store/deep/x.c": ""},
+                   "MISPLACED src/node/misc/thing.c: 'node/misc' is not a folder of node/",
+                   "MISPLACED src/store/deep/x.c: layer 'store' has no sub-folders")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@
 
 #include "support.h"
 #include "core/token.h"
-#include "node/api_pool.h"
+#include "node/http/api_pool.h"
 #include "store/tokens.h"
 
 void test_api_token(cohort_store_t *store, mongoc_client_t *client, const char *name,

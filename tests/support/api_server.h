@@ -1,6 +1,6 @@
 /*
- * api_server.h - an HTTP listener for the integration tests: node/http.c with the HTTP API
- * (node/api.c) on a free loopback port, served by an event loop on a thread of its own, as a
+ * api_server.h - an HTTP listener for the integration tests: node/http/http.c with the HTTP API
+ * (node/http/api.c) on a free loopback port, served by an event loop on a thread of its own, as a
  * node serves them on its loop; plus raw-socket helpers to talk to it byte by byte.
  */
 #ifndef COHORT_TEST_API_SERVER_H
@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node/api.h"
-#include "node/http.h"
+#include "node/http/api.h"
+#include "node/http/http.h"
 #include "store/store.h"
 
 typedef struct test_api_server {

@@ -4,7 +4,7 @@
 #include "support.h"
 
 #include "handlers/probe.h"
-#include "node/election.h"
+#include "node/primary/election.h"
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>

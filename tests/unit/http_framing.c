@@ -1,5 +1,5 @@
 /*
- * http_framing.c - the framing scanner (node/http_framing.h) on requests fed whole and a byte
+ * http_framing.c - the framing scanner (node/http/http_framing.h) on requests fed whole and a byte
  * at a time (as a slow client's reads arrive): plain requests and chunked bodies pass, and
  * each ambiguity is caught wherever the reads split it; a second request after a clean one
  * is not scanned until reset.
@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "node/http_framing.h"
+#include "node/http/http_framing.h"
 
 /* The scanner's verdict on `text`, fed whole or a byte at a time. */
 static const char *scan(const char *text, bool bytewise)

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "node/plugin.h"
+#include "node/handler/plugin.h"
 #include "support.h"
 
 static bool exists(const char *dir, const char *relative)

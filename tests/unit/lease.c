@@ -1,5 +1,5 @@
 /*
- * lease.c - when a renewal of primacy counts as late (node/lease.h): the warning's rule.
+ * lease.c - when a renewal of primacy counts as late (node/primary/lease.h): the warning's rule.
  *
  * A lease of 1125 ms (takeover_ms 1500) ending at 10000 is due for renewal at 9438 (half of it
  * left). Late: sent more than a quarter of the lease (281 ms) after that, or answered after
@@ -7,7 +7,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "node/lease.h"
+#include "node/primary/lease.h"
 
 #define LEASE 1125
 #define UNTIL 10000

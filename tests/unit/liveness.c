@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "core/clock.h"
-#include "node/election.h"
+#include "node/primary/election.h"
 #include "node/live_settings.h"
 #include "node/liveness.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "node/metrics.h"
+#include "node/http/metrics.h"
 #include "prometheus.h"
 #include "node/service.h"
 #include "store/store.h"

@@ -1,5 +1,5 @@
 /*
- * plugin.c - loading handlers (src/node/plugin.h) and starting a service's handler
+ * plugin.c - loading handlers (src/node/handler/plugin.h) and starting a service's handler
  * (cohort_service_new): every way a handler can be wrong gives a message that names the
  * file and the problem, and nothing is left loaded.
  *
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/plugin.h"
+#include "node/handler/plugin.h"
 #include "node/service.h"
 #include "support.h"
 

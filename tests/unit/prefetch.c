@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/settings.h"
-#include "node/prefetch.h"
+#include "node/work/prefetch.h"
 
 static cohort_prefetch_input_t auto_input(size_t idle, size_t ready)
 {

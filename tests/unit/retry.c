@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 
-#include "node/task.h"
+#include "node/work/task.h"
 
 Test(retry, first_retry_waits_the_base_delay)
 {

@@ -1,12 +1,12 @@
 /*
  * spread.c - how long a vacant primacy waits for a node that leads fewer services
- * (src/node/spread.h): a node leading none takes it at once, one leading k waits k ticks from
- * the round it first saw the vacancy, a lone node still gets every service, and an election
+ * (src/node/primary/spread.h): a node leading none takes it at once, one leading k waits k ticks
+ * from the round it first saw the vacancy, a lone node still gets every service, and an election
  * used alone (no node count) never waits.
  */
 #include <criterion/criterion.h>
 
-#include "node/spread.h"
+#include "node/primary/spread.h"
 
 #define TICK 500
 

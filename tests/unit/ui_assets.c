@@ -1,6 +1,6 @@
 /*
- * ui_assets.c - the dashboard's embedded files (src/node/ui.h, cmake/embed_assets.cmake):
- * every file under src/node/ui/ is in the table byte for byte with a distinct ETag and a
+ * ui_assets.c - the dashboard's embedded files (src/node/http/ui.h, cmake/embed_assets.cmake):
+ * every file under src/node/http/ui/ is in the table byte for byte with a distinct ETag and a
  * known Content-Type; paths map as documented and nothing outside the table is found; the
  * If-None-Match reading; and the rules of docs/UI.md the files must keep: no innerHTML, no
  * inline script or handler, nothing loaded from another origin.
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "node/ui.h"
+#include "node/http/ui.h"
 
-#define UI_DIR COHORT_SOURCE_DIR "/src/node/ui"
+#define UI_DIR COHORT_SOURCE_DIR "/src/node/http/ui"
 
 /* The bytes of a file (NUL-terminated, caller frees) and its length. */
 static char *slurp(const char *path, size_t *len)

@@ -1,5 +1,5 @@
 /*
- * ui_session.c - the pure parts of the dashboard's sessions (node/api_session.h, api_ui.h):
+ * ui_session.c - the pure parts of the dashboard's sessions (node/http/api_session.h, api_ui.h):
  * finding the session cookie among others, judging whether a request comes from the same
  * origin, and which paths the dashboard's endpoints claim (and refuse) before the API's own
  * router sees them.
@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "node/api_session.h"
-#include "node/api_ui.h"
+#include "node/http/api_session.h"
+#include "node/http/api_ui.h"
 
 Test(ui_session, finds_the_cookie_among_others)
 {

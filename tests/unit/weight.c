@@ -3,7 +3,7 @@
  * the one parser shared by cohort_task_create(), `cohortctl enqueue` and the HTTP API reads
  * it (bad weights get a clear error); the defaults a task gets (option, then `kind.K.weight`,
  * then the service's `weight`, then 1); the `weight`, `kind.K.weight` and `capacity` keys of
- * the config file; and the node's accounting of the weight it holds (node/capacity.h).
+ * the config file; and the node's accounting of the weight it holds (node/work/capacity.h).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include "core/config.h"
 #include "core/taskopts.h"
-#include "node/capacity.h"
+#include "node/work/capacity.h"
 #include "support.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
