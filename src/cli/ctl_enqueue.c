@@ -305,7 +305,7 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
     ctl_longopts(ctl, longopts);
     const char *service = NULL, *data_json = NULL;
     int64_t count = 1;
-    bool count_given = false, create = false, given[CLI_MAX_OPTIONS] = {false};
+    bool count_given = false, create = false, given[COHORT_TASK_OPTIONS_MAX] = {false};
     bson_t opts = BSON_INITIALIZER;
     int rc = CTL_USAGE;
     int opt, index = 0;

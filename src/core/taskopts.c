@@ -58,6 +58,7 @@ const cohort_task_option_t cohort_task_option_table[] = {
     {NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0},
 };
 #define N_ROWS (sizeof cohort_task_option_table / sizeof cohort_task_option_table[0] - 1)
+_Static_assert(N_ROWS <= COHORT_TASK_OPTIONS_MAX, "more task options than COHORT_TASK_OPTIONS_MAX");
 
 const cohort_task_option_t *cohort_task_option_find(const char *key)
 {
@@ -163,8 +164,8 @@ static const cohort_task_option_t *known_option(const char *key, bool seen[N_ROW
     size_t i = (size_t)(r - cohort_task_option_table);
     if (seen[i]) {
         if (r->alias)
-            (void)bad(error, "task option '%s' is given twice (as '%s' or '%s')", key, r->name,
-                r->alias);
+            (void)bad(error, "task option '%s' is given twice (as '%s' or '%s')", key,
+                      r->name, r->alias);
         else
             (void)bad(error, "task option '%s' is given twice", key);
         return NULL;
@@ -191,7 +192,8 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
     }
     for (size_t i = 0; i < N_ROWS; i++) {
         const cohort_task_option_t *r = &cohort_task_option_table[i];
-        const cohort_task_option_t *other = r->excludes ? cohort_task_option_find(r->excludes) : NULL;
+        const cohort_task_option_t *other =
+            r->excludes ? cohort_task_option_find(r->excludes) : NULL;
         if (seen[i] && other && other > r && seen[other - cohort_task_option_table])
             return bad(error, "task options '%s' and '%s' exclude each other", r->name,
                        other->name);
@@ -213,7 +215,7 @@ static void print_value(FILE *out, const cohort_task_option_t *r)
         fprintf(out, "ms, %lld..%lld (flag: DUR)", (long long)r->min, (long long)r->max);
         break;
     case COHORT_TASK_OPTION_TIME:
-        fprintf(out, "ms since the epoch, or (API, flag) UTC ISO-8601 text");
+        fprintf(out, "ms since the epoch, a BSON date, or (API, flag) UTC ISO-8601 text");
         break;
     case COHORT_TASK_OPTION_STRING:
         fprintf(out, "string, 1..%lld bytes", (long long)r->max);

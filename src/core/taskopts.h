@@ -83,6 +83,8 @@ typedef struct cohort_task_option {
     size_t has_at;        /* the parser's: its has_* flag there, or SIZE_MAX: none */
 } cohort_task_option_t;
 
+#define COHORT_TASK_OPTIONS_MAX 32 /* rows of the table, at most (for arrays indexed by row) */
+
 /* Every task option, terminated by a row with a NULL name. */
 extern const cohort_task_option_t cohort_task_option_table[];
 
