@@ -152,6 +152,18 @@ static void explain_schedules(const cohort_config_t *config)
     }
 }
 
+/* --print-settings=FORMAT and --print-task-options=FORMAT: `print` renders the reference for
+ * `format`, which must be markdown. The exit status. */
+static int print_markdown(const char *option, const char *format, void (*print)(FILE *out))
+{
+    if (strcmp(format, "markdown") != 0) {
+        fprintf(stderr, "cohortd: %s takes 'markdown'\n", option);
+        return 2;
+    }
+    print(stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct option longopts[CLI_MAX_OPTIONS + 1];
@@ -184,19 +196,10 @@ int main(int argc, char **argv)
             worker_node = optarg;
             break;
         case 'P':
-            if (strcmp(optarg, "markdown") != 0) {
-                fprintf(stderr, "cohortd: --print-settings takes 'markdown'\n");
-                return 2;
-            }
-            cohort_settings_print_markdown(stdout);
-            return fflush(stdout) == 0 ? 0 : 1;
+            return print_markdown("--print-settings", optarg, cohort_settings_print_markdown);
         case 'T':
-            if (strcmp(optarg, "markdown") != 0) {
-                fprintf(stderr, "cohortd: --print-task-options takes 'markdown'\n");
-                return 2;
-            }
-            cohort_task_options_print_markdown(stdout);
-            return fflush(stdout) == 0 ? 0 : 1;
+            return print_markdown("--print-task-options", optarg,
+                                  cohort_task_options_print_markdown);
         case 'V':
             printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
                    COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
