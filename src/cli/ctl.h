@@ -81,10 +81,6 @@ int64_t ctl_doc_date(const bson_t *doc, const char *key); /* 0 if absent */
 /* Appends `text` as a string, or null when it is NULL. */
 void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text);
 
-/* Appends the next element's key of an array being built ("0", "1", ...) as a document,
- * counting in *n. */
-void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child);
-
 /* Prints a document as relaxed extended JSON and a newline. */
 void ctl_print_json(const bson_t *doc);
 

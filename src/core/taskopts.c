@@ -33,13 +33,13 @@ const cohort_task_option_t cohort_task_option_table[] = {
     {"delay_ms", NULL, "delay", "DUR", COHORT_TASK_OPTION_DURATION, 0, 3650 * DAY_MS,
      "not_before", "not claimable before now (the server's clock) + this", AT(delay_ms),
      AT(has_delay)},
-    {"not_before", NULL, "not-before", "TIME", COHORT_TASK_OPTION_TIME, 1, TIME_MAX, "delay_ms",
+    {"not_before", NULL, "not-before", "TIME", COHORT_TASK_OPTION_TIME, 1, TIME_MAX, NULL,
      "not claimable before this time", AT(not_before_ms), NO_HAS},
     {"not_after", NULL, "not-after", "TIME", COHORT_TASK_OPTION_TIME, 1, TIME_MAX,
      "not_after_ms", "promoted (priority + `not_after_boost`) if still pending at this time",
      AT(not_after_ms), AT(has_not_after)},
     {"not_after_ms", NULL, "deadline", "DUR", COHORT_TASK_OPTION_DURATION, 0, 3650 * DAY_MS,
-     "not_after", "the same, this long after the task is due (default the kind's or service's)",
+     NULL, "the same, this long after the task is due (default the kind's or service's)",
      AT(not_after_rel_ms), AT(has_not_after_ms)},
     {"task_timeout_ms", "timeout_ms", "timeout", "DUR", COHORT_TASK_OPTION_DURATION, 0,
      7 * DAY_MS, NULL,
@@ -50,11 +50,11 @@ const cohort_task_option_t cohort_task_option_table[] = {
      "the task's kind, whose `kind.NAME.*` settings give its defaults", AT(kind), NO_HAS},
     {"group", NULL, "group", "G", COHORT_TASK_OPTION_STRING, 1, KEY_MAX, NULL,
      "no two tasks of the group run at the same time", AT(group), NO_HAS},
+    {"coalesce_key", NULL, "coalesce-key", "K", COHORT_TASK_OPTION_STRING, 1, KEY_MAX, NULL,
+     "while a task with this key is pending, it takes the new data instead",
+     AT(coalesce_key), NO_HAS},
     {"unique_key", NULL, "unique-key", "K", COHORT_TASK_OPTION_STRING, 1, KEY_MAX,
      "coalesce_key", "at most one task with this key ever exists", AT(unique_key), NO_HAS},
-    {"coalesce_key", NULL, "coalesce-key", "K", COHORT_TASK_OPTION_STRING, 1, KEY_MAX,
-     "unique_key", "while a task with this key is pending, it takes the new data instead",
-     AT(coalesce_key), NO_HAS},
     {NULL, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0},
 };
 #define N_ROWS (sizeof cohort_task_option_table / sizeof cohort_task_option_table[0] - 1)
@@ -194,7 +194,7 @@ bool cohort_task_options_parse(const bson_t *opts, bool tracked_default,
         const cohort_task_option_t *r = &cohort_task_option_table[i];
         const cohort_task_option_t *other =
             r->excludes ? cohort_task_option_find(r->excludes) : NULL;
-        if (seen[i] && other && other > r && seen[other - cohort_task_option_table])
+        if (seen[i] && other && seen[other - cohort_task_option_table])
             return bad(error, "task options '%s' and '%s' exclude each other", r->name,
                        other->name);
     }
@@ -237,8 +237,9 @@ void cohort_task_options_print_markdown(FILE *out)
         fprintf(out, " | `--%s%s%s` | ", r->flag, r->arg ? " " : "", r->arg ? r->arg : "");
         print_value(out, r);
         fprintf(out, " | %s", r->doc);
-        if (r->excludes)
-            fprintf(out, "; not with `%s`", r->excludes);
+        for (const cohort_task_option_t *q = cohort_task_option_table; q->name; q++)
+            if (q == r ? q->excludes != NULL : q->excludes && strcmp(q->excludes, r->name) == 0)
+                fprintf(out, "; not with `%s`", q == r ? q->excludes : q->name);
         fprintf(out, " |\n");
     }
 }

@@ -77,7 +77,8 @@ typedef struct cohort_task_option {
     const char *arg;      /* the flag's value placeholder ("N", "DUR"), NULL for a bool */
     cohort_task_option_type_t type;
     int64_t min, max;     /* bounds of an integer or duration; max: bytes of a string */
-    const char *excludes; /* the option it cannot be given with, or NULL */
+    const char *excludes; /* the option it cannot be given with, or NULL; one row of each
+                           * such pair names the other, and is named first when refused */
     const char *doc;      /* what it does, one line (Markdown backquotes allowed) */
     size_t value_at;      /* the parser's: where it goes in cohort_task_options_t */
     size_t has_at;        /* the parser's: its has_* flag there, or SIZE_MAX: none */

@@ -63,8 +63,9 @@ Test(taskopts, every_option_is_one_documented_row)
                          r->name);
         if (r->excludes) {
             const cohort_task_option_t *other = cohort_task_option_find(r->excludes);
-            cr_expect(other && other->excludes && strcmp(other->excludes, r->name) == 0,
-                      "%s excludes %s, but not the other way round", r->name, r->excludes);
+            cr_expect(other && !other->excludes, "%s excludes %s, which must be a row that "
+                      "names no exclusion itself (one side names the pair)", r->name,
+                      r->excludes);
         }
         for (const cohort_task_option_t *q = r + 1; q->name; q++) {
             cr_expect(strcmp(r->flag, q->flag) != 0, "two rows have --%s", r->flag);

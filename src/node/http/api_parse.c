@@ -424,20 +424,15 @@ static bool option_field(bson_iter_t *it, const cohort_task_option_t *r, const c
     return ok;
 }
 
-/* The task's `data` field at `it` into `data` (a view), checked as every edge checks data. */
-static bool data_field(bson_iter_t *it, const char *where, bson_t *data, cohort_api_error_t *err)
+bool cohort_api_object_field(const bson_iter_t *it, const char *name, bson_t *out,
+                             cohort_api_error_t *err)
 {
-    uint32_t len = 0;
-    const uint8_t *raw = NULL;
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return bad_request(err, "field '%sdata' must be a JSON object", where);
-    bson_iter_document(it, &len, &raw);
-    if (!bson_init_static(data, raw, len))
-        return bad_request(err, "field '%sdata' is not a valid document", where);
-    char name[48];
-    snprintf(name, sizeof name, "%sdata", where);
-    bson_error_t why;
-    return cohort_doc_check(data, name, &why) || bad_request(err, "%s", why.message);
+        return bad_request(err, "field '%s' must be a JSON object", name);
+    if (!cohort_iter_doc(it, out))
+        return bad_request(err, "field '%s' is not a valid document", name);
+    bson_error_t why; /* depth and size as for a task's data (core/jsondoc.h) */
+    return cohort_doc_check(out, name, &why) || bad_request(err, "%s", why.message);
 }
 
 /* The row of task option field `key`, given for the first time (`seen` is indexed by row). */
@@ -474,7 +469,9 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
         if (strcmp(key, "data") == 0) {
             if (*has_data)
                 return bad_request(err, "field '%sdata' given twice", where);
-            if (!data_field(&it, where, data, err))
+            char name[48];
+            snprintf(name, sizeof name, "%sdata", where);
+            if (!cohort_api_object_field(&it, name, data, err))
                 return false;
             *has_data = true;
             continue;
