@@ -171,31 +171,25 @@ static char *generated_part(const char *path)
     return part;
 }
 
+/* The regeneration command the docs name prints the table; both docs hold exactly that. */
 Test(taskopts, the_docs_hold_what_the_table_renders)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    cr_assert_not_null(f);
-    cohort_task_options_print_markdown(f);
-    cr_assert_eq(fclose(f), 0);
+    static const char *const argv[] = {COHORTD, "--print-task-options=markdown", NULL};
+    test_run_result_t r = test_run(argv, NULL, 20000);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert_not_null(strstr(r.out, "| `task_timeout_ms` (alias `timeout_ms`) | `--timeout DUR`"),
+                       "%s", r.out);
     static const char *const docs[] = {COHORT_SOURCE_DIR "/docs/API.md",
                                        COHORT_SOURCE_DIR "/docs/CLI.md"};
     for (size_t i = 0; i < 2; i++) {
         char *part = generated_part(docs[i]);
-        cr_expect_str_eq(part, text,
+        cr_expect_str_eq(part, r.out,
                          "%s's task options are not what the table renders; regenerate them: "
                          "build/cohortd --print-task-options=markdown",
                          docs[i]);
         free(part);
     }
-
-    static const char *const argv[] = {COHORTD, "--print-task-options=markdown", NULL};
-    test_run_result_t r = test_run(argv, NULL, 20000);
-    cr_expect_eq(r.exit_code, 0, "%s", r.err);
-    cr_expect_str_eq(r.out, text);
     test_run_result_free(&r);
-    free(text);
 }
 
 /* cohortctl enqueue's flags are the table's rows: each is in its help, and each is parsed
