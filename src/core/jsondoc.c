@@ -412,3 +412,13 @@ const char *cohort_value_type_name(bson_type_t type)
         return "not a number";
     }
 }
+
+bool cohort_iter_doc(const bson_iter_t *it, bson_t *doc)
+{
+    uint32_t len = 0;
+    const uint8_t *raw = NULL;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &raw);
+    return bson_init_static(doc, raw, len);
+}

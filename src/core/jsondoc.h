@@ -55,4 +55,9 @@ bool cohort_value_check(const bson_value_t *value, const char *where, bson_error
 /* What a value of `type` is, for a message: "a string", "a double"... (static text). */
 const char *cohort_value_type_name(bson_type_t type);
 
+/* If `it` holds an embedded document (not an array), points `doc` at it and returns true: a
+ * view into the iterated document, valid while it lives, never destroyed. False otherwise
+ * (another type, or bytes libbson refuses). */
+bool cohort_iter_doc(const bson_iter_t *it, bson_t *doc);
+
 #endif
