@@ -169,8 +169,7 @@ static void service_settings(doctor_t *d, const char *service, cohort_settings_t
     bson_t doc;
     bool found = false;
     bson_error_t error;
-    if (cohort_store_read_service(d->ctl->store, d->ctl->client, service, &doc, &found,
-                                  &error) &&
+    if (cohort_store_read_service(d->ctl->store, d->ctl->client, service, &doc, &found, &error) &&
         found) {
         bson_iter_t it, sub;
         if (bson_iter_init_find(&it, &doc, "settings") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
@@ -189,15 +188,14 @@ static void check_service(doctor_t *d, const char *service)
                                        sizeof missing, &error))
         check(d, name, CHECK_FAIL, "cannot list them: %s", error.message);
     else if (missing[0])
-        check(d, name, CHECK_FAIL, "queue_%s lacks: %s (a node creates them at start-up)",
-              service, missing);
+        check(d, name, CHECK_FAIL, "queue_%s lacks: %s (a node creates them at start-up)", service,
+              missing);
     else
         check(d, name, CHECK_OK, "all present");
 
     cohort_doctor_plan_t plan;
     snprintf(name, sizeof name, "claim_plan %s", service);
-    if (cohort_doctor_explain_claim(d->ctl->store, d->ctl->client, service, d->now, &plan,
-                                    &error))
+    if (cohort_doctor_explain_claim(d->ctl->store, d->ctl->client, service, d->now, &plan, &error))
         judge_plan(d, name, &plan);
     snprintf(name, sizeof name, "count_plan %s", service);
     if (cohort_doctor_explain_count(d->ctl->store, d->ctl->client, service, &plan, &error))
@@ -238,9 +236,9 @@ static void check_drift(doctor_t *d, const char *service)
                 int64_t a = number_at(&d->nodes[i], path), b = number_at(&d->nodes[j], path);
                 if (a >= 0 && b >= 0 && a != b)
                     snprintf(found + strlen(found), sizeof found - strlen(found),
-                             "%s%s: node %s has %lld, node %s %lld", found[0] ? "; " : "",
-                             keys[k], node_id(&d->nodes[i]), (long long)a,
-                             node_id(&d->nodes[j]), (long long)b);
+                             "%s%s: node %s has %lld, node %s %lld", found[0] ? "; " : "", keys[k],
+                             node_id(&d->nodes[i]), (long long)a, node_id(&d->nodes[j]),
+                             (long long)b);
             }
     }
     snprintf(name, sizeof name, "settings_drift %s", service);
@@ -276,8 +274,7 @@ static void check_nodes(doctor_t *d)
             check(d, name, CHECK_OK, "offset not published (an older release)");
         else
             check(d, name,
-                  skew > DOCTOR_SKEW_WARN_MS || -skew > DOCTOR_SKEW_WARN_MS ? CHECK_WARN
-                                                                           : CHECK_OK,
+                  skew > DOCTOR_SKEW_WARN_MS || -skew > DOCTOR_SKEW_WARN_MS ? CHECK_WARN : CHECK_OK,
                   "its clock is %lld ms %s the server's", (long long)(skew < 0 ? -skew : skew),
                   skew < 0 ? "behind" : "ahead of");
 
@@ -298,8 +295,7 @@ static void check_nodes(doctor_t *d)
         if (p99 < 0 || takeover < 0)
             check(d, name, CHECK_OK, "not published yet");
         else
-            check(d, name,
-                  COHORT_TAKEOVER_RTT_MULTIPLE * p99 > takeover ? CHECK_WARN : CHECK_OK,
+            check(d, name, COHORT_TAKEOVER_RTT_MULTIPLE * p99 > takeover ? CHECK_WARN : CHECK_OK,
                   "p50 %lld ms, p99 %lld ms against takeover_ms %lld (at most 1/%d of it)",
                   (long long)p50, (long long)p99, (long long)takeover,
                   COHORT_TAKEOVER_RTT_MULTIPLE);
@@ -345,10 +341,10 @@ int cmd_doctor(ctl_t *ctl, int argc, char **argv)
     d.lease = file.takeover_ms;
     bson_error_t error;
     int64_t declared = 0;
-    bool ok = cohort_store_longest_lease(ctl->store, ctl->client, &declared, &error) &&
-              cohort_store_each_node(ctl->store, ctl->client, d.now - 86400000, keep_node, &d,
-                                     &error) &&
-              cohort_store_each_service(ctl->store, ctl->client, keep_service, &d, &error);
+    bool ok =
+        cohort_store_longest_lease(ctl->store, ctl->client, &declared, &error) &&
+        cohort_store_each_node(ctl->store, ctl->client, d.now - 86400000, keep_node, &d, &error) &&
+        cohort_store_each_service(ctl->store, ctl->client, keep_service, &d, &error);
     if (declared > 0)
         d.lease = declared;
     if (!ok) {

@@ -1,8 +1,9 @@
 /*
  * round_trips.h - this node's database round trips, measured on its pings (one findAndModify
  * of its node document each tick, node.c), kept as the last COHORT_ROUND_TRIPS samples so
- * memory stays fixed. Each node publishes their p99 (and p50) in its node document (db_rtt_p99_ms), and
- * `cohortctl settings set` refuses a takeover_ms under COHORT_TAKEOVER_RTT_MULTIPLE times it
+ * memory stays fixed. Each node publishes their p99 and p50 in its node document (db_rtt_p99_ms,
+ * db_rtt_p50_ms), and `cohortctl settings set` refuses a takeover_ms under
+ * COHORT_TAKEOVER_RTT_MULTIPLE times the p99
  * (core/settings.h says why), so an unsafe lease is caught before it moves primacy.
  */
 #ifndef COHORT_ROUND_TRIPS_H

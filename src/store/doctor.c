@@ -77,8 +77,8 @@ static void describe_concerns(mongoc_client_t *client, const bson_t *defaults,
     const char *unknown = defaults ? "none set" : "not reported by the server";
     snprintf(out->write_concern, sizeof out->write_concern, "client %s; server default %s",
              client_wc, server_wc[0] ? server_wc : unknown);
-    snprintf(out->read_concern, sizeof out->read_concern, "client %s; server default %s",
-             client_rc, server_rc[0] ? server_rc : unknown);
+    snprintf(out->read_concern, sizeof out->read_concern, "client %s; server default %s", client_rc,
+             server_rc[0] ? server_rc : unknown);
 }
 
 bool cohort_doctor_server(cohort_store_t *store, mongoc_client_t *client,
@@ -278,8 +278,7 @@ static void walk_plan(bson_iter_t *it, cohort_doctor_plan_t *out)
             size_t used = strlen(out->stages);
             snprintf(out->stages + used, sizeof out->stages - used, "%s%s", used ? " < " : "",
                      stage);
-            out->index_scan |= strcmp(stage, "IXSCAN") == 0 ||
-                               strcmp(stage, "COUNT_SCAN") == 0 ||
+            out->index_scan |= strcmp(stage, "IXSCAN") == 0 || strcmp(stage, "COUNT_SCAN") == 0 ||
                                strcmp(stage, "DISTINCT_SCAN") == 0;
             out->collection_scan |= strcmp(stage, "COLLSCAN") == 0;
             out->in_memory_sort |= strcmp(stage, "SORT") == 0;
@@ -297,8 +296,8 @@ static bool explain(cohort_store_t *store, mongoc_client_t *client, bson_t *cmd,
 {
     (void)error;
     memset(out, 0, sizeof *out);
-    bson_t *wrapped = BCON_NEW("explain", BCON_DOCUMENT(cmd), "verbosity",
-                               BCON_UTF8("queryPlanner"));
+    bson_t *wrapped =
+        BCON_NEW("explain", BCON_DOCUMENT(cmd), "verbosity", BCON_UTF8("queryPlanner"));
     bson_t reply;
     bson_error_t why;
     mongoc_database_t *db = mongoc_client_get_database(client, store->database);
@@ -318,15 +317,15 @@ static bool explain(cohort_store_t *store, mongoc_client_t *client, bson_t *cmd,
 }
 
 bool cohort_doctor_explain_claim(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, int64_t now_ms,
-                                 cohort_doctor_plan_t *out, bson_error_t *error)
+                                 const char *service, int64_t now_ms, cohort_doctor_plan_t *out,
+                                 bson_error_t *error)
 {
     char queue[256];
     snprintf(queue, sizeof queue, "queue_%s", service);
-    bson_t *cmd = BCON_NEW("find", BCON_UTF8(queue), "filter", "{", "status",
-                           BCON_UTF8("pending"), "run_at", "{", "$lte", BCON_DATE_TIME(now_ms),
-                           "}", "}", "sort", "{", "priority", BCON_INT32(-1), "run_at",
-                           BCON_INT32(1), "_id", BCON_INT32(1), "}", "limit", BCON_INT32(1));
+    bson_t *cmd = BCON_NEW("find", BCON_UTF8(queue), "filter", "{", "status", BCON_UTF8("pending"),
+                           "run_at", "{", "$lte", BCON_DATE_TIME(now_ms), "}", "}", "sort", "{",
+                           "priority", BCON_INT32(-1), "run_at", BCON_INT32(1), "_id",
+                           BCON_INT32(1), "}", "limit", BCON_INT32(1));
     bool ok = explain(store, client, cmd, out, error);
     bson_destroy(cmd);
     return ok;
@@ -338,10 +337,10 @@ bool cohort_doctor_explain_count(cohort_store_t *store, mongoc_client_t *client,
 {
     char queue[256];
     snprintf(queue, sizeof queue, "queue_%s", service);
-    bson_t *cmd = BCON_NEW("aggregate", BCON_UTF8(queue), "pipeline", "[", "{", "$sort", "{",
-                           "status", BCON_INT32(1), "}", "}", "{", "$group", "{", "_id",
-                           BCON_UTF8("$status"), "n", "{", "$sum", BCON_INT32(1), "}", "}", "}",
-                           "]", "cursor", "{", "}");
+    bson_t *cmd =
+        BCON_NEW("aggregate", BCON_UTF8(queue), "pipeline", "[", "{", "$sort", "{", "status",
+                 BCON_INT32(1), "}", "}", "{", "$group", "{", "_id", BCON_UTF8("$status"), "n", "{",
+                 "$sum", BCON_INT32(1), "}", "}", "}", "]", "cursor", "{", "}");
     bool ok = explain(store, client, cmd, out, error);
     bson_destroy(cmd);
     return ok;
@@ -356,9 +355,8 @@ static bool count_queue(cohort_store_t *store, mongoc_client_t *client, const ch
     return *count >= 0;
 }
 
-bool cohort_doctor_stale_claims(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, int64_t cutoff_ms, int64_t *count,
-                                bson_error_t *error)
+bool cohort_doctor_stale_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                                int64_t cutoff_ms, int64_t *count, bson_error_t *error)
 {
     bson_t *filter = store_stalled_filter(cutoff_ms);
     bool ok = count_queue(store, client, service, filter, count, error);
@@ -370,8 +368,8 @@ bool cohort_doctor_expired_leases(cohort_store_t *store, mongoc_client_t *client
                                   const char *service, int64_t now_ms, int64_t *count,
                                   bson_error_t *error)
 {
-    bson_t *filter = BCON_NEW("lease_expires_at", "{", "$lt", BCON_DATE_TIME(now_ms), "}",
-                              "status", BCON_UTF8("claimed"));
+    bson_t *filter = BCON_NEW("lease_expires_at", "{", "$lt", BCON_DATE_TIME(now_ms), "}", "status",
+                              BCON_UTF8("claimed"));
     bool ok = count_queue(store, client, service, filter, count, error);
     bson_destroy(filter);
     return ok;

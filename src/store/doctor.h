@@ -19,9 +19,9 @@
 #include "store/store.h"
 
 typedef struct cohort_doctor_server {
-    char version[64];    /* buildInfo's version */
-    char topology[160];  /* "replica set rs0 (3 members)", "sharded (mongos)", ... */
-    bool embedded;       /* mongo-java-server: buildInfo without gitVersion */
+    char version[64];   /* buildInfo's version */
+    char topology[160]; /* "replica set rs0 (3 members)", "sharded (mongos)", ... */
+    bool embedded;      /* mongo-java-server: buildInfo without gitVersion */
     bool replica_set, sharded;
     char write_concern[160]; /* the client's (URI) and the server's default, as text */
     char read_concern[160];
@@ -51,18 +51,18 @@ bool cohort_doctor_missing_indexes(cohort_store_t *store, mongoc_client_t *clien
                                    bson_error_t *error);
 
 typedef struct cohort_doctor_plan {
-    bool explained;      /* false: the server does not explain (why says so) */
-    bool index_scan;     /* an IXSCAN, COUNT_SCAN or DISTINCT_SCAN in the winning plan */
+    bool explained;  /* false: the server does not explain (why says so) */
+    bool index_scan; /* an IXSCAN, COUNT_SCAN or DISTINCT_SCAN in the winning plan */
     bool collection_scan, in_memory_sort;
-    char stages[160];    /* the winning plan's stages, outermost first: "LIMIT < FETCH < IXSCAN" */
-    char why[512];       /* if not explained: the server's message */
+    char stages[160]; /* the winning plan's stages, outermost first: "LIMIT < FETCH < IXSCAN" */
+    char why[512];    /* if not explained: the server's message */
 } cohort_doctor_plan_t;
 
 /* The winning plan of the claim query ({status: pending, run_at <= now} in claim order, limit
  * 1) on `service`'s queue. */
 bool cohort_doctor_explain_claim(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, int64_t now_ms,
-                                 cohort_doctor_plan_t *out, bson_error_t *error);
+                                 const char *service, int64_t now_ms, cohort_doctor_plan_t *out,
+                                 bson_error_t *error);
 
 /* The winning plan of the count by status (store_count_by_status's aggregation). */
 bool cohort_doctor_explain_count(cohort_store_t *store, mongoc_client_t *client,
@@ -71,9 +71,8 @@ bool cohort_doctor_explain_count(cohort_store_t *store, mongoc_client_t *client,
 
 /* Tasks of `service` claimed by a node that has not checked in since `cutoff_ms` (server
  * time): what the stalled-task reset should have released (the same filter). */
-bool cohort_doctor_stale_claims(cohort_store_t *store, mongoc_client_t *client,
-                                const char *service, int64_t cutoff_ms, int64_t *count,
-                                bson_error_t *error);
+bool cohort_doctor_stale_claims(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                                int64_t cutoff_ms, int64_t *count, bson_error_t *error);
 
 /* Claimed tasks of `service` whose external worker's lease ended before `now_ms`. */
 bool cohort_doctor_expired_leases(cohort_store_t *store, mongoc_client_t *client,

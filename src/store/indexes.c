@@ -37,13 +37,11 @@ void cohort_store_queue_indexes(bson_t *indexes)
         "sparse", BCON_BOOL(true), "}",
         /* counts by kind and by group */
         "9", "{", "key", "{", "kind", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
-        BCON_UTF8("kind_status"), "}",
-        "10", "{", "key", "{", "group", BCON_INT32(1), "status", BCON_INT32(1), "}", "name",
-        BCON_UTF8("group_status"), "}",
+        BCON_UTF8("kind_status"), "}", "10", "{", "key", "{", "group", BCON_INT32(1), "status",
+        BCON_INT32(1), "}", "name", BCON_UTF8("group_status"), "}",
         /* the HTTP API's Idempotency-Key: a retried POST finds the task it created */
         "11", "{", "key", "{", "idempotency_key", BCON_INT32(1), "}", "name",
-        BCON_UTF8("idempotency_key"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true),
-        "}",
+        BCON_UTF8("idempotency_key"), "unique", BCON_BOOL(true), "sparse", BCON_BOOL(true), "}",
         /* external workers' leases: the primary's sweep of the expired ones (leases.c) */
         "12", "{", "key", "{", "lease_expires_at", BCON_INT32(1), "}", "name",
         BCON_UTF8("lease_expires_at"), "sparse", BCON_BOOL(true), "}");

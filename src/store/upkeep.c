@@ -237,11 +237,10 @@ bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
  * ends with its lease instead (cohort_store_expire_leases). */
 bson_t *store_stalled_filter(int64_t cutoff_ms)
 {
-    return BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{",
-                              "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
-                              "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
-                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]", "lease_expires_at", "{",
-                              "$exists", BCON_BOOL(false), "}");
+    return BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{", "$lt",
+                    BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{", "$exists",
+                    BCON_BOOL(false), "}", "claimed_at", "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}",
+                    "}", "]", "lease_expires_at", "{", "$exists", BCON_BOOL(false), "}");
 }
 
 bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,

@@ -35,8 +35,7 @@ typedef struct finding {
 
 /* Runs `cohortctl [-c n1's config] doctor --json` and finds the check `name` in its output.
  * Returns the exit status; fails the test if the output is not the documented JSON. */
-static int doctor(cluster_t *c, bool with_config, const char *name, finding_t *found,
-                  char **text)
+static int doctor(cluster_t *c, bool with_config, const char *name, finding_t *found, char **text)
 {
     const char *with[] = {"-c", c->n_nodes ? c->nodes[0].config_path : "", "doctor", "--json",
                           NULL};
@@ -63,10 +62,9 @@ static int doctor(cluster_t *c, bool with_config, const char *name, finding_t *f
                     fields[k] = bson_iter_utf8(&one, NULL);
         cluster_assert(c, fields[0] && fields[1] && fields[2],
                        "a check lacks name, status or detail:\n%s", *text);
-        cluster_assert(c,
-                       !strcmp(fields[1], "ok") || !strcmp(fields[1], "warn") ||
-                           !strcmp(fields[1], "fail"),
-                       "check %s has status %s", fields[0], fields[1]);
+        cluster_assert(
+            c, !strcmp(fields[1], "ok") || !strcmp(fields[1], "warn") || !strcmp(fields[1], "fail"),
+            "check %s has status %s", fields[0], fields[1]);
         if (strcmp(fields[0], name) == 0) {
             snprintf(found->status, sizeof found->status, "%s", fields[1]);
             snprintf(found->detail, sizeof found->detail, "%s", fields[2]);
@@ -100,8 +98,8 @@ Test(cluster_doctor, a_missing_index_fails_naming_it)
     finding_t f;
     char *text = NULL;
     doctor(c, false, "indexes " SERVICE, &f, &text);
-    cluster_assert(c, strcmp(f.status, "ok") == 0, "indexes before the drop: %s %s\n%s",
-                   f.status, f.detail, text);
+    cluster_assert(c, strcmp(f.status, "ok") == 0, "indexes before the drop: %s %s\n%s", f.status,
+                   f.detail, text);
     free(text);
 
     mongoc_collection_t *queue = mongoc_client_get_collection(c->client, c->db, "queue_" SERVICE);
@@ -110,18 +108,18 @@ Test(cluster_doctor, a_missing_index_fails_naming_it)
                    "cannot drop claim_order: %s", error.message);
     mongoc_collection_destroy(queue);
     int rc = doctor(c, false, "indexes " SERVICE, &f, &text);
-    cluster_assert(c,
-                   rc == 1 && strcmp(f.status, "fail") == 0 &&
-                       strstr(f.detail, "lacks: claim_order"),
-                   "doctor exited %d, indexes %s: %s\n%s", rc, f.status, f.detail, text);
+    cluster_assert(
+        c, rc == 1 && strcmp(f.status, "fail") == 0 && strstr(f.detail, "lacks: claim_order"),
+        "doctor exited %d, indexes %s: %s\n%s", rc, f.status, f.detail, text);
     free(text);
 }
 
-/* Waits until both nodes publish their settings for SERVICE. */
+/* Waits until every node publishes its settings for SERVICE, clock skew and round trips. */
 static bool wait_published(cluster_t *c, int64_t timeout_ms)
 {
     const char *filter = "{\"settings." SERVICE ".file\": {\"$exists\": true}, "
-                         "\"clock_skew_ms\": {\"$exists\": true}}";
+                         "\"clock_skew_ms\": {\"$exists\": true}, "
+                         "\"db_rtt_p99_ms\": {\"$exists\": true}}";
     int64_t deadline = test_now_ms() + timeout_ms;
     do {
         if (test_count(c->client, c->db, "nodes", filter) == (int64_t)c->n_nodes)
@@ -154,8 +152,8 @@ Test(cluster_doctor, settings_drift_between_two_nodes_is_a_warning_naming_them)
     free(text);
     /* Per node: its clock against the server's and its round trips against takeover_ms. */
     doctor(c, true, "clock n2", &f, &text);
-    cluster_assert(c, strcmp(f.status, "ok") == 0 && strstr(f.detail, "ms"),
-                   "clock n2: %s %s\n%s", f.status, f.detail, text);
+    cluster_assert(c, strcmp(f.status, "ok") == 0 && strstr(f.detail, "ms"), "clock n2: %s %s\n%s",
+                   f.status, f.detail, text);
     free(text);
     doctor(c, true, "round_trips n1", &f, &text);
     cluster_assert(c, f.status[0] && strstr(f.detail, "takeover_ms"), "round_trips n1: %s %s\n%s",
@@ -183,14 +181,13 @@ Test(cluster_doctor, a_killed_nodes_stale_claim_is_a_warning)
         test_sleep_ms(100);
     cluster_assert(c, cluster_try_count(c, SERVICE, "{\"status\": \"claimed\"}") == 1,
                    "the task was not claimed within 20 s");
-    cluster_node_kill(n1); /* SIGKILL: no other node resets its claim */
+    cluster_node_kill(n1);      /* SIGKILL: no other node resets its claim */
     test_sleep_ms(1500 + 2000); /* past stall_timeout_ms, with a margin */
     finding_t f;
     char *text = NULL;
     int rc = doctor(c, true, "stale_claims " SERVICE, &f, &text);
-    cluster_assert(c,
-                   rc == 1 && strcmp(f.status, "warn") == 0 &&
-                       strncmp(f.detail, "1 claimed task", 14) == 0,
-                   "doctor exited %d, stale_claims %s: %s\n%s", rc, f.status, f.detail, text);
+    cluster_assert(
+        c, rc == 1 && strcmp(f.status, "warn") == 0 && strncmp(f.detail, "1 claimed task", 14) == 0,
+        "doctor exited %d, stale_claims %s: %s\n%s", rc, f.status, f.detail, text);
     free(text);
 }
