@@ -117,9 +117,16 @@ static void check_server(doctor_t *d)
         check(d, "server", CHECK_WARN,
               "version %s, %s: no failover of the database (use a replica set in production)",
               server.version, server.topology);
-    check(d, "concerns", server.unacknowledged ? CHECK_FAIL : CHECK_OK,
+    /* Fencing by epoch is only as durable as the write that recorded the epoch. */
+    bool weak = server.replica_set && !server.majority_writes;
+    check(d, "concerns",
+          server.unacknowledged ? CHECK_FAIL
+          : weak                ? CHECK_WARN
+                                : CHECK_OK,
           "write concern %s%s; read concern %s", server.write_concern,
-          server.unacknowledged ? " (unacknowledged: claims cannot be trusted)" : "",
+          server.unacknowledged ? " (unacknowledged: claims cannot be trusted)"
+          : weak                ? " (not majority: a MongoDB failover can lose an epoch)"
+                                : "",
           server.read_concern);
 }
 

@@ -51,11 +51,11 @@ static void describe_concerns(mongoc_client_t *client, const bson_t *defaults,
     else if (w == MONGOC_WRITE_CONCERN_W_MAJORITY)
         snprintf(client_wc, sizeof client_wc, "w: majority");
     else if (w == MONGOC_WRITE_CONCERN_W_DEFAULT)
-        snprintf(client_wc, sizeof client_wc, "the server's default");
+        snprintf(client_wc, sizeof client_wc, "unset");
     else
         snprintf(client_wc, sizeof client_wc, "w: %d", w);
     const char *level = mongoc_read_concern_get_level(rc);
-    snprintf(client_rc, sizeof client_rc, "%s", level ? level : "the server's default");
+    snprintf(client_rc, sizeof client_rc, "%s", level ? level : "unset");
     bson_iter_t it;
     bson_t doc;
     if (defaults && bson_iter_init_find(&it, defaults, "defaultWriteConcern") &&
@@ -74,11 +74,14 @@ static void describe_concerns(mongoc_client_t *client, const bson_t *defaults,
         bson_init_static(&doc, data, n);
         concern_text(&doc, server_rc, sizeof server_rc);
     }
-    const char *unknown = defaults ? "none set" : "not reported by the server";
-    snprintf(out->write_concern, sizeof out->write_concern, "client %s; server default %s",
+    out->majority_writes =
+        w == MONGOC_WRITE_CONCERN_W_MAJORITY ||
+        (w == MONGOC_WRITE_CONCERN_W_DEFAULT && !wtag && strstr(server_wc, "majority") != NULL);
+    const char *unknown = defaults ? "none set" : "not reported";
+    snprintf(out->write_concern, sizeof out->write_concern, "%s (URI), %s (server default)",
              client_wc, server_wc[0] ? server_wc : unknown);
-    snprintf(out->read_concern, sizeof out->read_concern, "client %s; server default %s", client_rc,
-             server_rc[0] ? server_rc : unknown);
+    snprintf(out->read_concern, sizeof out->read_concern, "%s (URI), %s (server default)",
+             client_rc, server_rc[0] ? server_rc : unknown);
 }
 
 bool cohort_doctor_server(cohort_store_t *store, mongoc_client_t *client,

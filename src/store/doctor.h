@@ -23,9 +23,10 @@ typedef struct cohort_doctor_server {
     char topology[160]; /* "replica set rs0 (3 members)", "sharded (mongos)", ... */
     bool embedded;      /* mongo-java-server: buildInfo without gitVersion */
     bool replica_set, sharded;
-    char write_concern[160]; /* the client's (URI) and the server's default, as text */
+    char write_concern[160]; /* "w: majority (URI), none set (server default)" */
     char read_concern[160];
-    bool unacknowledged; /* the client's write concern is w: 0 */
+    bool unacknowledged;  /* the client's write concern is w: 0 */
+    bool majority_writes; /* w: majority, the URI's or else the server's default */
 } cohort_doctor_server_t;
 
 /* buildInfo, hello (isMaster on a server without it) and getDefaultRWConcern. */
