@@ -15,6 +15,7 @@
 
 #include "cli/ctl.h"
 #include "core/settings.h"
+#include "node/status/api_json.h"
 #include "node/status/node_status.h"
 #include "store/doctor.h"
 #include "store/listing.h"
@@ -50,7 +51,7 @@ static void check(doctor_t *d, const char *name, check_status_t status, const ch
     if (status > d->worst)
         d->worst = status;
     bson_t one;
-    ctl_array_begin_document(&d->checks, &d->n, &one);
+    cohort_json_array_begin_document(&d->checks, &d->n, &one);
     BSON_APPEND_UTF8(&one, "name", name);
     BSON_APPEND_UTF8(&one, "status", status_names[status]);
     BSON_APPEND_UTF8(&one, "detail", detail);
