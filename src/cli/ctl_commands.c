@@ -220,6 +220,13 @@ const cli_command_t ctl_commands[] = {
           "the link's base, e.g. https://cohort.example (default http://<http_listen>)", NULL},
          END_OPTIONS,
      }},
+    {"doctor", cmd_doctor, "[--json]",
+     "check what Cohort depends on: the server, change streams, indexes and query plans, the "
+     "live nodes' clocks, settings, releases and round trips, stale claims and unswept "
+     "leases; one line per check (ok, warn, fail)",
+     "Exits 0 only when every check is ok, 1 otherwise. docs/OPERATING.md says what each "
+     "check means and what to do when it warns.",
+     json_options},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

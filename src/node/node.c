@@ -205,6 +205,9 @@ static bool ping(node_t *n)
         cohort_live_settings_publish(n->services[i], &settings);
     info.settings = &settings;
     info.db_rtt_p99_ms = cohort_round_trips_p99(&n->round_trips);
+    info.db_rtt_p50_ms = cohort_round_trips_percentile(&n->round_trips, 50);
+    info.clock_synced = cohort_clock_synced(); /* the skew of the previous ping's sample */
+    info.clock_skew_ms = cohort_clock_node_skew_ms();
     bson_error_t error;
     int64_t server_ms = 0;
     bool expired = false;

@@ -23,12 +23,17 @@ static int compare_ms(const void *a, const void *b)
 
 int64_t cohort_round_trips_p99(const cohort_round_trips_t *rt)
 {
+    return cohort_round_trips_percentile(rt, 99);
+}
+
+int64_t cohort_round_trips_percentile(const cohort_round_trips_t *rt, int pct)
+{
     if (rt->n == 0)
         return -1;
     int64_t sorted[COHORT_ROUND_TRIPS];
     memcpy(sorted, rt->ms, rt->n * sizeof *sorted);
     qsort(sorted, rt->n, sizeof *sorted, compare_ms);
-    /* Nearest rank: the smallest sample with at least 99% of the samples at or below it. */
-    size_t rank = (rt->n * 99 + 99) / 100;
+    /* Nearest rank: the smallest sample with at least pct% of the samples at or below it. */
+    size_t rank = (rt->n * (size_t)pct + 99) / 100;
     return sorted[rank - 1];
 }

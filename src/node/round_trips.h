@@ -1,8 +1,9 @@
 /*
  * round_trips.h - this node's database round trips, measured on its pings (one findAndModify
  * of its node document each tick, node.c), kept as the last COHORT_ROUND_TRIPS samples so
- * memory stays fixed. Each node publishes their p99 in its node document (db_rtt_p99_ms), and
- * `cohortctl settings set` refuses a takeover_ms under COHORT_TAKEOVER_RTT_MULTIPLE times it
+ * memory stays fixed. Each node publishes their p99 and p50 in its node document (db_rtt_p99_ms,
+ * db_rtt_p50_ms), and `cohortctl settings set` refuses a takeover_ms under
+ * COHORT_TAKEOVER_RTT_MULTIPLE times the p99
  * (core/settings.h says why), so an unsafe lease is caught before it moves primacy.
  */
 #ifndef COHORT_ROUND_TRIPS_H
@@ -21,6 +22,9 @@ typedef struct cohort_round_trips {
 
 /* Records one round trip of `ms` milliseconds (negative counts as 0). */
 void cohort_round_trips_add(cohort_round_trips_t *rt, int64_t ms);
+
+/* The `pct`th percentile (1..100) of the samples kept (nearest rank), or -1 with none. */
+int64_t cohort_round_trips_percentile(const cohort_round_trips_t *rt, int pct);
 
 /* The 99th percentile of the samples kept (nearest rank), or -1 with none. */
 int64_t cohort_round_trips_p99(const cohort_round_trips_t *rt);

@@ -149,6 +149,10 @@ STORE_INTERNAL bool store_date_field(const bson_t *doc, const char *key, int64_t
 /* Whether a failed write hit a unique index (E11000). */
 STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
 
+/* {status: claimed, not checked in since cutoff_ms, no external lease}: the stalled-task
+ * reset's filter (upkeep.c), also counted by doctor.c. The caller destroys it. */
+STORE_INTERNAL bson_t *store_stalled_filter(int64_t cutoff_ms);
+
 /* ---- shared by claims, outcomes, counts, upkeep (defined in claims.c, queries.c, upkeep.c) */
 
 /* Sends the claimed tasks matching `filter` back to pending with `reason` as their

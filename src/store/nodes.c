@@ -39,6 +39,10 @@ static void append_identity(bson_t *set, const cohort_node_info_t *node, const b
         BSON_APPEND_DOCUMENT(set, "settings", node->settings);
     if (node->db_rtt_p99_ms >= 0)
         BSON_APPEND_INT64(set, "db_rtt_p99_ms", node->db_rtt_p99_ms);
+    if (node->db_rtt_p50_ms >= 0)
+        BSON_APPEND_INT64(set, "db_rtt_p50_ms", node->db_rtt_p50_ms);
+    if (node->clock_synced)
+        BSON_APPEND_INT64(set, "clock_skew_ms", node->clock_skew_ms);
     if (!node->services)
         return;
     bson_t list, workers;

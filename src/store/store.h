@@ -180,6 +180,9 @@ typedef struct cohort_node_info {
      * node runs them (node/live_settings.h) and its database round trip's p99 in ms. */
     const bson_t *settings;
     int64_t db_rtt_p99_ms;
+    int64_t db_rtt_p50_ms; /* -1: none yet */
+    bool clock_synced;     /* then clock_skew_ms: its wall clock minus the server's, in ms */
+    int64_t clock_skew_ms;
 } cohort_node_info_t;
 
 /* One run (process) of a node_id, as its document records it (runs.c). */

@@ -233,18 +233,22 @@ bool cohort_store_release_claims(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+/* Claims made before check-ins existed have only claimed_at. An external worker's claim
+ * ends with its lease instead (cohort_store_expire_leases). */
+bson_t *store_stalled_filter(int64_t cutoff_ms)
+{
+    return BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{", "$lt",
+                    BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{", "$exists",
+                    BCON_BOOL(false), "}", "claimed_at", "{", "$lt", BCON_DATE_TIME(cutoff_ms), "}",
+                    "}", "]", "lease_expires_at", "{", "$exists", BCON_BOOL(false), "}");
+}
+
 bool cohort_store_reset_stalled(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, int64_t cutoff_ms, int64_t *reset,
                                 bson_error_t *error)
 {
     *reset = 0;
-    /* Claims made before check-ins existed have only claimed_at. */
-    /* An external worker's claim ends with its lease instead (cohort_store_expire_leases). */
-    bson_t *filter = BCON_NEW("status", BCON_UTF8("claimed"), "$or", "[", "{", "heartbeat_at", "{",
-                              "$lt", BCON_DATE_TIME(cutoff_ms), "}", "}", "{", "heartbeat_at", "{",
-                              "$exists", BCON_BOOL(false), "}", "claimed_at", "{", "$lt",
-                              BCON_DATE_TIME(cutoff_ms), "}", "}", "]", "lease_expires_at", "{",
-                              "$exists", BCON_BOOL(false), "}");
+    bson_t *filter = store_stalled_filter(cutoff_ms);
     bool ok = store_release_claims(store, client, service, filter,
                                    "stalled: its node stopped checking in; reset to pending",
                                    true, reset, error);

@@ -27,6 +27,20 @@ Test(round_trips, p99_is_the_nearest_rank)
     cr_expect_eq(cohort_round_trips_p99(&few), 300, "with few samples, the slowest");
 }
 
+Test(round_trips, p50_is_the_median_by_nearest_rank)
+{
+    cohort_round_trips_t rt = {0};
+    cr_expect_eq(cohort_round_trips_percentile(&rt, 50), -1);
+    for (int i = 1; i <= 100; i++)
+        cohort_round_trips_add(&rt, i);
+    cr_expect_eq(cohort_round_trips_percentile(&rt, 50), 50);
+    cohort_round_trips_t few = {0};
+    cohort_round_trips_add(&few, 300);
+    cohort_round_trips_add(&few, 7);
+    cohort_round_trips_add(&few, 9);
+    cr_expect_eq(cohort_round_trips_percentile(&few, 50), 9, "the middle of three");
+}
+
 Test(round_trips, old_samples_leave_the_ring)
 {
     cohort_round_trips_t rt = {0};
