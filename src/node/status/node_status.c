@@ -141,5 +141,7 @@ void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bso
     BSON_APPEND_BOOL(one, "clash", s->live_runs > 1);
     copy_field(doc, "settings", one);
     copy_field(doc, "db_rtt_p99_ms", one);
+    copy_field(doc, "release", one);
+    copy_field(doc, "schema", one);
     settings_problems(doc, s->problems, sizeof s->problems);
 }
