@@ -22,7 +22,7 @@
 typedef struct cohort_schema_state {
     int64_t version; /* the recorded version; 1 when no document records one */
     bool recorded;   /* a {_id: "schema"} document exists (read, or written by this call) */
-    bool written;    /* this call wrote it: the database held no Cohort data */
+    bool written;    /* recorded now (by this call or a node starting beside it): a new database */
 } cohort_schema_state_t;
 
 /* Reads the database's schema version into `state`. With no schema document and no Cohort
