@@ -59,7 +59,9 @@ static const cli_option_t options[] = {
     {"print-completion", NULL, 'B', CLI_LONG_ONLY, "print the bash completion script and exit",
      NULL},
     {"version", NULL, 'V', CLI_LONG_ONLY,
-     "print the version, the handler ABI and libmongoc's version, and exit", NULL},
+     "print the release, the database schema version, the handler ABI range and libmongoc's "
+     "version, and exit",
+     NULL},
     {"help", NULL, 'h', CLI_SHORT, "print this help and exit", NULL},
     {"worker", NULL, 'W', CLI_LONG_ONLY,
      "run as a child worker process of a node whose service has isolation = process (with -c, "
@@ -210,9 +212,8 @@ int main(int argc, char **argv)
             return print_markdown("--print-task-options", optarg,
                                   cohort_task_options_print_markdown);
         case 'V':
-            printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
-                   COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
-            return 0;
+            cli_print_version(stdout, &program);
+            return fflush(stdout) == 0 ? 0 : 1;
         case 'h':
             cli_print_help(stdout, &program);
             return 0;

@@ -18,7 +18,10 @@ static const cli_option_t global_options[] = {
      NULL},
     {"database", "NAME", 'd', CLI_SHORT, "without -c: the database (default cohort)", NULL},
     {"help", NULL, 'h', CLI_SHORT, "print this help (every command and option) and exit", NULL},
-    {"version", NULL, 'V', CLI_LONG_ONLY, "print the version and exit", NULL},
+    {"version", NULL, 'V', CLI_LONG_ONLY,
+     "print the release, the database schema version, the handler ABI range and libmongoc's "
+     "version, and exit",
+     NULL},
     {"print-man", NULL, 'M', CLI_LONG_ONLY, "print the man page cohortctl(1) (roff) and exit",
      NULL},
     {"print-completion", NULL, 'B', CLI_LONG_ONLY,

@@ -62,7 +62,7 @@ static int print_and_exit(int opt)
 {
     switch (opt) {
     case 'V':
-        printf("cohortctl %s\n", COHORT_VERSION);
+        cli_print_version(stdout, &ctl_program);
         break;
     case 'h':
         cli_print_help(stdout, &ctl_program);

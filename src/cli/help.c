@@ -9,6 +9,11 @@
 
 #include <string.h>
 
+#include <cohort/handler.h>
+#include <mongoc/mongoc.h>
+
+#include "core/version.h"
+
 #define WIDTH 80        /* plain-text help wraps here */
 #define OPTION_COLUMN 26 /* where an option's text starts */
 
@@ -42,6 +47,15 @@ const cli_command_t *cli_find_command(const cli_program_t *program, const char *
         if (strcmp(c->name, name) == 0)
             return c;
     return NULL;
+}
+
+void cli_print_version(FILE *out, const cli_program_t *program)
+{
+    fprintf(out,
+            "%s %s\ndatabase schema version %d (serves %d..%d)\nhandler ABI %d..%d\n"
+            "libmongoc %s\n",
+            program->name, COHORT_VERSION, COHORT_SCHEMA_VERSION, COHORT_SCHEMA_VERSION_OLDEST,
+            COHORT_SCHEMA_VERSION, 1, COHORT_HANDLER_ABI_VERSION, mongoc_get_version());
 }
 
 /* ---- plain text -------------------------------------------------------------------------- */

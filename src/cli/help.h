@@ -78,6 +78,11 @@ void cli_shortopts(const cli_option_t *options, const char *prefix, char *out, s
 /* The command named `name`, or NULL. */
 const cli_command_t *cli_find_command(const cli_program_t *program, const char *name);
 
+/* --version: the program's release, the database schema version it writes and the range it
+ * serves, the handler ABI range it loads and libmongoc's version; one fact a line, the
+ * release first ("cohortd 0.2.0"). */
+void cli_print_version(FILE *out, const cli_program_t *program);
+
 /* The usage lines alone (for stderr after a bad argument). */
 void cli_print_usage(FILE *out, const cli_program_t *program);
 

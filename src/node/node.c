@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/error.h"
+#include "core/version.h"
 #include "node/http/api.h"
 #include "node/http/api_pool.h"
 #include "node/work/handback.h"
@@ -47,6 +49,7 @@
 #include "node/round_trips.h"
 #include "node/runs.h"
 #include "node/service.h"
+#include "store/meta.h"
 #include "store/store.h"
 
 #ifndef COHORT_VERSION
@@ -89,6 +92,7 @@ typedef struct node {
     cohort_config_t *reloaded;      /* owned: the last one SIGHUP loaded */
     cohort_run_t run;               /* this process's run of node_id (runs.h) */
     bool refused;                   /* another live process has node_id: exit non-zero */
+    bool schema_checked;            /* the database's schema version is one this node serves */
     int64_t pinged_ms;              /* monotonic: when the last successful ping was sent, 0 */
     uint64_t work_at_ping;          /* what it had done by then (node_work()) */
     int64_t ticks;                  /* ticks run (stats.ticks: commands per tick) */
@@ -185,6 +189,7 @@ static bool ping(node_t *n)
         .host = n->host,
         .pid = getpid(),
         .version = COHORT_VERSION,
+        .schema = COHORT_SCHEMA_VERSION,
         .started_at_ms = started_at_in_cluster_time(n),
         .run_id = n->run.run_id,
         .run_since_ms = n->run.since_ms,
@@ -359,6 +364,43 @@ static bool all_prepared(node_t *n)
     return true;
 }
 
+/* Before anything is written: the database's schema version (store/meta.h) must be one this
+ * build serves. A newer one refuses the start, naming both versions. */
+static cohort_run_start_t check_schema(node_t *n, bson_error_t *error)
+{
+    cohort_schema_state_t db;
+    if (!cohort_store_read_schema(n->store, n->client, COHORT_SCHEMA_VERSION, n->node_id, &db,
+                                  error))
+        return COHORT_RUN_RETRY;
+    if (db.version > COHORT_SCHEMA_VERSION || db.version < COHORT_SCHEMA_VERSION_OLDEST) {
+        bson_set_error(
+            error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+            "the database's schema version is %lld, %s than schema version %d that "
+            "cohortd %s serves%s",
+            (long long)db.version, db.version > COHORT_SCHEMA_VERSION ? "newer" : "older",
+            db.version > COHORT_SCHEMA_VERSION ? COHORT_SCHEMA_VERSION
+                                               : COHORT_SCHEMA_VERSION_OLDEST,
+            COHORT_VERSION,
+            db.version > COHORT_SCHEMA_VERSION ? "; run the release that wrote it, or a later one"
+                                               : "");
+        return COHORT_RUN_REFUSED;
+    }
+    if (db.written)
+        cohort_log_node(COHORT_LOG_INFO, "new database: recorded schema version %lld",
+                        (long long)db.version);
+    else if (!db.recorded)
+        cohort_log_node(COHORT_LOG_INFO,
+                        "the database records no schema version (written before 0.2.0): "
+                        "serving it as schema version 1, left unrecorded for a migration");
+    else if (db.version < COHORT_SCHEMA_VERSION)
+        cohort_log_node(COHORT_LOG_INFO,
+                        "the database's schema version %lld is older than this release's %d: "
+                        "serving it",
+                        (long long)db.version, COHORT_SCHEMA_VERSION);
+    n->schema_checked = true;
+    return COHORT_RUN_STARTED;
+}
+
 /* Before the first ping: no other live process may have this node_id (runs.h). False
  * while that is not known yet (the database failed) or once the node is refused. */
 static bool start_run(node_t *n)
@@ -368,7 +410,10 @@ static bool start_run(node_t *n)
     bson_error_t error;
     int64_t liveness =
         cohort_liveness_min_takeover_ms(n->services, n->n_services, n->config->takeover_ms);
-    switch (cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error)) {
+    cohort_run_start_t start = n->schema_checked ? COHORT_RUN_STARTED : check_schema(n, &error);
+    if (start == COHORT_RUN_STARTED)
+        start = cohort_run_start(&n->run, n->store, n->client, liveness, tick_ms(n), &error);
+    switch (start) {
     case COHORT_RUN_STARTED:
         cohort_log_node(COHORT_LOG_INFO, "run %s registered", n->run.run_id);
         /* The main thread is alive from here on, though its first tick (preparing each

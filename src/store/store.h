@@ -165,7 +165,8 @@ typedef struct cohort_node_info {
     const char *node_id;
     const char *host;
     int64_t pid;
-    const char *version;
+    const char *version;   /* its release, written as `version` and `release` */
+    int64_t schema;        /* the schema version it writes (0: not published) */
     int64_t started_at_ms; /* cluster clock; 0: not written (the clock is not synced yet) */
     const char *const *services; /* the services it hosts (may be NULL) */
     const int64_t *workers;      /* their worker counts */

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cohort/handler.h>
+#include <mongoc/mongoc.h>
+
+#include "core/version.h"
 #include "support.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
@@ -323,4 +327,27 @@ Test(cli_help, every_command_has_a_section_in_cli_md)
     }
     free(doc);
     test_run_result_free(&r);
+
+/* --version of both binaries (issue 25): the release first, then the database schema version
+ * it writes and serves, the handler ABI range it loads and libmongoc's version. */
+Test(cli_help, version_names_release_schema_and_abi)
+{
+    const char *const programs[][2] = {{COHORTD, "cohortd"}, {COHORTCTL, "cohortctl"}};
+    char expect[5][96];
+    snprintf(expect[1], sizeof expect[1], "\ndatabase schema version %d (serves %d..%d)\n",
+             COHORT_SCHEMA_VERSION, COHORT_SCHEMA_VERSION_OLDEST, COHORT_SCHEMA_VERSION);
+    snprintf(expect[2], sizeof expect[2], "\nhandler ABI 1..%d\n", COHORT_HANDLER_ABI_VERSION);
+    snprintf(expect[3], sizeof expect[3], "\nlibmongoc %s\n", mongoc_get_version());
+    for (size_t i = 0; i < 2; i++) {
+        test_run_result_t r = run(programs[i][0], "--version");
+        cr_expect_eq(r.exit_code, 0, "%s --version: exit %d: %s", programs[i][1], r.exit_code,
+                     r.err);
+        snprintf(expect[0], sizeof expect[0], "%s " COHORT_VERSION "\n", programs[i][1]);
+        cr_expect_eq(strncmp(r.out, expect[0], strlen(expect[0])), 0,
+                     "%s --version does not start with '%s': %s", programs[i][1], expect[0], r.out);
+        for (size_t k = 1; k < 4; k++)
+            cr_expect(strstr(r.out, expect[k]), "%s --version lacks '%s': %s", programs[i][1],
+                      expect[k], r.out);
+        test_run_result_free(&r);
+    }
 }

@@ -139,5 +139,7 @@ void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bso
     copy_field(doc, "db_rtt_p99_ms", one);
     copy_field(doc, "db_rtt_p50_ms", one);
     copy_field(doc, "clock_skew_ms", one);
+    copy_field(doc, "release", one);
+    copy_field(doc, "schema", one);
     settings_problems(doc, s->problems, sizeof s->problems);
 }

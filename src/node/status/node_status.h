@@ -25,9 +25,9 @@ typedef struct cohort_node_summary {
 } cohort_node_summary_t;
 
 /* Appends the node's fields (node_id, kind, state, host, pid, version, last_ping_ms_ago,
- * services, workers, runs, live_runs, clash; as published: settings,
- * db_rtt_p99_ms, db_rtt_p50_ms, clock_skew_ms) to `one`,
- * and fills `summary` (may be NULL) for a table. `doc` must outlive the summary. */
+ * services, workers, runs, live_runs, clash; as published: settings, db_rtt_p99_ms,
+ * db_rtt_p50_ms, clock_skew_ms, release, schema) to `one`, and fills `summary` (may be NULL)
+ * for a table. `doc` must outlive the summary. */
 void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bson_t *one,
                         cohort_node_summary_t *summary);
 
