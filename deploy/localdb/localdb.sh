@@ -2,7 +2,7 @@
 # Local MongoDB-compatible server (mongo-java-server) for Cohort dev and tests.
 #
 # usage:
-#   localdb.sh start STATE_DIR [--h2 FILE] [--port N] [--no-oplog]
+#   localdb.sh start STATE_DIR [--h2 FILE] [--port N] [--no-oplog] [--no-hold-getmore]
 #       Build if needed, start the server in the background and print one
 #       line to stdout: mongodb://127.0.0.1:PORT
 #       STATE_DIR gets: pid, port, last-port, localdb.log. Started again on
@@ -12,6 +12,9 @@
 #       --no-oplog without oplog emulation: change streams are refused, as on a
 #                  standalone mongod (the oplog is on by default; --oplog is
 #                  accepted and changes nothing)
+#       --no-hold-getmore answer an empty change-stream getMore at once (the
+#                  library's behaviour) instead of holding it up to its
+#                  maxTimeMS as MongoDB does (the default)
 #   localdb.sh stop STATE_DIR      stop it (TERM, then KILL); idempotent
 #   localdb.sh status STATE_DIR    print the URI and exit 0 if running, else exit 1
 #   localdb.sh build               (re)build target/classes and target/lib
@@ -22,6 +25,7 @@
 #   LOCALDB_JAVA_OPTS      extra JVM options (e.g. -Xmx1g)
 #   LOCALDB_OPLOG          0: as --no-oplog (for scripts that start it indirectly)
 #   LOCALDB_OPLOG_WINDOW_S oplog entries older than this are dropped (default 600)
+#   LOCALDB_HOLD_GETMORE   0: as --no-hold-getmore
 #
 # Installs default-jdk-headless and maven with apt-get if java/javac/mvn are
 # missing. Everything except the URI goes to stderr.
@@ -172,7 +176,7 @@ cleanup_start() {
 
 cmd_start() {
     [ $# -ge 1 ] || usage
-    local state h2="" port="" oplog=1
+    local state h2="" port="" oplog=1 hold=1
     [ "${LOCALDB_OPLOG:-1}" = 0 ] && oplog=""
     state="$(abspath "$1")"
     shift
@@ -182,6 +186,7 @@ cmd_start() {
             --port) [ $# -ge 2 ] || usage; port="$2"; shift 2 ;;
             --oplog) oplog=1; shift ;;
             --no-oplog) oplog=""; shift ;;
+            --no-hold-getmore) hold=""; shift ;;
             *) usage ;;
         esac
     done
@@ -215,6 +220,7 @@ cmd_start() {
     [ -n "$h2" ] && args+=(--h2 "$h2")
     [ -n "$port" ] && args+=(--port "$port")
     [ -n "$oplog" ] && args+=(--oplog)
+    [ -z "$hold" ] && args+=(--no-hold-getmore)
 
     # shellcheck disable=SC2086 # LOCALDB_JAVA_OPTS is a word list on purpose
     java ${LOCALDB_JAVA_OPTS:-} -cp "$TARGET/classes:$TARGET/lib/*" "$MAIN_CLASS" "${args[@]}" \

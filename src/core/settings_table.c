@@ -122,8 +122,9 @@ const cohort_setting_t cohort_settings_table[] = {
      .doc = "how long the server holds each change stream's empty getMore "
             "(`maxAwaitTimeMS`): an idle node sends one getMore per hosted queue per this "
             "period (an insert is delivered at once whatever it is). Stopping does not wait "
-            "for a getMore in flight. A server that answers empty getMores at once (the local "
-            "test server) is asked again every tick, or every this period if shorter"},
+            "for a getMore in flight. A server that answers empty getMores at once "
+            "(mongo-java-server itself; the local test server holds them as MongoDB does) is "
+            "asked again every tick, or every this period if shorter"},
 
     /* ---- [service:NAME] ---- */
     {.name = "handler", .section = COHORT_SECTION_SERVICE, .type = COHORT_SETTING_PATH,

@@ -12,9 +12,10 @@
 #   --long N      long tasks (default 30)
 #   --long-ms MS  how long each long task sleeps (default 1000)
 #   --wake-await-ms MS  the nodes' wake_await_ms (default: the product's, 30 s). The local
-#                 server answers a change stream's getMore at once instead of holding it, so
-#                 a node asks it once per min(tick, wake_await_ms): 100 ms here stands in for
-#                 a replica set, which answers a held getMore as soon as a task arrives
+#                 server holds a change stream's empty getMore as a replica set does and
+#                 answers it as soon as a task arrives; started with --no-hold-getmore (or
+#                 LOCALDB_HOLD_GETMORE=0) it answers at once, and a node then asks once per
+#                 min(tick, wake_await_ms)
 #
 # The handler is the tests' sleeper (build/tests/handlers/test_handler_sleeper.so: each task
 # sleeps its data's sleep_ms), the nodes run the product's defaults otherwise (tick 1 s). The

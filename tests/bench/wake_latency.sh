@@ -17,10 +17,11 @@
 # claimed_at - created_at. Prints a markdown table (median, p99, max) and keeps the raw
 # latencies and node logs in BUILD/bench/wake-<UTC timestamp>/.
 #
-# The local server ignores maxAwaitTimeMS and answers each getMore at once, so there the
-# watcher asks again every wake_await_ms: the change_stream figure depends on --await-ms. A
-# replica set holds the getMore and answers as soon as the insert is written, so there the
-# default wake_await_ms = 1000 gives the same latency at one getMore per queue per second.
+# The local server holds each empty getMore as a replica set does and answers as soon as the
+# insert is written, so --await-ms only bounds how long a getMore is held (pass 30000, the
+# product's default, to measure what users get). With LOCALDB_HOLD_GETMORE=0 it answers each
+# getMore at once, and the watcher then asks again every --await-ms: the change_stream figure
+# then depends on it.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

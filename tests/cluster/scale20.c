@@ -8,9 +8,8 @@
  *      stats.ticks), stay within issue 11's budget: at most one per tick for a node that
  *      leads nothing, whatever its five services; a node leading k services at most 1 + 4k
  *      (the read, then per service its renewal and its claim, and the maintenance's commands
- *      spread over its ticks). The nodes run `wake = poll`: the local server answers a change
- *      stream's getMore at once, so there a stream is asked every tick (cluster/wake and
- *      docs/BENCHMARKS.md measure what the streams cost);
+ *      spread over its ticks). The nodes run `wake = poll`, so that the figure is the
+ *      tick's alone (cluster/wake and docs/BENCHMARKS.md measure what the streams cost);
  *   3. 2,000 tracked tasks (400 per service) all succeed, each exactly once (one succeeded
  *      entry in its history), although five nodes are killed (SIGKILL) at once while they run:
  *      the tasks those nodes held are released by the primaries (a `crashed` entry) and run

@@ -8,8 +8,9 @@
  * task with cohortctl (not through the node), waits for it to succeed, and at once enqueues a
  * second one: the first was claimed right after a tick (or a wake-up), so without a wake-up
  * the second waits for almost a whole tick. The latency is the task's claimed_at minus its
- * created_at. The local server ignores maxAwaitTimeMS, so the nodes here ask it every
- * wake_await_ms = 100 (a real replica set holds each getMore until an insert comes).
+ * created_at. The nodes here set wake_await_ms = 100, from when the local server answered
+ * each getMore at once; it holds them now, as a replica set does, so that only bounds how
+ * long a getMore is held.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>

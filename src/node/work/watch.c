@@ -165,7 +165,7 @@ static int64_t step(stream_t *t)
         return started;
     }
     /* An empty answer: a server that held the getMore for the await asks again at once; one
-     * that answered at once (the local test server ignores maxAwaitTimeMS) is asked again
+     * that answered at once (mongo-java-server without deploy/localdb's hold) is asked again
      * after poll_ms (a tick), not after the whole await, or a wake-up would wait that long. */
     return started + (t->poll_ms < t->await_ms ? t->poll_ms : t->await_ms);
 }

@@ -16,8 +16,8 @@
  *
  * Cost and stopping: each getMore waits up to wake_await_ms on the server, so an idle node
  * sends one getMore per hosted queue per wake_await_ms (one per 30 s by default). A server
- * that answers an empty getMore at once (the local test server ignores maxAwaitTimeMS) is
- * asked again after a tick instead. No libmongoc call can be cut short from another thread,
+ * that answers an empty getMore at once (mongo-java-server itself; deploy/localdb holds them)
+ * is asked again after a tick instead. No libmongoc call can be cut short from another thread,
  * so stopping does not wait for a getMore in flight: after a short wait the threads still in
  * one are left behind, marked so that they touch nothing, and the process exits.
  */

@@ -1,5 +1,11 @@
 package dev.cohort.localdb;
 
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.exception.MongoServerError;
 import de.bwaldvogel.mongo.exception.MongoServerException;
@@ -18,7 +24,20 @@ import io.netty.channel.Channel;
  * but logged as one line instead of an ERROR with a stack trace: the client got the error, and
  * it is no fault of the server. Unexpected exceptions (the library's own bugs) still reach its
  * handler and are logged in full.</li>
+ * <li>An empty {@code getMore} on a cursor that stays open (a change stream's) is held until a
+ * write to its collection could have given it an event, or until its {@code maxTimeMS} (1 s
+ * without one) passes, as MongoDB holds a tailable awaitData cursor. The library answers it at
+ * once, which turned a change stream into a poll: an idle node sent a getMore per tick. A held
+ * getMore asks the backend again at once after an insert into its collection (or a drop or
+ * rename of it, or of its database), and at most every 250 ms after updates and deletes
+ * there: each look scans the library's emulated oplog in full, so a look per claim would cost
+ * more than MongoDB's indexed oplog read. {@code --no-hold-getmore} (or
+ * {@code LOCALDB_HOLD_GETMORE=0}) answers at once again, as the library does: what
+ * {@code cohortctl doctor} must warn about.</li>
  * </ul>
+ *
+ * Holding blocks only the connection that asked: getMores run on threads of their own
+ * ({@link LocalServer}).
  */
 final class Commands {
 
@@ -27,7 +46,115 @@ final class Commands {
         Document handle(Channel channel, String database, String command, Document query);
     }
 
+    /** Writes that give a change stream an event it must deliver at once. */
+    private static final Set<String> URGENT = Set.of("insert", "drop", "renamecollection");
+    /** Writes whose events (updates, deletes) a held getMore picks up within LAZY_MS. */
+    private static final Set<String> LAZY = Set.of("update", "delete", "findandmodify");
+    /** Each look scans the emulated oplog in full: after updates, look at most this often. */
+    private static final long LAZY_MS = 250;
+    private static final long DEFAULT_AWAIT_MS = 1000;
+
+    private static volatile boolean holdGetMore = true;
+    /** Writes per "database.collection": [0] urgent, [1] lazy; "*" counts dropDatabase. */
+    private static final Map<String, long[]> WRITES = new HashMap<>();
+    private static final Object WRITTEN = new Object(); // guards WRITES; notified on urgent ones
+
     private Commands() {
+    }
+
+    static void holdGetMore(boolean hold) {
+        holdGetMore = hold;
+    }
+
+    private static void written(String database, String command, Document query) {
+        String name = command.toLowerCase(Locale.ROOT);
+        boolean urgent = URGENT.contains(name) || "dropdatabase".equals(name);
+        if (!urgent && !LAZY.contains(name)) {
+            return;
+        }
+        Object collection = query.get(command);
+        String ns = "dropdatabase".equals(name) ? "*"
+                : database + "." + (collection instanceof String c ? c : "");
+        synchronized (WRITTEN) {
+            WRITES.computeIfAbsent(ns, k -> new long[2])[urgent ? 0 : 1]++;
+            if (urgent) {
+                WRITTEN.notifyAll();
+            }
+        }
+    }
+
+    /** The write counts a held getMore on `ns` compares: its own, and dropDatabase's. */
+    private static long[] seen(String ns) {
+        long[] own = WRITES.getOrDefault(ns, new long[2]);
+        long[] all = WRITES.getOrDefault("*", new long[2]);
+        return new long[] {own[0] + all[0], own[1]};
+    }
+
+    /** True for a getMore reply whose batch is empty on a cursor that stays open. */
+    private static boolean emptyAndOpen(Document reply) {
+        if (!(reply.get("cursor") instanceof Document cursor)) {
+            return false;
+        }
+        Object id = cursor.get("id");
+        Object batch = cursor.get("nextBatch");
+        return id instanceof Number n && n.longValue() != 0 && batch instanceof List<?> l
+                && l.isEmpty();
+    }
+
+    /**
+     * getMore, held while its batch is empty and its await time lasts (see above): it looks
+     * again at once after an insert into its collection (or a drop), and at most every LAZY_MS
+     * after updates and deletes there.
+     */
+    private static Document getMore(Channel channel, String database, Document query, Next next) {
+        long awaitMs = query.get("maxTimeMS") instanceof Number n && n.longValue() > 0
+                ? n.longValue() : DEFAULT_AWAIT_MS;
+        long deadline = System.nanoTime() + awaitMs * 1_000_000L;
+        String ns = database + "." + query.get("collection");
+        while (true) {
+            long[] before;
+            synchronized (WRITTEN) {
+                before = seen(ns);
+            }
+            Document reply = next.handle(channel, database, "getMore", query);
+            if (!holdGetMore || !emptyAndOpen(reply) || !channel.isActive()) {
+                return reply;
+            }
+            synchronized (WRITTEN) {
+                if (!awaitWrite(ns, before, deadline)) {
+                    return reply; // the await time passed with nothing written there
+                }
+            }
+        }
+    }
+
+    /**
+     * Waits (holding WRITTEN) until `ns` had an urgent write since `before` (true at once), an
+     * update or delete LAZY_MS ago (true), or the deadline passed (true only if something was
+     * written there meanwhile, so that the caller looks once more).
+     */
+    private static boolean awaitWrite(String ns, long[] before, long deadline) {
+        while (true) {
+            long[] now = seen(ns);
+            if (now[0] != before[0]) {
+                return true;
+            }
+            long left = deadline - System.nanoTime();
+            if (left <= 0) {
+                return now[1] != before[1];
+            }
+            boolean lazy = now[1] != before[1];
+            long wait = lazy ? Math.min(left, LAZY_MS * 1_000_000L) : left;
+            try {
+                WRITTEN.wait(Math.max(1, wait / 1_000_000L));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+            if (lazy) {
+                return true;
+            }
+        }
     }
 
     static Document handle(Channel channel, String database, String command, Document query,
@@ -38,7 +165,12 @@ final class Commands {
                 reply.put("isWritablePrimary", reply.getOrDefault("ismaster", Boolean.TRUE));
                 return reply;
             }
-            return next.handle(channel, database, command, query);
+            if ("getMore".equalsIgnoreCase(command)) {
+                return getMore(channel, database, query, next);
+            }
+            Document reply = next.handle(channel, database, command, query);
+            written(database, command, query);
+            return reply;
         } catch (MongoServerException e) {
             Document error = new Document();
             error.put("$err", e.getMessageWithoutErrorCode());

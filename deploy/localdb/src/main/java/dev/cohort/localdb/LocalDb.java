@@ -19,7 +19,6 @@ import java.util.concurrent.TimeUnit;
 import de.bwaldvogel.mongo.MongoBackend;
 import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.MongoDatabase;
-import de.bwaldvogel.mongo.MongoServer;
 import de.bwaldvogel.mongo.backend.AbstractMongoBackend;
 import de.bwaldvogel.mongo.bson.BsonTimestamp;
 import de.bwaldvogel.mongo.bson.Document;
@@ -34,6 +33,7 @@ import io.netty.channel.Channel;
  * <pre>
  * java -cp 'target/classes:target/lib/*' dev.cohort.localdb.LocalDb \
  *     [--host 127.0.0.1] [--port 0] [--port-file PATH] [--h2 FILE] [--oplog]
+ *     [--no-hold-getmore]
  * </pre>
  *
  * <ul>
@@ -49,6 +49,9 @@ import io.netty.channel.Channel;
  * every change stream getMore scans in full, so entries older than
  * {@code LOCALDB_OPLOG_WINDOW_S} seconds (default 600) are removed every
  * 10 s, as a replica set's capped oplog drops its oldest entries.</li>
+ * <li>{@code --no-hold-getmore} (or {@code LOCALDB_HOLD_GETMORE=0}): answer an empty
+ * change-stream getMore at once, as mongo-java-server does, instead of holding it as MongoDB
+ * does (see {@link Commands}).</li>
  * </ul>
  *
  * Prints exactly one line to stdout once bound:
@@ -66,6 +69,7 @@ public final class LocalDb {
         Path portFile = null;
         Path h2File = null;
         boolean oplog = false;
+        boolean hold = !"0".equals(System.getenv("LOCALDB_HOLD_GETMORE"));
 
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -85,6 +89,7 @@ public final class LocalDb {
                 case "--port-file" -> portFile = Paths.get(value(args, ++i, a)).toAbsolutePath();
                 case "--h2" -> h2File = Paths.get(value(args, ++i, a)).toAbsolutePath();
                 case "--oplog" -> oplog = true;
+                case "--no-hold-getmore" -> hold = false;
                 case "-h", "--help" -> {
                     printUsage(System.out);
                     System.exit(0);
@@ -123,15 +128,15 @@ public final class LocalDb {
             return;
         }
 
-        MongoServer server = new MongoServer(backend);
+        Commands.holdGetMore(hold);
+        LocalServer server = new LocalServer(backend);
         if (oplog) {
             server.enableOplog();
             trimOplog(backend);
         }
         InetSocketAddress bound;
         try {
-            server.bind(host, port);
-            bound = server.getLocalAddress();
+            bound = server.bind(host, port);
         } catch (Exception e) {
             closeQuietly(server);
             fail("cannot bind " + host + ":" + port + ": " + e);
@@ -229,7 +234,7 @@ public final class LocalDb {
         }
     }
 
-    private static void closeQuietly(MongoServer server) {
+    private static void closeQuietly(LocalServer server) {
         try {
             server.shutdownNow();
         } catch (RuntimeException ignored) {
@@ -256,6 +261,7 @@ public final class LocalDb {
     }
 
     private static void printUsage(PrintStream out) {
-        out.println("usage: LocalDb [--host ADDR] [--port N] [--port-file PATH] [--h2 FILE] [--oplog]");
+        out.println("usage: LocalDb [--host ADDR] [--port N] [--port-file PATH] [--h2 FILE] [--oplog]"
+                + " [--no-hold-getmore]");
     }
 }
