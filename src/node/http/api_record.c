@@ -18,14 +18,14 @@ int cohort_api_record_open(void)
         return -1;
     int fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        cohort_log_node(COHORT_LOG_WARN, "api: cannot open COHORT_API_RECORD file '%s': replies are not "
+        cohort_log_node(COHORT_LOG_WARN,
+                        "api: cannot open COHORT_API_RECORD file '%s': replies are not "
                         "recorded",
                         file);
     return fd;
 }
 
-void cohort_api_record(int fd, const cohort_api_request_t *request,
-                       const cohort_api_reply_t *reply)
+void cohort_api_record(int fd, const cohort_api_request_t *request, const cohort_api_reply_t *reply)
 {
     if (fd < 0)
         return;
