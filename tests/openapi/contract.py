@@ -6,8 +6,9 @@ replies the API tests received (docs/API.md, "The OpenAPI document").
                                       tests/openapi/oas-3.1-schema.json, by python3-jsonschema),
                                       every schema a valid JSON Schema 2020-12, every example
                                       valid against its schema, every operation with an
-                                      operationId and a scope, and the error codes the server's
-                                      sources use (SRC: src/node/http) exactly the document's
+                                      operationId and a scope, the error codes the server's
+                                      sources use (SRC: src/node/http) exactly the document's,
+                                      and the task options exactly API.md's generated table
   contract.py routes DOC PROBE SRC    the router (PROBE: the route_probe program) takes every
                                       documented method of every documented path and refuses
                                       the others with 405; every path built from the words the
@@ -138,6 +139,18 @@ def check_document(doc_path, src):
         fault(f"error code '{code}' is sent by {src} but not in the document's Error schema")
     for code in sorted(documented - used):
         fault(f"error code '{code}' is in the document but no source in {src} sends it")
+    # The task options: API.md's table, generated from core/taskopts.c's, names them.
+    api_md = os.path.join(os.path.dirname(os.path.abspath(doc_path)), "API.md")
+    with open(api_md) as f:
+        text = f.read()
+    table = text[text.index("<!-- task options:"):text.index("<!-- end of task options -->")]
+    options = set(re.findall(r"^\| `([a-z_]+)`(?: \(alias `([a-z_]+)`\))?", table, re.M))
+    names = {n for pair in options for n in pair if n} | {"data"}
+    fields = set(doc["components"]["schemas"]["NewTask"]["properties"])
+    for name in sorted(names - fields):
+        fault(f"task option '{name}' (API.md's table) is not in the document's NewTask")
+    for name in sorted(fields - names):
+        fault(f"NewTask's '{name}' is not a task option (API.md's table)")
     print(f"document: {len(list(operations(doc)))} operations, {examples} examples, "
           f"{len(used)} error codes")
 
