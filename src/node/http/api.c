@@ -11,28 +11,37 @@
  * send them: at most one such entry per node and kind (401, cross-site) every
  * UNKNOWN_AUDIT_EVERY_MS, so a flood of one kind does not hide the other; the ones in between
  * are counted, and the count rides on the next entry of that kind written (`unrecorded`).
+ *
+ * GET /api/v1/openapi.yaml answers docs/openapi.yaml as the build embedded it, to any caller
+ * with a valid token or session. With COHORT_API_RECORD set, every reply is also recorded for
+ * the contract test (api_record.h).
  */
 #include "node/http/api.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/token.h"
 #include "node/http/api_auth.h"
 #include "node/http/api_ops.h"
 #include "node/http/api_parse.h"
+#include "node/http/api_record.h"
 #include "node/http/api_session.h"
 #include "node/http/api_tasks.h"
 #include "node/http/api_ui.h"
 #include "node/http/api_workers.h"
+#include "node/http/ui_assets.h"
 
 #define UNKNOWN_AUDIT_EVERY_MS 60000
+#define OPENAPI_PATH "/api/v1/openapi.yaml"
 
 struct cohort_api {
     cohort_api_options_t options;
     cohort_api_auth_t *auth;
+    int record_fd; /* COHORT_API_RECORD's file (api_record.h), or -1 */
     pthread_mutex_t unknown_lock; /* guards the three below; never held across a call */
     /* Per kind of refusal of an unknown caller (0: 401, 1: cross-site): */
     bool unknown_audited[2];       /* one was audited already */
@@ -52,6 +61,7 @@ cohort_api_t *cohort_api_new(const cohort_api_options_t *options)
         return NULL;
     }
     pthread_mutex_init(&api->unknown_lock, NULL);
+    api->record_fd = cohort_api_record_open();
     return api;
 }
 
@@ -60,6 +70,8 @@ void cohort_api_destroy(cohort_api_t *api)
     if (!api)
         return;
     cohort_api_auth_destroy(api->auth);
+    if (api->record_fd >= 0)
+        close(api->record_fd);
     pthread_mutex_destroy(&api->unknown_lock);
     free(api);
 }
@@ -76,6 +88,36 @@ static const char *scope_name(uint32_t need)
         if (need & (1u << i))
             return cohort_scope_names[i];
     return "admin";
+}
+
+/* docs/openapi.yaml, embedded at build time (cmake/embed_assets.cmake). */
+static bool serve_openapi(cohort_api_call_t *call)
+{
+    if (cohort_api_doc_asset_count != 1)
+        return cohort_api_fail(call->err, 500, "internal", "the build embedded no API document");
+    call->reply->raw = cohort_api_doc_assets[0].bytes;
+    call->reply->raw_len = cohort_api_doc_assets[0].len;
+    call->reply->content_type = "application/yaml";
+    call->reply->status = 200;
+    return true;
+}
+
+bool cohort_api_resolve(const char *method, const char *path, cohort_api_route_t *route,
+                        cohort_api_error_t *err)
+{
+    bool doc = strcmp(path, OPENAPI_PATH) == 0, session = cohort_api_session_path(path);
+    if (doc || session) {
+        memset(route, 0, sizeof *route);
+        route->allow = doc ? "GET" : COHORT_API_SESSION_ALLOW;
+        route->endpoint = doc ? COHORT_API_OPENAPI : COHORT_API_SESSION;
+        bool allowed = doc ? strcmp(method, "GET") == 0
+                           : strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0;
+        return allowed || cohort_api_fail(err, 405, "method_not_allowed",
+                                          "%s is not allowed here: use %s", method,
+                                          route->allow);
+    }
+    return cohort_api_ui_owns(path) ? cohort_api_ui_route(method, path, route, err)
+                                    : cohort_api_route(method, path, route, err);
 }
 
 static bool dispatch(cohort_api_call_t *call)
@@ -124,6 +166,10 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_AUDIT:
     case COHORT_API_BATCHES:
         return cohort_api_ui_dispatch(call);
+    case COHORT_API_OPENAPI:
+        return serve_openapi(call);
+    case COHORT_API_SESSION: /* answered before authentication */
+        break;
     }
     return cohort_api_fail(call->err, 404, "not_found", "no such path");
 }
@@ -155,9 +201,7 @@ static void audit_unknown(cohort_api_t *api, mongoc_client_t *client,
         return;
     cohort_api_route_t route;
     cohort_api_error_t ignored;
-    bool known = cohort_api_ui_owns(request->path)
-                     ? cohort_api_ui_route(request->method, request->path, &route, &ignored)
-                     : cohort_api_route(request->method, request->path, &route, &ignored);
+    bool known = cohort_api_resolve(request->method, request->path, &route, &ignored);
     if (!known || route.scope != COHORT_SCOPE_OPERATE)
         return;
     int kind = err->status == 401 ? 0 : 1;
@@ -185,6 +229,7 @@ static void audit_unknown(cohort_api_t *api, mongoc_client_t *client,
 static void reply_error(cohort_api_reply_t *reply, const cohort_api_error_t *err)
 {
     bson_reinit(&reply->body);
+    reply->raw = NULL;
     bson_t e;
     BSON_APPEND_DOCUMENT_BEGIN(&reply->body, "error", &e);
     BSON_APPEND_UTF8(&e, "code", err->code ? err->code : "internal");
@@ -199,8 +244,9 @@ void cohort_api_give_back(cohort_api_t *api, mongoc_client_t *client, cohort_api
                                api->options.n_services, reply);
 }
 
-void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
-                       const cohort_api_request_t *request, cohort_api_reply_t *reply)
+/* cohort_api_handle() but for the record. */
+static void answer(cohort_api_t *api, mongoc_client_t *client, const cohort_api_request_t *request,
+                   cohort_api_reply_t *reply)
 {
     memset(reply, 0, sizeof *reply);
     bson_init(&reply->body);
@@ -230,9 +276,7 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     if (!known)
         audit_unknown(api, client, request, &err);
     bool ok = known && query_without_nul(request->query, &err) &&
-              (cohort_api_ui_owns(request->path)
-                   ? cohort_api_ui_route(request->method, request->path, &route, &err)
-                   : cohort_api_route(request->method, request->path, &route, &err));
+              cohort_api_resolve(request->method, request->path, &route, &err);
     if (ok && !cohort_scopes_allow(caller.scopes, route.scope))
         ok = cohort_api_fail(&err, 403, "forbidden", "token '%s' lacks the scope '%s'",
                              caller.name, scope_name(route.scope));
@@ -260,4 +304,11 @@ void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
     if (route.scope == COHORT_SCOPE_OPERATE && caller.name[0])
         cohort_api_ui_audit(api->options.store, client, request, &caller, &route, reply->status,
                             ok ? NULL : err.code, 0);
+}
+
+void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
+                       const cohort_api_request_t *request, cohort_api_reply_t *reply)
+{
+    answer(api, client, request, reply);
+    cohort_api_record(api->record_fd, request, reply);
 }

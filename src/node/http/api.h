@@ -48,6 +48,13 @@ void cohort_api_set_token_ttl(cohort_api_t *api, int64_t ttl_ms);
 void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,
                        const cohort_api_request_t *request, cohort_api_reply_t *reply);
 
+/* The endpoint of `method` `path` (a path under /api/v1/, as sent), whichever part of the API
+ * routes it: this document (openapi.yaml), the sign-in (session), the dashboard's endpoints
+ * (api_ui.h) or the rest (api_parse.h). false with a 404, 405 (route->allow set) or 400 as
+ * cohort_api_route() says. Pure: tests/openapi's route probe calls it. */
+bool cohort_api_resolve(const char *method, const char *path, cohort_api_route_t *route,
+                        cohort_api_error_t *err);
+
 /* A claim's reply that was never delivered (its client left): gives back the tasks still
  * claimed under reply->claimed, untouched (pending, attempts as before the claim), and sets
  * reply->wake to their service so held claims take them. Thread-safe. */

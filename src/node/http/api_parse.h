@@ -62,6 +62,11 @@ typedef struct cohort_api_reply {
         char token[COHORT_CLAIM_TOKEN_SIZE];
     } claimed;
     char set_cookie[256]; /* "" or a Set-Cookie header (the dashboard's session) */
+    /* Not NULL: send these bytes (static, never freed) as `content_type` instead of `body`
+     * (GET /api/v1/openapi.yaml). */
+    const unsigned char *raw;
+    size_t raw_len;
+    const char *content_type;
 } cohort_api_reply_t;
 
 /* An error reply: {"error": {"code": code, "message": message}} with `status`. */
@@ -105,6 +110,8 @@ typedef enum cohort_api_endpoint {
     COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
     COHORT_API_BLOCK,   /* POST /api/v1/services/{svc}/block */
     COHORT_API_UNBLOCK, /* POST /api/v1/services/{svc}/unblock */
+    COHORT_API_OPENAPI, /* GET /api/v1/openapi.yaml (node/http/api.c) */
+    COHORT_API_SESSION, /* POST|DELETE /api/v1/session (node/http/api_session.h) */
 } cohort_api_endpoint_t;
 
 typedef struct cohort_api_route {

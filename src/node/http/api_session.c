@@ -194,9 +194,10 @@ bool cohort_api_session_handle(cohort_store_t *store, cohort_api_auth_t *auth,
 {
     bool post = strcmp(request->method, "POST") == 0;
     if (!post && strcmp(request->method, "DELETE") != 0) {
-        reply->allow = "POST, DELETE";
+        reply->allow = COHORT_API_SESSION_ALLOW;
         return cohort_api_fail(err, 405, "method_not_allowed",
-                               "%s is not allowed here: use POST, DELETE", request->method);
+                               "%s is not allowed here: use " COHORT_API_SESSION_ALLOW,
+                               request->method);
     }
     if (!cohort_api_same_origin(request))
         return cross_site(err);

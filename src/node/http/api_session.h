@@ -28,6 +28,9 @@
 #define COHORT_SESSION_COOKIE "cohort_session"
 #define COHORT_SESSION_TTL_MS (8 * 3600 * 1000LL) /* a session made from a token */
 
+/* The methods the sign-in endpoint takes (its Allow header). */
+#define COHORT_API_SESSION_ALLOW "POST, DELETE"
+
 /* Whether `path` is the sign-in endpoint (answered before any authentication). */
 bool cohort_api_session_path(const char *path);
 

@@ -545,6 +545,17 @@ bool cohort_http_api_reply(void *origin, const cohort_api_reply_t *answer)
     if (answer->set_cookie[0])
         evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie",
                           answer->set_cookie);
+    if (answer->raw) { /* static bytes (the API's document): no copy, nothing to free */
+        struct evbuffer *raw = evbuffer_new();
+        if (!raw || evbuffer_add_reference(raw, answer->raw, answer->raw_len, NULL, NULL) != 0) {
+            if (raw)
+                evbuffer_free(raw);
+            reply_text(req, HTTP_INTERNAL, "Internal Server Error", "cannot send the reply\n");
+            return false;
+        }
+        send_body(req, answer->status, NULL, answer->content_type, raw);
+        return there;
+    }
     size_t text_len = 0;
     char *text = bson_as_relaxed_extended_json(&answer->body, &text_len);
     /* The text itself goes out (no copy); free_written() frees it once written. */

@@ -20,4 +20,8 @@ typedef struct cohort_ui_asset {
 extern const cohort_ui_asset_t cohort_ui_assets[];
 extern const size_t cohort_ui_asset_count;
 
+/* The API's own document, docs/openapi.yaml (one row), served by node/http/api.c. */
+extern const cohort_ui_asset_t cohort_api_doc_assets[];
+extern const size_t cohort_api_doc_asset_count;
+
 #endif
