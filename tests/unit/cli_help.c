@@ -327,6 +327,7 @@ Test(cli_help, every_command_has_a_section_in_cli_md)
     }
     free(doc);
     test_run_result_free(&r);
+}
 
 /* --version of both binaries (issue 25): the release first, then the database schema version
  * it writes and serves, the handler ABI range it loads and libmongoc's version. */
