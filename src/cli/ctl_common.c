@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "store/listing.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 bool ctl_open_store(ctl_t *ctl)
 {

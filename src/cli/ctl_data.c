@@ -11,6 +11,8 @@
 
 #include "cli/ctl.h"
 #include "core/jsondoc.h"
+#include "store/data.h"
+#include "store/services.h"
 
 /* libbson prints documents, not bare values: the value is printed as the only field of a
  * document, and the text libbson puts around a field is learnt from the same document with

@@ -21,6 +21,10 @@
 #include "core/jsondoc.h"
 #include "core/taskopts.h"
 #include "core/timefmt.h"
+#include "store/batches.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 typedef enum flag_type { FLAG_INT, FLAG_DURATION, FLAG_TIME, FLAG_STRING } flag_type_t;
 

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "store/listing.h"
+#include "store/queries.h"
 
 /* The operands of counts and tasks: exactly one SERVICE, valid. False (message printed) if
  * not. */

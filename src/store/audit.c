@@ -5,6 +5,8 @@
 #include "store/audit.h"
 
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define AUDIT "audit"
 

@@ -6,7 +6,10 @@
  * task is claimed at most once per attempt; every later write on the task (a lock, an
  * unclaim, an outcome) carries the claim it depends on in its filter (store_held_claim).
  */
+#include "store/claims.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/config.h" /* COHORT_CLAIM_BATCH_MAX */
 #include "core/error.h"
@@ -142,7 +145,6 @@ static bson_t *claim_update(const char *node_id, const char *token, int64_t leas
     bson_append_document_end(update, &unset);
     return update;
 }
-
 
 void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE])
 {

@@ -6,7 +6,10 @@
  * server, not a read before the write, guarantees at most one running task per group; every
  * outcome and unclaim removes it in the same write that ends the claim.
  */
+#include "store/groups.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/error.h"
 

@@ -1,9 +1,11 @@
 /*
  * internal.c - the helpers every file of the store shares (see internal.h): collections by
- * name, one-line updates of a queue, findAndModify with a copied result, reading numbers and
- * dates out of replies, and the primacy fence on the config document.
+ * name, one-line updates of a queue, findAndModify with a copied result, the primacy
+ * fence on the config document.
  */
 #include "store/internal.h"
+
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -153,38 +155,6 @@ void store_append_outside_open_batches(bson_t *filter, int64_t keep_from)
                               "batch", "{", "$exists", BCON_BOOL(false), "}", "}", "]");
     bson_concat(filter, clause);
     bson_destroy(clause);
-}
-
-void store_append_history_push(bson_t *update, const bson_t *entry)
-{
-    bson_t push, history, each;
-    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
-    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
-    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
-    BSON_APPEND_DOCUMENT(&each, "0", entry);
-    bson_append_array_end(&history, &each);
-    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
-    bson_append_document_end(&push, &history);
-    bson_append_document_end(update, &push);
-}
-
-int64_t store_int64_field(const bson_t *doc, const char *dotted, int64_t fallback)
-{
-    bson_iter_t it, child;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
-        BSON_ITER_HOLDS_NUMBER(&child))
-        return bson_iter_as_int64(&child);
-    return fallback;
-}
-
-bool store_date_field(const bson_t *doc, const char *key, int64_t *ms)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it)) {
-        *ms = bson_iter_date_time(&it);
-        return true;
-    }
-    return false;
 }
 
 bool store_is_duplicate_key(const bson_error_t *error)

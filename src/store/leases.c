@@ -16,7 +16,12 @@
  * claim is no capability). Every filter here also asks for lease_expires_at, which only an
  * external claim has, so no lease token, guessed or not, can name a node's claim.
  */
+#include "store/leases.h"
+
+#include "store/claims.h"
 #include "store/internal.h"
+#include "store/outcomes.h"
+#include "store/store.h"
 
 #include "core/error.h"
 

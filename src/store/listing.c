@@ -7,6 +7,8 @@
 #include "store/listing.h"
 
 #include "store/internal.h"
+#include "store/queries.h"
+#include "store/store.h"
 
 #include <string.h>
 

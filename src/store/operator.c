@@ -9,7 +9,12 @@
  * callback has not run yet are never deleted (the callback must see them), and a retried
  * tracked task whose batch has completed joins the open batch, so a callback sees its end.
  */
+#include "store/operator.h"
+
+#include "store/batches.h"
 #include "store/internal.h"
+#include "store/queries.h"
+#include "store/store.h"
 
 #include "core/error.h"
 

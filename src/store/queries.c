@@ -6,7 +6,10 @@
  * kind or group are shaped to be covered by the {kind|group, status} indexes ensure_service
  * creates and stream their rows, so memory stays flat whatever the number of groups.
  */
+#include "store/queries.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/error.h"
 

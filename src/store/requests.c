@@ -6,7 +6,10 @@
  */
 #include "store/requests.h"
 
+#include "store/insert.h"
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define PAGE_BATCH 8 /* documents per batch when listing a page of tasks */
 

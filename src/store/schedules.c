@@ -8,7 +8,10 @@
  * read both change nothing. The tasks themselves are inserted by insert.c under the
  * queue's unique index on unique_key, which settles two creators of the same slot.
  */
+#include "store/schedules.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>

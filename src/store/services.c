@@ -7,7 +7,10 @@
  * Creation is idempotent and fills in fields that older documents lack, so a node may run
  * it at every start.
  */
+#include "store/services.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,6 +9,7 @@
 #include "store/sessions.h"
 
 #include "store/internal.h"
+#include "store/store.h"
 
 #define SESSIONS "ui_sessions"
 

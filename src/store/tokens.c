@@ -8,6 +8,8 @@
 #include "store/tokens.h"
 
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define TOKENS "tokens"
 

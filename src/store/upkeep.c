@@ -6,7 +6,12 @@
  * Each is one or two bulk commands whose filters re-check the state they change, so running
  * one twice, or on two nodes during a takeover, never undoes or doubles the other's work.
  */
+#include "store/upkeep.h"
+
+#include "store/claims.h"
 #include "store/internal.h"
+#include "store/operator.h"
+#include "store/store.h"
 
 #include "core/clock.h"
 
