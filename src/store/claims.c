@@ -157,18 +157,12 @@ bool cohort_store_release_token(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, const char *token,
                                 int64_t *released, bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t *back = store_unclaim_update(NULL);
     bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(node_id),
                             "status", BCON_UTF8("claimed"));
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, held, back, NULL, &reply, error);
-    if (released)
-        *released = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_update_queue(store, client, service, held, back, released, error);
     bson_destroy(held);
     bson_destroy(back);
-    mongoc_collection_destroy(tasks);
     return ok;
 }
 
@@ -312,10 +306,9 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         if (suspects_of(filter) == COHORT_SUSPECTS_SKIP) /* one sent back meanwhile */
             append_suspects(&query, COHORT_SUSPECTS_SKIP);
         bson_t *update = claim_update(node_id, token, lease_until_ms);
-        bson_t reply;
-        ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);
-        int64_t modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-        bson_destroy(&reply);
+        int64_t modified = 0;
+        ok = store_write(tasks, STORE_UPDATE_MANY, &query, update, NULL, "modifiedCount",
+                         &modified, error);
         bson_destroy(update);
 
         /* 3. Read back what this token won. */

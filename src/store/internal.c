@@ -24,31 +24,68 @@ mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_client_t *client,
     return store_collection(store, client, name);
 }
 
-/* updateMany on the service's queue; *modified (may be NULL) receives the count. */
+bool store_write(mongoc_collection_t *coll, store_write_kind_t kind, const bson_t *filter,
+                 const bson_t *update, const bson_t *opts, const char *count_field,
+                 int64_t *count, bson_error_t *error)
+{
+    bson_t reply;
+    bool ok = false;
+    switch (kind) {
+    case STORE_UPDATE_ONE:
+        ok = mongoc_collection_update_one(coll, filter, update, opts, &reply, error);
+        break;
+    case STORE_UPDATE_MANY:
+        ok = mongoc_collection_update_many(coll, filter, update, opts, &reply, error);
+        break;
+    case STORE_DELETE_ONE:
+        ok = mongoc_collection_delete_one(coll, filter, opts, &reply, error);
+        break;
+    case STORE_DELETE_MANY:
+        ok = mongoc_collection_delete_many(coll, filter, opts, &reply, error);
+        break;
+    }
+    if (count)
+        *count = ok && count_field ? store_int64_field(&reply, count_field, 0) : 0;
+    bson_destroy(&reply);
+    return ok;
+}
+
+/* One write on the service's queue. */
+static bool write_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        store_write_kind_t kind, const bson_t *filter, const bson_t *update,
+                        const char *count_field, int64_t *count, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = store_write(tasks, kind, filter, update, NULL, count_field, count, error);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
 bool store_update_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
                         const bson_t *filter, const bson_t *update, int64_t *modified,
                         bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (modified)
-        *modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
-    return ok;
+    return write_queue(store, client, service, STORE_UPDATE_MANY, filter, update,
+                       "modifiedCount", modified, error);
 }
 
 bool store_update_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
                        const bson_t *filter, const bson_t *update, bool *matched,
                        bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
-    *matched = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    int64_t n = 0;
+    bool ok = write_queue(store, client, service, STORE_UPDATE_ONE, filter, update,
+                          "matchedCount", &n, error);
+    *matched = n == 1;
+    return ok;
+}
+
+bool store_walk_find(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+                     store_doc_fn fn, void *user, bson_error_t *error)
+{
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
+                                user, error);
+    mongoc_collection_destroy(coll);
     return ok;
 }
 
@@ -182,10 +219,10 @@ bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const c
     store_service_filter(&filter, service, node_id, epoch);
     if (extra_filter)
         bson_concat(&filter, extra_filter);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(services, &filter, update, NULL, &reply, error);
-    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
+    int64_t matched = 0;
+    bool ok = store_write(services, STORE_UPDATE_ONE, &filter, update, NULL, "matchedCount",
+                          &matched, error);
+    *applied = matched == 1;
     bson_destroy(&filter);
     mongoc_collection_destroy(services);
     return ok;

@@ -57,6 +57,21 @@ STORE_INTERNAL mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_cl
 
 /* ---- commands -------------------------------------------------------------------------- */
 
+/* The writes store_write() makes. */
+typedef enum store_write_kind {
+    STORE_UPDATE_ONE,
+    STORE_UPDATE_MANY,
+    STORE_DELETE_ONE,
+    STORE_DELETE_MANY,
+} store_write_kind_t;
+
+/* One write on `coll`: an update (`update`) or a delete (`update` unused), with `opts` (may
+ * be NULL). *count (may be NULL) receives the reply's `count_field` ("matchedCount",
+ * "modifiedCount", "deletedCount"; NULL: none), 0 on failure. */
+STORE_INTERNAL bool store_write(mongoc_collection_t *coll, store_write_kind_t kind,
+                                const bson_t *filter, const bson_t *update, const bson_t *opts,
+                                const char *count_field, int64_t *count, bson_error_t *error);
+
 /* updateMany on the service's queue; *modified (may be NULL) receives the count. */
 STORE_INTERNAL bool store_update_queue(cohort_store_t *store, mongoc_client_t *client,
                                        const char *service, const bson_t *filter,
@@ -120,6 +135,12 @@ STORE_INTERNAL void store_append_outside_open_batches(bson_t *filter, int64_t ke
 typedef bool (*store_doc_fn)(void *user, const bson_t *doc, bson_error_t *error);
 STORE_INTERNAL bool store_walk_cursor(mongoc_cursor_t *cursor, store_doc_fn fn, void *user,
                                       bson_error_t *error);
+
+/* A find on `coll` (destroyed by the call) with `opts` (may be NULL), walked into `fn` as
+ * store_walk_cursor() does. */
+STORE_INTERNAL bool store_walk_find(mongoc_collection_t *coll, const bson_t *filter,
+                                    const bson_t *opts, store_doc_fn fn, void *user,
+                                    bson_error_t *error);
 
 /* ---- reading errors (documents and replies: doc.h) ---------------------------------------- */
 

@@ -124,11 +124,7 @@ static bool walk_tasks(cohort_store_t *store, mongoc_client_t *client, const cha
                        const bson_t *filter, const bson_t *opts, store_doc_fn fn, void *user,
                        bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, filter, opts, NULL), fn,
-                                user, error);
-    mongoc_collection_destroy(tasks);
-    return ok;
+    return store_walk_find(store_queue(store, client, service), filter, opts, fn, user, error);
 }
 
 /* The task `ref` names, read with `projection`, through `fn`; `extra` (may be NULL) adds

@@ -22,7 +22,7 @@ static bool update_node(cohort_store_t *store, mongoc_client_t *client, const ch
 {
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
-    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bool ok = store_write(nodes, STORE_UPDATE_ONE, filter, update, NULL, NULL, NULL, error);
     bson_destroy(filter);
     mongoc_collection_destroy(nodes);
     return ok;
@@ -189,11 +189,8 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
             bson_append_document_end(&mark, &in);
             bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate",
                                    "{", "expired_at", BCON_BOOL(true), "}");
-            bson_t reply;
-            ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
-            if (ok)
-                *nodes_expired = store_int64_field(&reply, "modifiedCount", 0);
-            bson_destroy(&reply);
+            ok = store_write(nodes, STORE_UPDATE_MANY, &mark, set, NULL, "modifiedCount",
+                             nodes_expired, error);
             bson_destroy(set);
             bson_destroy(&mark);
         }
@@ -255,10 +252,8 @@ bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client,
     bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate", "{",
                            "expired_at", BCON_BOOL(true), "}");
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(nodes, filter, set, NULL, &reply, error);
-    *expired = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_write(nodes, STORE_UPDATE_MANY, filter, set, NULL, "modifiedCount", expired,
+                          error);
     mongoc_collection_destroy(nodes);
     bson_destroy(set);
     bson_destroy(filter);

@@ -117,11 +117,10 @@ static bson_t *cancel_update(const cohort_task_change_t *change)
 static bool update_tasks(mongoc_collection_t *tasks, const bson_t *filter, const bson_t *update,
                          int64_t *changed, bson_error_t *error)
 {
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (ok)
-        *changed += store_int64_field(&reply, "modifiedCount", 0);
-    bson_destroy(&reply);
+    int64_t n = 0;
+    bool ok = store_write(tasks, STORE_UPDATE_MANY, filter, update, NULL, "modifiedCount", &n,
+                          error);
+    *changed += n;
     return ok;
 }
 
@@ -164,11 +163,9 @@ static bool change_page(mongoc_collection_t *tasks, const cohort_task_change_t *
         bson_destroy(update);
     } else {
         store_append_outside_open_batches(&page, bounds->keep_from);
-        bson_t reply;
-        ok = mongoc_collection_delete_many(tasks, &page, NULL, &reply, error);
-        if (ok)
-            *changed += store_int64_field(&reply, "deletedCount", 0);
-        bson_destroy(&reply);
+        int64_t n = 0;
+        ok = store_write(tasks, STORE_DELETE_MANY, &page, NULL, NULL, "deletedCount", &n, error);
+        *changed += n;
     }
     bson_destroy(&page);
     return ok;

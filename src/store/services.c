@@ -199,7 +199,6 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
 {
     char path[96];
     snprintf(path, sizeof path, "%s.%s", which, kind);
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bson_t update = BSON_INITIALIZER, op;
     if (on) {
         /* Field by field: $set of the whole sub-document would clash with $currentDate. */
@@ -222,14 +221,8 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
         BSON_APPEND_UTF8(&op, path, "");
         bson_append_document_end(&update, &op);
     }
-    mongoc_collection_t *services = store_collection(store, client, "services");
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(services, filter, &update, NULL, &reply, error);
-    *found = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(services);
+    bool ok = store_fenced_update(store, client, service, NULL, 0, NULL, &update, found, error);
     bson_destroy(&update);
-    bson_destroy(filter);
     return ok;
 }
 

@@ -131,10 +131,8 @@ bool cohort_store_end_token_sessions(cohort_store_t *store, mongoc_client_t *cli
     snprintf(name, sizeof name, "token %s", token_name);
     mongoc_collection_t *coll = store_collection(store, client, SESSIONS);
     bson_t *filter = BCON_NEW("kind", BCON_UTF8("session"), "name", BCON_UTF8(name));
-    bson_t reply;
-    bool ok = mongoc_collection_delete_many(coll, filter, NULL, &reply, error);
-    *ended = ok ? store_int64_field(&reply, "deletedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_write(coll, STORE_DELETE_MANY, filter, NULL, NULL, "deletedCount", ended,
+                          error);
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return ok;

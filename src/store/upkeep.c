@@ -276,11 +276,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
         bson_t del = BSON_INITIALIZER;
         store_append_id_in(&del, &ids);
         BSON_APPEND_UTF8(&del, "status", status);
-        bson_t reply;
-        ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);
-        if (ok)
-            *deleted = store_int64_field(&reply, "deletedCount", 0);
-        bson_destroy(&reply);
+        ok = store_write(tasks, STORE_DELETE_MANY, &del, NULL, NULL, "deletedCount", deleted,
+                         error);
         bson_destroy(&del);
     }
     bson_destroy(&ids);
