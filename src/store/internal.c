@@ -7,6 +7,8 @@
 
 #include "store/store.h"
 
+#include "core/error.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -106,7 +108,15 @@ bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const
     if (upsert)
         flags |= MONGOC_FIND_AND_MODIFY_UPSERT;
     mongoc_find_and_modify_opts_set_flags(opts, (mongoc_find_and_modify_flags_t)flags);
+    bool ok = store_find_and_modify_with(coll, query, opts, out, found, error);
+    mongoc_find_and_modify_opts_destroy(opts);
+    return ok;
+}
 
+bool store_find_and_modify_with(mongoc_collection_t *coll, const bson_t *query,
+                                const mongoc_find_and_modify_opts_t *opts, bson_t *out,
+                                bool *found, bson_error_t *error)
+{
     bson_t reply;
     bool ok = mongoc_collection_find_and_modify_with_opts(coll, query, opts, &reply, error);
     *found = false;
@@ -124,7 +134,6 @@ bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const
         }
     }
     bson_destroy(&reply);
-    mongoc_find_and_modify_opts_destroy(opts);
     return ok;
 }
 
@@ -192,6 +201,17 @@ void store_append_outside_open_batches(bson_t *filter, int64_t keep_from)
                               "batch", "{", "$exists", BCON_BOOL(false), "}", "}", "]");
     bson_concat(filter, clause);
     bson_destroy(clause);
+}
+
+bool store_task_oid(const char *id, bson_oid_t *oid, bson_error_t *error)
+{
+    if (!bson_oid_is_valid(id, strlen(id))) {
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                       "'%s' is not a task id (24 hex digits)", id);
+        return false;
+    }
+    bson_oid_init_from_string(oid, id);
+    return true;
 }
 
 bool store_is_duplicate_key(const bson_error_t *error)

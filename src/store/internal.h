@@ -92,6 +92,11 @@ STORE_INTERNAL bool store_find_and_modify(mongoc_collection_t *coll, const bson_
                                           const bson_t *fields, bool return_new, bool upsert,
                                           bson_t *out, bool *found, bson_error_t *error);
 
+/* The same with the caller's `opts` (a remove, say): `out` as above. */
+STORE_INTERNAL bool store_find_and_modify_with(mongoc_collection_t *coll, const bson_t *query,
+                                               const mongoc_find_and_modify_opts_t *opts,
+                                               bson_t *out, bool *found, bson_error_t *error);
+
 /* The first document `filter` matches, copied into `doc` (initialised by the call whatever
  * happens; the caller destroys it). *found tells whether there was one. */
 STORE_INTERNAL bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc,
@@ -143,6 +148,10 @@ STORE_INTERNAL bool store_walk_find(mongoc_collection_t *coll, const bson_t *fil
                                     bson_error_t *error);
 
 /* ---- reading errors (documents and replies: doc.h) ---------------------------------------- */
+
+/* A task id given as text (24 hex digits) into *oid; false with `error` (COHORT_DOMAIN_USAGE,
+ * naming the id) if it is not one. */
+STORE_INTERNAL bool store_task_oid(const char *id, bson_oid_t *oid, bson_error_t *error);
 
 /* Whether a failed write hit a unique index (E11000). */
 STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);

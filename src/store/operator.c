@@ -250,13 +250,9 @@ bool cohort_store_request_cancel(cohort_store_t *store, mongoc_client_t *client,
     *requested = false;
     if (claimed_by_len)
         claimed_by[0] = '\0';
-    if (!bson_oid_is_valid(id, strlen(id))) {
-        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                       "'%s' is not a task id (24 hex digits)", id);
-        return false;
-    }
     bson_oid_t oid;
-    bson_oid_init_from_string(&oid, id);
+    if (!store_task_oid(id, &oid, error))
+        return false;
     bson_t *filter = BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("claimed"));
     bson_t update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
     bson_t *set = BCON_NEW("$set", "{", "cancel_requested", BCON_BOOL(true), "}");
