@@ -17,25 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
-                           bool with_null)
-{
-    bson_t array;
-    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
-    uint32_t i = 0;
-    char buf[16];
-    const char *k;
-    if (with_null) {
-        bson_uint32_to_string(i++, &k, buf, sizeof buf);
-        BSON_APPEND_NULL(&array, k);
-    }
-    for (size_t j = 0; j < n; j++) {
-        bson_uint32_to_string(i++, &k, buf, sizeof buf);
-        BSON_APPEND_UTF8(&array, k, values[j]);
-    }
-    bson_append_array_end(doc, &array);
-}
-
 /* One claim attempt for the store's contention counters (store.h): `won` tasks claimed, of
  * `candidates` the attempt saw (a findAndModify sees the one it claims, or none). */
 static void count_claim(cohort_store_t *store, uint32_t candidates, int64_t won)
@@ -63,15 +44,16 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     if (filter->served_kinds || filter->n_stopped_kinds > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
         if (filter->served_kinds) /* null: tasks without a kind */
-            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds,
-                           filter->served_no_kind);
+            store_append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds,
+                                 filter->served_no_kind);
         if (filter->n_stopped_kinds > 0)
-            append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds, false);
+            store_append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds,
+                                 false);
         bson_append_document_end(query, &kind);
     }
     if (filter->n_busy_groups > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "group", &group);
-        append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
+        store_append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
         bson_append_document_end(query, &group);
     }
     if (filter->weight_room > 0 && !filter->weight_any_first) {

@@ -186,6 +186,25 @@ bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_
     return ok;
 }
 
+void store_append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
+                          bool with_null)
+{
+    bson_t array;
+    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
+    uint32_t i = 0;
+    char buf[16];
+    const char *k;
+    if (with_null) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_NULL(&array, k);
+    }
+    for (size_t j = 0; j < n; j++) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_UTF8(&array, k, values[j]);
+    }
+    bson_append_array_end(doc, &array);
+}
+
 void store_append_id_in(bson_t *filter, const bson_t *ids)
 {
     bson_t id;

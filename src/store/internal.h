@@ -127,6 +127,10 @@ STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *
 
 /* ---- building task filters and updates -------------------------------------------------- */
 
+/* Appends the array `key` of the `n` strings `values`, after a null if `with_null`. */
+STORE_INTERNAL void store_append_strings(bson_t *doc, const char *key, const char *const *values,
+                                         size_t n, bool with_null);
+
 /* Appends {_id: {$in: ids}} (`ids` an array) to `filter`. */
 STORE_INTERNAL void store_append_id_in(bson_t *filter, const bson_t *ids);
 

@@ -119,14 +119,6 @@ bool cohort_store_extend_lease(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-/* Walks the tasks of `service` that `filter` matches (with `opts`) through `fn`. */
-static bool walk_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                       const bson_t *filter, const bson_t *opts, store_doc_fn fn, void *user,
-                       bson_error_t *error)
-{
-    return store_walk_find(store_queue(store, client, service), filter, opts, fn, user, error);
-}
-
 /* The task `ref` names, read with `projection`, through `fn`; `extra` (may be NULL) adds
  * conditions to {_id}. */
 static bool read_task(cohort_store_t *store, mongoc_client_t *client,
@@ -142,7 +134,8 @@ static bool read_task(cohort_store_t *store, mongoc_client_t *client,
         bson_concat(filter, extra);
     bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
     BSON_APPEND_DOCUMENT(opts, "projection", projection);
-    bool ok = walk_tasks(store, client, ref->service, filter, opts, fn, user, error);
+    bool ok = store_walk_find(store_queue(store, client, ref->service), filter, opts, fn, user,
+                              error);
     bson_destroy(opts);
     bson_destroy(filter);
     return ok;
@@ -251,7 +244,8 @@ bool cohort_store_give_back_claim(cohort_store_t *store, mongoc_client_t *client
     bson_t *opts = BCON_NEW("projection", "{", "attempts", BCON_INT32(1), "coalesce_key",
                             BCON_INT32(1), "}");
     give_back_t g = {.store = store, .client = client, .service = service, .token = token};
-    bool ok = walk_tasks(store, client, service, filter, opts, give_back_one, &g, error);
+    bool ok = store_walk_find(store_queue(store, client, service), filter, opts, give_back_one,
+                              &g, error);
     *given = g.given;
     bson_destroy(opts);
     bson_destroy(filter);

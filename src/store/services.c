@@ -139,16 +139,9 @@ bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
     if (n == 0)
         return true;
     mongoc_collection_t *services = store_collection(store, client, "services");
-    bson_t filter = BSON_INITIALIZER, id, in;
+    bson_t filter = BSON_INITIALIZER, id;
     BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
-    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
-    for (size_t i = 0; i < n; i++) {
-        char key[16];
-        const char *k;
-        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
-        BSON_APPEND_UTF8(&in, k, names[i]);
-    }
-    bson_append_array_end(&id, &in);
+    store_append_strings(&id, "$in", names, n, false);
     bson_append_document_end(&filter, &id);
     /* Generic data and the schedules' state may be large, and no election needs them. */
     bson_t *opts = BCON_NEW("projection", "{", "data", BCON_INT32(0), "schedules",
