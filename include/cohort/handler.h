@@ -252,8 +252,8 @@ void cohort_log(cohort_ctx_t *ctx, cohort_log_level_t level, const char *fmt, ..
  *   coalesce_key (string, 1-512 bytes): while a pending task has this key, creating another
  *     creates nothing: the pending task takes the new data (the latest data wins; it counts
  *     `coalesced`) and `id` receives its id. Once claimed, a new one can be created.
- *   task_timeout_ms (int, >= 0; 0: none): a run longer than this ends the task timed_out,
- *     a final state that is never retried.
+ *   task_timeout_ms (int, >= 0; 0: none; alias timeout_ms): a run longer than this ends the
+ *     task timed_out, a final state that is never retried.
  *   weight (int, 1..1000, default the kind's or the service's `weight`, else 1): the load the
  *     task puts on the node running it; a node claims it only while the weight it holds plus
  *     this fits its `capacity` (docs/CONFIGURATION.md). An option, not an ABI change: the

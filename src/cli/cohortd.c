@@ -5,6 +5,8 @@
  *   cohortd --check-config -c cohort.ini  list every problem (with line numbers), exit 1 if any
  *   cohortd --print-settings=markdown     the configuration reference, from the settings table
  *                                         (docs/CONFIGURATION.md is this output)
+ *   cohortd --print-task-options=markdown the task options' reference, from their table
+ *                                         (docs/API.md and docs/CLI.md hold this output)
  *   cohortd --print-man                   the man page cohortd(1), settings included
  *
  * `cohortd --worker -c FILE --service NAME --node-id ID` is a child worker process of a node
@@ -23,6 +25,7 @@
 #include "cli/help.h"
 #include "core/config.h"
 #include "core/settings.h"
+#include "core/taskopts.h"
 #include "core/timefmt.h"
 #include "node/handler/check.h"
 #include "node/handler/isolate_child.h"
@@ -46,6 +49,10 @@ static const cli_option_t options[] = {
     {"print-settings", "FORMAT", 'P', CLI_LONG_ONLY,
      "print the configuration reference (every key, its default, range and meaning) as "
      "markdown, the only FORMAT; docs/CONFIGURATION.md is this output",
+     "markdown"},
+    {"print-task-options", "FORMAT", 'T', CLI_LONG_ONLY,
+     "print the task options' reference (every option, its API field, cohortctl enqueue flag "
+     "and value) as markdown, the only FORMAT; docs/API.md and docs/CLI.md hold this output",
      "markdown"},
     {"print-man", NULL, 'M', CLI_LONG_ONLY, "print this man page (roff) and exit", NULL},
     {"print-completion", NULL, 'B', CLI_LONG_ONLY, "print the bash completion script and exit",
@@ -145,6 +152,18 @@ static void explain_schedules(const cohort_config_t *config)
     }
 }
 
+/* --print-settings=FORMAT and --print-task-options=FORMAT: `print` renders the reference for
+ * `format`, which must be markdown. The exit status. */
+static int print_markdown(const char *option, const char *format, void (*print)(FILE *out))
+{
+    if (strcmp(format, "markdown") != 0) {
+        fprintf(stderr, "cohortd: %s takes 'markdown'\n", option);
+        return 2;
+    }
+    print(stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct option longopts[CLI_MAX_OPTIONS + 1];
@@ -177,12 +196,10 @@ int main(int argc, char **argv)
             worker_node = optarg;
             break;
         case 'P':
-            if (strcmp(optarg, "markdown") != 0) {
-                fprintf(stderr, "cohortd: --print-settings takes 'markdown'\n");
-                return 2;
-            }
-            cohort_settings_print_markdown(stdout);
-            return fflush(stdout) == 0 ? 0 : 1;
+            return print_markdown("--print-settings", optarg, cohort_settings_print_markdown);
+        case 'T':
+            return print_markdown("--print-task-options", optarg,
+                                  cohort_task_options_print_markdown);
         case 'V':
             printf("cohortd %s (handler ABI %d, libmongoc %s)\n", COHORT_VERSION,
                    COHORT_HANDLER_ABI_VERSION, mongoc_get_version());

@@ -81,10 +81,6 @@ int64_t ctl_doc_date(const bson_t *doc, const char *key); /* 0 if absent */
 /* Appends `text` as a string, or null when it is NULL. */
 void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text);
 
-/* Appends the next element's key of an array being built ("0", "1", ...) as a document,
- * counting in *n. */
-void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child);
-
 /* Prints a document as relaxed extended JSON and a newline. */
 void ctl_print_json(const bson_t *doc);
 
@@ -100,6 +96,11 @@ int ctl_finish_listing(bson_t *out, bool json, bool ok, const char *failed,
 int cmd_help(ctl_t *ctl, int argc, char **argv); /* ctl_main.c */
 int cmd_status(ctl_t *ctl, int argc, char **argv);
 int cmd_enqueue(ctl_t *ctl, int argc, char **argv);
+
+/* enqueue's options: --count, --data, --create and a flag per task option (taskopts.h). Filled
+ * by ctl_enqueue_describe(), which main() calls before anything reads ctl_commands. */
+extern cli_option_t ctl_enqueue_options[CLI_MAX_OPTIONS + 1];
+void ctl_enqueue_describe(void);
 int cmd_switch(ctl_t *ctl, int argc, char **argv); /* pause, resume, block, unblock */
 int cmd_counts(ctl_t *ctl, int argc, char **argv);
 int cmd_tasks(ctl_t *ctl, int argc, char **argv);

@@ -58,47 +58,14 @@ const cli_command_t ctl_commands[] = {
      "(no service document).",
      NULL, json_options},
     {"enqueue", cmd_enqueue,
-     "SERVICE [--count N] [--data JSON] [--tracked] [--create] [scheduling options]",
+     "SERVICE [--count N] [--data JSON] [--tracked] [--create] [task options]",
      "insert tasks: one (its id is printed) or N (their number is printed)",
      "The service must exist (a node has run it); --create makes it first. Ctrl-C or SIGTERM "
      "during --count N stops after the current bulk write, prints how many went in and exits "
-     "130. " DUR_TIME,
-     (const cli_option_t[]){
-         {"count", "N", 'n', CLI_LONG_ONLY,
-          "insert N tasks (1..100000000) with unordered bulk writes and print their number",
-          NULL},
-         {"data", "JSON", 'D', CLI_LONG_ONLY, "the tasks' data, a JSON object (default {})", NULL},
-         {"tracked", NULL, 't', CLI_LONG_ONLY, "the tasks join the service's open batch", NULL},
-         {"create", NULL, 'C', CLI_LONG_ONLY,
-          "create the service (its config document and queue indexes, as a node does at "
-          "start-up) if no node has run it yet",
-          NULL},
-         {"priority", "N", 'S', CLI_LONG_ONLY, "higher is claimed first (-1000000..1000000)",
-          NULL},
-         {"weight", "N", 'S', CLI_LONG_ONLY,
-          "the load a task puts on a node (1..1000; default the kind's or service's `weight`, "
-          "1): a node claims it only while it fits its `capacity`",
-          NULL},
-         {"delay", "DUR", 'S', CLI_LONG_ONLY, "not claimable before server now + DUR", NULL},
-         {"not-before", "TIME", 'S', CLI_LONG_ONLY, "not claimable before TIME", NULL},
-         {"not-after", "TIME", 'S', CLI_LONG_ONLY,
-          "promoted (priority + not_after_boost) if still pending at TIME", NULL},
-         {"deadline", "DUR", 'S', CLI_LONG_ONLY, "the same, DUR after the task is due", NULL},
-         {"timeout", "DUR", 'S', CLI_LONG_ONLY,
-          "a run longer than DUR ends timed_out (never retried)", NULL},
-         {"kind", "K", 'S', CLI_LONG_ONLY, "the task's kind (1-64 of A-Z a-z 0-9 _ -)", NULL},
-         {"group", "G", 'S', CLI_LONG_ONLY, "no two tasks of group G run at the same time",
-          NULL},
-         {"coalesce-key", "K", 'S', CLI_LONG_ONLY,
-          "while a task with key K is pending, update it instead; with --count N, creates one "
-          "by one and prints created=N coalesced=N",
-          NULL},
-         {"unique-key", "K", 'S', CLI_LONG_ONLY,
-          "at most one task with key K ever exists; with --count N, creates one by one and "
-          "prints created=N existing=N",
-          NULL},
-         END_OPTIONS,
-     }},
+     "130. The task options are those of cohort_task_create() and the API (docs/API.md); "
+     "with --coalesce-key or --unique-key, --count N creates one by one and prints "
+     "created=N coalesced=N (or existing=N). " DUR_TIME,
+     ctl_enqueue_options},
     {"pause", cmd_switch, "SERVICE [--kind K] [--reason TEXT]",
      "the owner's switch: paused tasks stay pending, unclaimed; nodes apply it by their next "
      "tick and let running tasks finish",

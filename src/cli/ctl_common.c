@@ -164,11 +164,6 @@ void ctl_append_utf8_or_null(bson_t *doc, const char *key, const char *text)
     cohort_json_append_utf8_or_null(doc, key, text);
 }
 
-void ctl_array_begin_document(bson_t *array, uint32_t *n, bson_t *child)
-{
-    cohort_json_array_begin_document(array, n, child);
-}
-
 void ctl_print_json(const bson_t *doc)
 {
     char *text = bson_as_relaxed_extended_json(doc, NULL);

@@ -2,8 +2,9 @@
  * ctl_enqueue.c - `cohortctl enqueue SERVICE [--count N] [--data JSON] [--tracked] [--create]
  * [flags]`: inserts tasks as cohort_task_create() would.
  *
- * Each scheduling flag sets one task option and is checked alone by the shared parser
- * (taskopts.h), so a refusal names the flag; then the whole set is checked together, with
+ * Its flags other than --count, --data and --create are the rows of the task options table
+ * (taskopts.h): each sets one task option and is checked alone by the shared parser, so a
+ * refusal names the flag; then the whole set is checked together, with
  * the service's defaults from the config file when it has the service. Tasks are due "now"
  * on the server's clock. Tasks go only into a service a node has run (or --create made):
  * elsewhere no node would ever claim them and `status` would not show them, and unique and
@@ -26,35 +27,44 @@
 #include "store/nodes.h"
 #include "store/services.h"
 
-typedef enum flag_type { FLAG_INT, FLAG_DURATION, FLAG_TIME, FLAG_STRING } flag_type_t;
-
-/* The scheduling flags of `enqueue` and the task option each one sets. Their help is in
- * ctl_commands.c, where getopt_long() returns CTL_SCHEDULING_FLAG for each of them. */
-static const struct enqueue_flag {
-    const char *flag;
-    const char *option;
-    flag_type_t type;
-} enqueue_flags[] = {
-    {"--priority", "priority", FLAG_INT},
-    {"--weight", "weight", FLAG_INT},
-    {"--delay", "delay_ms", FLAG_DURATION},
-    {"--not-before", "not_before", FLAG_TIME},
-    {"--not-after", "not_after", FLAG_TIME},
-    {"--deadline", "not_after_ms", FLAG_DURATION},
-    {"--timeout", "task_timeout_ms", FLAG_DURATION},
-    {"--kind", "kind", FLAG_STRING},
-    {"--group", "group", FLAG_STRING},
-    {"--coalesce-key", "coalesce_key", FLAG_STRING},
-    {"--unique-key", "unique_key", FLAG_STRING},
+/* The values getopt_long() returns for enqueue's options. */
+enum {
+    OPT_COUNT = 'n',
+    OPT_DATA = 'D',
+    OPT_CREATE = 'C',
+    OPT_TASK = 'S', /* a task option's flag (taskopts.h), told apart by name */
 };
-#define N_ENQUEUE_FLAGS (sizeof enqueue_flags / sizeof enqueue_flags[0])
 
-/* The flag named `name` (a long option without "--"), or NULL. */
-static const struct enqueue_flag *find_enqueue_flag(const char *name)
+cli_option_t ctl_enqueue_options[CLI_MAX_OPTIONS + 1];
+
+void ctl_enqueue_describe(void)
 {
-    for (size_t i = 0; i < N_ENQUEUE_FLAGS; i++)
-        if (strcmp(enqueue_flags[i].flag + 2, name) == 0)
-            return &enqueue_flags[i];
+    static const cli_option_t own[] = {
+        {"count", "N", OPT_COUNT, CLI_LONG_ONLY,
+         "insert N tasks (1..100000000) with unordered bulk writes and print their number",
+         NULL},
+        {"data", "JSON", OPT_DATA, CLI_LONG_ONLY, "the tasks' data, a JSON object (default {})",
+         NULL},
+        {"create", NULL, OPT_CREATE, CLI_LONG_ONLY,
+         "create the service (its config document and queue indexes, as a node does at "
+         "start-up) if no node has run it yet",
+         NULL},
+    };
+    size_t n = 0;
+    for (; n < sizeof own / sizeof own[0]; n++)
+        ctl_enqueue_options[n] = own[n];
+    for (const cohort_task_option_t *r = cohort_task_option_table; r->name; r++)
+        ctl_enqueue_options[n++] =
+            (cli_option_t){r->flag, r->arg, OPT_TASK, CLI_LONG_ONLY, r->doc, NULL};
+    ctl_enqueue_options[n] = (cli_option_t){NULL, NULL, 0, 0, NULL, NULL};
+}
+
+/* The task option whose flag is `name` (a long option without "--"), or NULL. */
+static const cohort_task_option_t *find_enqueue_flag(const char *name)
+{
+    for (const cohort_task_option_t *r = cohort_task_option_table; r->name; r++)
+        if (strcmp(r->flag, name) == 0)
+            return r;
     return NULL;
 }
 
@@ -88,44 +98,45 @@ static int report_interrupt(int64_t done, int64_t count)
 
 /* Appends the flag's value to `opts` as its task option and checks it alone with the shared
  * parser, so that a refusal names the flag. False (message printed) if it is bad. */
-static bool add_enqueue_flag(const struct enqueue_flag *f, const char *value, bson_t *opts)
+static bool add_enqueue_flag(const cohort_task_option_t *r, const char *value, bson_t *opts)
 {
     int64_t number = 0;
     bool ok = true;
     const char *expect = "";
-    switch (f->type) {
-    case FLAG_INT: {
+    switch (r->type) {
+    case COHORT_TASK_OPTION_INT:
         ok = ctl_parse_int(value, &number);
         expect = "an integer";
         break;
-    }
-    case FLAG_DURATION:
+    case COHORT_TASK_OPTION_DURATION:
         ok = cohort_duration_parse(value, &number);
         expect = "a duration like 250ms, 30s, 5m, 2h, 1d or a number of ms";
         break;
-    case FLAG_TIME:
+    case COHORT_TASK_OPTION_TIME:
         ok = cohort_time_parse(value, &number);
         expect = "ms since the epoch or a UTC time like 2026-11-21T10:00:00Z";
         break;
-    case FLAG_STRING:
+    default:
         break;
     }
     if (!ok) {
-        fprintf(stderr, "cohortctl enqueue: %s '%s' must be %s\n", f->flag, value, expect);
+        fprintf(stderr, "cohortctl enqueue: --%s '%s' must be %s\n", r->flag, value, expect);
         return false;
     }
     bson_t one = BSON_INITIALIZER;
-    if (f->type == FLAG_STRING)
-        BSON_APPEND_UTF8(&one, f->option, value);
+    if (r->type == COHORT_TASK_OPTION_BOOL)
+        BSON_APPEND_BOOL(&one, r->name, true);
+    else if (r->type == COHORT_TASK_OPTION_STRING || r->type == COHORT_TASK_OPTION_KIND)
+        BSON_APPEND_UTF8(&one, r->name, value);
     else
-        BSON_APPEND_INT64(&one, f->option, number);
+        BSON_APPEND_INT64(&one, r->name, number);
     cohort_task_options_t parsed;
     bson_error_t why;
     ok = cohort_task_options_parse(&one, false, &parsed, &why);
     if (ok)
         bson_concat(opts, &one);
     else
-        fprintf(stderr, "cohortctl enqueue: %s '%s': %s\n", f->flag, value, why.message);
+        fprintf(stderr, "cohortctl enqueue: --%s '%s': %s\n", r->flag, value, why.message);
     bson_destroy(&one);
     return ok;
 }
@@ -136,11 +147,11 @@ static void print_options_refusal(const char *why)
 {
     fprintf(stderr, "cohortctl enqueue: %s", why);
     const char *sep = " (";
-    for (size_t i = 0; i < N_ENQUEUE_FLAGS; i++) {
+    for (const cohort_task_option_t *r = cohort_task_option_table; r->name; r++) {
         char quoted[64];
-        snprintf(quoted, sizeof quoted, "'%s'", enqueue_flags[i].option);
+        snprintf(quoted, sizeof quoted, "'%s'", r->name);
         if (strstr(why, quoted)) {
-            fprintf(stderr, "%s%s sets %s", sep, enqueue_flags[i].flag, enqueue_flags[i].option);
+            fprintf(stderr, "%s--%s sets %s", sep, r->flag, r->name);
             sep = ", ";
         }
     }
@@ -291,15 +302,6 @@ static int enqueue_tasks(ctl_t *ctl, const char *service, const cohort_task_opti
     return enqueue_bulk(ctl, service, &task, count);
 }
 
-/* The values getopt_long() returns for enqueue's options (rows of ctl_commands.c). */
-enum {
-    OPT_COUNT = 'n',
-    OPT_DATA = 'D',
-    OPT_TRACKED = 't',
-    OPT_CREATE = 'C',
-    CTL_SCHEDULING_FLAG = 'S', /* any of enqueue_flags[], told apart by name */
-};
-
 /* enqueue SERVICE [--count N] [--data JSON] [--tracked] [--create] [scheduling flags] */
 int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
 {
@@ -307,18 +309,20 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
     ctl_longopts(ctl, longopts);
     const char *service = NULL, *data_json = NULL;
     int64_t count = 1;
-    bool count_given = false, create = false, given[N_ENQUEUE_FLAGS] = {false};
+    bool count_given = false, create = false, given[COHORT_TASK_OPTIONS_MAX] = {false};
     bson_t opts = BSON_INITIALIZER;
     int rc = CTL_USAGE;
     int opt, index = 0;
     ctl_reset_getopt();
     while ((opt = getopt_long(argc, argv, ":", longopts, &index)) != -1) {
-        const struct enqueue_flag *flag =
-            opt == CTL_SCHEDULING_FLAG ? find_enqueue_flag(longopts[index].name) : NULL;
+        const cohort_task_option_t *flag =
+            opt == OPT_TASK ? find_enqueue_flag(longopts[index].name) : NULL;
         if (flag) {
-            size_t f = (size_t)(flag - enqueue_flags);
+            size_t f = (size_t)(flag - cohort_task_option_table);
+            if (given[f] && flag->type == COHORT_TASK_OPTION_BOOL)
+                continue; /* --tracked twice is --tracked */
             if (given[f]) {
-                fprintf(stderr, "cohortctl enqueue: %s given twice\n", flag->flag);
+                fprintf(stderr, "cohortctl enqueue: --%s given twice\n", flag->flag);
                 goto out;
             }
             given[f] = true;
@@ -333,8 +337,6 @@ int cmd_enqueue(ctl_t *ctl, int argc, char **argv)
             count_given = true;
         } else if (opt == OPT_DATA) {
             data_json = optarg;
-        } else if (opt == OPT_TRACKED) {
-            BSON_APPEND_BOOL(&opts, "tracked", true);
         } else if (opt == OPT_CREATE) {
             create = true;
         } else if (opt == ':') {

@@ -81,6 +81,7 @@ static int print_and_exit(int opt)
 
 int main(int argc, char **argv)
 {
+    ctl_enqueue_describe();
     struct option options[CLI_MAX_OPTIONS + 1];
     char shortopts[32];
     cli_longopts(ctl_program.options, options);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "node/status/api_json.h"
 #include "node/status/node_status.h"
 #include "store/listing.h"
 
@@ -52,7 +53,7 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
     node_list_t *list = user;
     bson_t one;
     cohort_node_summary_t s;
-    ctl_array_begin_document(list->nodes, &list->n, &one);
+    cohort_json_array_begin_document(list->nodes, &list->n, &one);
     cohort_node_status(doc, list->now, list->lease, &one, &s);
     bson_append_document_end(list->nodes, &one);
     if (!list->json) {

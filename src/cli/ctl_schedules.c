@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli/ctl.h"
+#include "core/jsondoc.h"
 #include "core/schedule.h"
 #include "node/status/schedule_status.h"
 #include "store/schedules.h"
@@ -83,14 +84,9 @@ static int list(ctl_t *ctl, const char *service, bool json)
     bson_iter_t it, list;
     int rows = 0;
     if (bson_iter_init_find(&it, &out, "schedules") && bson_iter_recurse(&it, &list)) {
+        bson_t one;
         while (bson_iter_next(&list)) {
-            uint32_t len;
-            const uint8_t *data;
-            bson_t one;
-            if (!BSON_ITER_HOLDS_DOCUMENT(&list))
-                continue;
-            bson_iter_document(&list, &len, &data);
-            if (bson_init_static(&one, data, len)) {
+            if (cohort_iter_doc(&list, &one)) {
                 print_row(&one);
                 rows++;
             }

@@ -13,6 +13,7 @@
 #include "cli/ctl.h"
 #include "core/status.h"
 #include "core/timefmt.h"
+#include "node/status/api_json.h"
 #include "store/listing.h"
 #include "store/queries.h"
 
@@ -52,7 +53,7 @@ static void flush_count_row(count_table_t *t)
         return;
     if (t->rows) {
         bson_t row;
-        ctl_array_begin_document(t->rows, &t->n_rows, &row);
+        cohort_json_array_begin_document(t->rows, &t->n_rows, &row);
         ctl_append_utf8_or_null(&row, t->field, t->value);
         for (size_t i = 0; i < COHORT_STATUS_COUNT; i++)
             BSON_APPEND_INT64(&row, cohort_status_names[i], t->n[i]);
@@ -212,7 +213,7 @@ static bool list_task(void *user, const bson_t *doc, bson_error_t *error)
         cohort_time_format(due, run_at, sizeof run_at);
     if (list->tasks) {
         bson_t one;
-        ctl_array_begin_document(list->tasks, &list->n, &one);
+        cohort_json_array_begin_document(list->tasks, &list->n, &one);
         BSON_APPEND_UTF8(&one, "id", id);
         BSON_APPEND_UTF8(&one, "status", status);
         BSON_APPEND_INT64(&one, "priority", priority);

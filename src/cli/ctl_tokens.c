@@ -13,6 +13,7 @@
 #include "cli/ctl.h"
 #include "core/timefmt.h"
 #include "core/token.h"
+#include "node/status/api_json.h"
 #include "store/sessions.h"
 #include "store/tokens.h"
 
@@ -133,7 +134,7 @@ static bool list_token(void *user, const bson_t *doc, bson_error_t *error)
         cohort_time_format(used, used_text, sizeof used_text);
     bson_t one;
     char scopes[128];
-    ctl_array_begin_document(list->tokens, &list->n, &one);
+    cohort_json_array_begin_document(list->tokens, &list->n, &one);
     BSON_APPEND_UTF8(&one, "name", name);
     token_scopes(doc, &one, scopes, sizeof scopes);
     ctl_append_utf8_or_null(&one, "created_at", created ? created_text : NULL);

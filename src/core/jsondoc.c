@@ -392,3 +392,13 @@ bool cohort_value_check(const bson_value_t *value, const char *where, bson_error
     return check_size(&doc, where, error) &&
            check_keys(&doc, value->value_type == BSON_TYPE_ARRAY, where, &r, error);
 }
+
+bool cohort_iter_doc(const bson_iter_t *it, bson_t *doc)
+{
+    uint32_t len = 0;
+    const uint8_t *raw = NULL;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &raw);
+    return bson_init_static(doc, raw, len);
+}

@@ -52,4 +52,9 @@ bool cohort_doc_check(const bson_t *doc, const char *where, bson_error_t *error)
  * a value); any other value passes. */
 bool cohort_value_check(const bson_value_t *value, const char *where, bson_error_t *error);
 
+/* If `it` holds an embedded document (not an array), points `doc` at it and returns true: a
+ * view into the iterated document, valid while it lives, never destroyed. False otherwise
+ * (another type, or bytes libbson refuses). */
+bool cohort_iter_doc(const bson_iter_t *it, bson_t *doc);
+
 #endif

@@ -43,17 +43,24 @@ void cohort_log_set_json(bool json)
     atomic_store(&log_json, json);
 }
 
+/* Each level's names: in JSON lines and log_level (lower case), in text lines (upper). */
+static const struct level_names {
+    const char *lower, *upper;
+} level_names[] = {
+    [COHORT_LOG_DEBUG] = {"debug", "DEBUG"},
+    [COHORT_LOG_INFO] = {"info", "INFO"},
+    [COHORT_LOG_WARN] = {"warn", "WARN"},
+    [COHORT_LOG_ERROR] = {"error", "ERROR"},
+};
+#define N_LEVELS (sizeof level_names / sizeof level_names[0])
+
 bool cohort_log_parse_level(const char *text, cohort_log_level_t *level)
 {
-    static const struct {
-        const char *name;
-        cohort_log_level_t level;
-    } names[] = {{"debug", COHORT_LOG_DEBUG}, {"info", COHORT_LOG_INFO},
-                 {"warn", COHORT_LOG_WARN},   {"warning", COHORT_LOG_WARN},
-                 {"error", COHORT_LOG_ERROR}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcasecmp(text, names[i].name) == 0) {
-            *level = names[i].level;
+    if (strcasecmp(text, "warning") == 0)
+        text = "warn";
+    for (size_t i = 0; i < N_LEVELS; i++) {
+        if (strcasecmp(text, level_names[i].lower) == 0) {
+            *level = (cohort_log_level_t)i;
             return true;
         }
     }
@@ -62,17 +69,7 @@ bool cohort_log_parse_level(const char *text, cohort_log_level_t *level)
 
 const char *cohort_log_level_name(cohort_log_level_t level)
 {
-    switch (level) {
-    case COHORT_LOG_DEBUG:
-        return "DEBUG";
-    case COHORT_LOG_INFO:
-        return "INFO";
-    case COHORT_LOG_WARN:
-        return "WARN";
-    case COHORT_LOG_ERROR:
-        return "ERROR";
-    }
-    return "?";
+    return (size_t)level < N_LEVELS ? level_names[level].upper : "?";
 }
 
 /* "2026-11-21T13:45:01.123Z" from the node's clock. */
@@ -99,17 +96,7 @@ static char *json_escape(const char *text)
 
 static const char *json_level(cohort_log_level_t level)
 {
-    switch (level) {
-    case COHORT_LOG_DEBUG:
-        return "debug";
-    case COHORT_LOG_INFO:
-        return "info";
-    case COHORT_LOG_WARN:
-        return "warn";
-    case COHORT_LOG_ERROR:
-        return "error";
-    }
-    return "?";
+    return (size_t)level < N_LEVELS ? level_names[level].lower : "?";
 }
 
 /* After vsnprintf cut a message at the end of `text`, drops a UTF-8 sequence left

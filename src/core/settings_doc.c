@@ -79,27 +79,19 @@ static void print_duration(FILE *out, int64_t ms)
 
 static void print_type(FILE *out, const cohort_setting_t *r)
 {
-    switch (r->type) {
-    case COHORT_SETTING_DURATION_MS:
-        fputs("duration (ms)", out);
-        break;
-    case COHORT_SETTING_COUNT:
-        fputs("integer", out);
-        break;
-    case COHORT_SETTING_STRING:
-        fputs("text", out);
-        break;
-    case COHORT_SETTING_PATH:
-        fputs("path", out);
-        break;
-    case COHORT_SETTING_ENUM:
-        for (size_t i = 0; r->choices[i]; i++)
-            fprintf(out, "%s`%s`", i ? ", " : "", r->choices[i]);
-        break;
-    case COHORT_SETTING_OPTION:
-        fputs("text, for the handler", out);
-        break;
+    static const char *const names[] = {
+        [COHORT_SETTING_DURATION_MS] = "duration (ms)",
+        [COHORT_SETTING_COUNT] = "integer",
+        [COHORT_SETTING_STRING] = "text",
+        [COHORT_SETTING_PATH] = "path",
+        [COHORT_SETTING_OPTION] = "text, for the handler",
+    };
+    if (r->type != COHORT_SETTING_ENUM) {
+        fputs(names[r->type], out);
+        return;
     }
+    for (size_t i = 0; r->choices[i]; i++)
+        fprintf(out, "%s`%s`", i ? ", " : "", r->choices[i]);
 }
 
 static void print_default(FILE *out, const cohort_setting_t *r)

@@ -1,9 +1,11 @@
 /*
  * timefmt.c - ISO-8601 UTC times and typed durations (see timefmt.h).
  *
- * Parsing is by hand on purpose: strptime() depends on the locale and the time zone, and
- * timegm() is not in C11; the civil-date arithmetic below is exact for the proleptic
- * Gregorian calendar.
+ * Times are read with glibc's strptime() and timegm() (the build is _GNU_SOURCE): numeric
+ * fields only, so neither the locale nor the time zone matters. strptime() is lenient where
+ * Cohort is strict (it takes "2026-1-5" and " 2026", and any day up to 31), so the text must
+ * first have the exact shape, and a date timegm() had to normalise (April 31st, a leap second)
+ * is refused. The civil-date arithmetic below serves core/tz.c and core/cron.c.
  */
 #include "core/timefmt.h"
 
@@ -48,26 +50,6 @@ bool cohort_duration_parse(const char *text, int64_t *ms)
         }
     }
     return false;
-}
-
-/* Reads exactly `n` digits. */
-static bool read_digits(const char **p, int n, int *out)
-{
-    *out = 0;
-    for (int i = 0; i < n; i++, (*p)++) {
-        if (**p < '0' || **p > '9')
-            return false;
-        *out = *out * 10 + (**p - '0');
-    }
-    return true;
-}
-
-static bool read_char(const char **p, char c)
-{
-    if (**p != c)
-        return false;
-    (*p)++;
-    return true;
 }
 
 int64_t cohort_days_from_civil(int64_t y, int m, int d)
@@ -116,6 +98,15 @@ static bool read_fraction(const char **p, int *ms)
     return n > 0;
 }
 
+/* True if `text` starts with `pattern`'s shape: each 'd' a digit, anything else itself. */
+static bool shaped(const char *text, const char *pattern)
+{
+    for (; *pattern; pattern++, text++)
+        if (*pattern == 'd' ? *text < '0' || *text > '9' : *text != *pattern)
+            return false;
+    return true;
+}
+
 bool cohort_time_parse(const char *text, int64_t *ms)
 {
     if (text[0] >= '0' && text[0] <= '9' && strspn(text, "0123456789") == strlen(text)) {
@@ -123,16 +114,18 @@ bool cohort_time_parse(const char *text, int64_t *ms)
         *ms = strtoll(text, NULL, 10);
         return errno == 0;
     }
-    const char *p = text;
-    int y, mo, d, h, mi, s, frac;
-    if (!read_digits(&p, 4, &y) || !read_char(&p, '-') || !read_digits(&p, 2, &mo) ||
-        !read_char(&p, '-') || !read_digits(&p, 2, &d) || !read_char(&p, 'T') ||
-        !read_digits(&p, 2, &h) || !read_char(&p, ':') || !read_digits(&p, 2, &mi) ||
-        !read_char(&p, ':') || !read_digits(&p, 2, &s) || !read_fraction(&p, &frac))
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    struct tm tm = {0};
+    if (!shaped(text, shape) || strptime(text, "%Y-%m-%dT%H:%M:%S", &tm) != text + strlen(shape))
         return false;
-    if (strcmp(p, "Z") != 0 || y < 1970 || mo < 1 || mo > 12 || d < 1 ||
-        d > cohort_days_in_month(y, mo) || h > 23 || mi > 59 || s > 59)
+    const char *p = text + strlen(shape);
+    int frac = 0;
+    struct tm asked = tm;
+    time_t secs = timegm(&tm);
+    if (!read_fraction(&p, &frac) || strcmp(p, "Z") != 0 || asked.tm_year < 70 ||
+        tm.tm_mday != asked.tm_mday || tm.tm_mon != asked.tm_mon ||
+        tm.tm_hour != asked.tm_hour || tm.tm_min != asked.tm_min || tm.tm_sec != asked.tm_sec)
         return false;
-    *ms = ((cohort_days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000LL + s * 1000LL + frac;
+    *ms = (int64_t)secs * 1000 + frac;
     return true;
 }

@@ -48,15 +48,10 @@ static void note_sent(cohort_heartbeat_t *h, int64_t sent_ms)
 /* The smallest takeover_ms in effect now, and whether the main thread is alive. */
 static int64_t min_takeover_ms(cohort_heartbeat_t *h, bool *main_alive)
 {
-    int64_t smallest = INT64_MAX;
     *main_alive = false;
-    for (size_t i = 0; i < h->n; i++) {
-        int64_t takeover = atomic_load(&h->elections[i]->takeover_ms);
-        if (takeover < smallest)
-            smallest = takeover;
+    for (size_t i = 0; i < h->n; i++)
         *main_alive = *main_alive || cohort_election_main_alive(h->elections[i]);
-    }
-    return smallest;
+    return cohort_election_min_takeover_ms(h->elections, h->n, INT64_MAX);
 }
 
 static void touch(cohort_heartbeat_t *h, int64_t sent_ms)

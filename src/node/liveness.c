@@ -8,11 +8,11 @@
 int64_t cohort_liveness_min_takeover_ms(cohort_service_t *const *services, size_t n_services,
                                         int64_t fallback)
 {
-    int64_t smallest = fallback;
+    /* The election's takeover_ms is the one in effect (live_settings.c writes both). */
+    cohort_election_t *elections[n_services ? n_services : 1];
     for (size_t i = 0; i < n_services; i++)
-        if (i == 0 || services[i]->eff.takeover_ms < smallest)
-            smallest = services[i]->eff.takeover_ms;
-    return smallest;
+        elections[i] = &services[i]->election;
+    return cohort_election_min_takeover_ms(elections, n_services, fallback);
 }
 
 int64_t cohort_liveness_max_clock_rtt_ms(cohort_service_t *const *services, size_t n_services,

@@ -79,6 +79,7 @@ typedef struct node {
     struct event_base *base;
     struct event *tick;
     struct event *drain;
+    struct event *watchdog; /* WATCHDOG=1 (notify.h); NULL: the unit set no WatchdogSec */
     struct event *sigterm, *sigint, *sighup;
     cohort_http_t *http; /* NULL: no http_listen */
     cohort_api_t *api;   /* the HTTP API, with the listener */
@@ -579,6 +580,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     on_drain(-1, 0, n);
 }
 
+/* Sent from the loop itself, so only a loop that still runs its timers keeps the service
+ * manager's watchdog quiet: a callback that never returns (a wedged tick) stops the pings and
+ * systemd restarts the node. It goes on through the drain after SIGTERM. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    cohort_notify_watchdog();
+}
+
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
     (void)sig;
@@ -832,6 +844,12 @@ int cohort_node_run(const cohort_config_t *config, bool *abandoned)
     evsignal_add(n.sighup, NULL);
     evsignal_add(n.sigterm, NULL);
     evsignal_add(n.sigint, NULL);
+    int64_t watchdog_ms = cohort_notify_watchdog_interval_ms();
+    if (watchdog_ms > 0) {
+        n.watchdog = event_new(n.base, -1, EV_PERSIST, on_watchdog, &n);
+        struct timeval every = {watchdog_ms / 1000, (watchdog_ms % 1000) * 1000};
+        event_add(n.watchdog, &every);
+    }
     cohort_log_node(COHORT_LOG_INFO,
                     "cohortd %s started: %zu service(s), database '%s', tick %lld ms, "
                     "takeover %lld ms",
@@ -902,6 +920,8 @@ out:;
         event_free(n.tick);
     if (n.drain)
         event_free(n.drain);
+    if (n.watchdog)
+        event_free(n.watchdog);
     if (n.sigterm)
         event_free(n.sigterm);
     if (n.sigint)

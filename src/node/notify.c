@@ -64,3 +64,21 @@ void cohort_notify_status(const char *fmt, ...)
     (void)fmt;
 #endif
 }
+
+int64_t cohort_notify_watchdog_interval_ms(void)
+{
+#ifdef COHORT_HAVE_SYSTEMD
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+        return 0;
+    int64_t ms = (int64_t)(usec / 4000);
+    return ms > 0 ? ms : 1;
+#else
+    return 0;
+#endif
+}
+
+void cohort_notify_watchdog(void)
+{
+    send_state("WATCHDOG=1");
+}

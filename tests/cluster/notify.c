@@ -7,6 +7,11 @@
  *
  * The test plays systemd's part: a datagram socket in the abstract namespace (no path-length
  * or cleanup concerns) whose name goes to cohortd in NOTIFY_SOCKET.
+ *
+ * The watchdog (WatchdogSec= in the unit, WATCHDOG_USEC in the environment): the node sends
+ * WATCHDOG=1 from its loop at a quarter of that interval, none while the process is stopped
+ * (SIGSTOP: what systemd sees of a wedged node), again once it runs; none when WATCHDOG_USEC
+ * is unset or WATCHDOG_PID names another process (sd_watchdog_enabled(3)).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -33,6 +38,7 @@ typedef struct listener {
     int ready;     /* READY=1 lines received */
     int stopping;  /* STOPPING=1 lines received */
     int statuses;  /* STATUS= lines received */
+    int watchdogs; /* WATCHDOG=1 lines received */
     char status[256];
     char transcript[2048]; /* every message, for failure reports */
 } listener_t;
@@ -57,12 +63,17 @@ static void listener_open(listener_t *l)
 static void listener_take(listener_t *l, char *message)
 {
     size_t used = strlen(l->transcript);
-    snprintf(l->transcript + used, sizeof l->transcript - used, "[%s] ", message);
+    if (strcmp(message, "WATCHDOG=1") == 0 && used > sizeof l->transcript / 2)
+        used = sizeof l->transcript; /* keep room for the rest: pings come every 250 ms */
+    if (used < sizeof l->transcript)
+        snprintf(l->transcript + used, sizeof l->transcript - used, "[%s] ", message);
     for (char *line = strtok(message, "\n"); line; line = strtok(NULL, "\n")) {
         if (strcmp(line, "READY=1") == 0)
             l->ready++;
         else if (strcmp(line, "STOPPING=1") == 0)
             l->stopping++;
+        else if (strcmp(line, "WATCHDOG=1") == 0)
+            l->watchdogs++;
         else if (strncmp(line, "STATUS=", 7) == 0) {
             snprintf(l->status, sizeof l->status, "%s", line + 7);
             l->statuses++;
@@ -168,6 +179,7 @@ Test(cluster_notify, ready_once_after_prepared_then_stopping)
     listener_drain(&l);
     cluster_assert(c, l.ready == 1, "READY=1 sent %d times: %s", l.ready, l.transcript);
     cluster_assert(c, l.stopping == 0, "STOPPING=1 before any signal: %s", l.transcript);
+    cluster_assert(c, l.watchdogs == 0, "WATCHDOG=1 without WATCHDOG_USEC: %s", l.transcript);
 
     int64_t start = test_now_ms();
     cluster_node_send_term(node);
@@ -217,4 +229,65 @@ Test(cluster_notify, no_ready_without_database)
     cluster_assert(c, l.ready == 0, "READY=1 although the database is unreachable: %s",
                    l.transcript);
     close(l.fd);
+}
+
+/* WATCHDOG=1 lines that arrive within ms (the count before is kept). */
+static int watchdogs_within(listener_t *l, int64_t ms)
+{
+    static const int never = 0;
+    int before = l->watchdogs;
+    int64_t deadline = test_now_ms() + ms;
+    while (test_now_ms() < deadline)
+        listener_wait(l, &never, deadline - test_now_ms());
+    return l->watchdogs - before;
+}
+
+Test(cluster_notify, watchdog_pings_from_the_loop)
+{
+#ifndef COHORT_HAVE_SYSTEMD
+    cr_skip_test("built without libsystemd: cohortd sends no notifications");
+#endif
+    cluster_options_t options = {.tag = "notify_wd", .services = {{.name = SERVICE}}};
+    cluster_t *c = cluster_new(&options);
+    listener_t l, other;
+    listener_open(&l);
+    listener_open(&other);
+    /* 1 s: a ping every 250 ms. */
+    const char *env[] = {l.env, "WATCHDOG_USEC=1000000", NULL};
+    cluster_node_t *node = cluster_add_node(c, env);
+    cluster_node_start(node);
+    /* The same, but the manager watches another process (WATCHDOG_PID): no pings. */
+    const char *other_env[] = {other.env, "WATCHDOG_USEC=1000000", "WATCHDOG_PID=1", NULL};
+    cluster_node_t *bystander = cluster_add_node(c, other_env);
+    cluster_node_start(bystander);
+    cluster_assert(c, listener_wait(&l, &l.ready, 20000), "no READY=1 within 20 s; received: %s",
+                   l.transcript);
+    cluster_assert(c, listener_wait(&other, &other.ready, 20000),
+                   "the bystander sent no READY=1 within 20 s; received: %s", other.transcript);
+
+    /* 3 s: 12 pings on a quiet machine; 3 is far from the 1 s watchdog. */
+    int pings = watchdogs_within(&l, 3000);
+    cluster_assert(c, pings >= 3, "%d WATCHDOG=1 in 3 s with WATCHDOG_USEC=1000000: %s", pings,
+                   l.transcript);
+
+    /* A node that does not run sends nothing: systemd's watchdog would fire. */
+    cluster_node_pause(node);
+    test_sleep_ms(300);
+    listener_drain(&l);
+    pings = watchdogs_within(&l, 1500);
+    cluster_node_resume(node);
+    cluster_assert(c, pings == 0, "%d WATCHDOG=1 from a stopped process", pings);
+    l.watchdogs = 0;
+    cluster_assert(c, listener_wait(&l, &l.watchdogs, 10000),
+                   "no WATCHDOG=1 within 10 s of SIGCONT: %s", l.transcript);
+
+    listener_drain(&other);
+    cluster_assert(c, other.watchdogs == 0,
+                   "WATCHDOG=1 although WATCHDOG_PID names another process: %s",
+                   other.transcript);
+
+    cluster_assert(c, cluster_node_stop_ok(node, 15000) >= 0, "the node did not stop");
+    cluster_assert(c, cluster_node_stop_ok(bystander, 15000) >= 0, "the bystander did not stop");
+    close(l.fd);
+    close(other.fd);
 }

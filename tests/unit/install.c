@@ -6,10 +6,10 @@
  * installed tree into a handler the loader accepts.
  *
  * And what an operator gets: the man pages cohortd(1) and cohortctl(1), which `man -l` renders
- * when man is installed, and the bash completions; every path deploy/container/Dockerfile
- * copies out of its install prefix exists in that layout, and the Kubernetes configuration (deploy/kubernetes/cohort.ini,
- * whose handlers live under that prefix in the image) passes the installed cohortd's
- * --check-config with only those copied paths.
+ * when man is installed, and the bash completions; deploy/container/Dockerfile's image (the
+ * Debian package, whose paths are this layout under /usr) holds its ENTRYPOINT, and the
+ * Kubernetes configuration (deploy/kubernetes/cohort.ini, whose handlers live in the package's
+ * handler directory) passes the installed cohortd's --check-config.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -63,15 +63,11 @@ static size_t words(const char *line, size_t skip, char out[][1024], size_t max)
     return n;
 }
 
-#define MAX_COPIES 16
-
-/* What deploy/container/Dockerfile takes from its build stage: the prefix it installs to
- * (`cmake --install ... --prefix P`) and the sources of its `COPY --from=...` lines,
- * relative to that prefix. Fails the test if a source lies outside the prefix. */
+/* What deploy/container/Dockerfile's image holds: the Debian package, built for the prefix
+ * its `-DCMAKE_INSTALL_PREFIX=` names (the package's paths relative to it are this build's
+ * install layout: cmake/package.cmake), and its ENTRYPOINT. */
 typedef struct image_layout {
     char prefix[1024];
-    char copied[MAX_COPIES][1024];
-    size_t n_copied;
     char entrypoint[1024];
 } image_layout_t;
 
@@ -79,62 +75,37 @@ static void read_image_layout(image_layout_t *image)
 {
     memset(image, 0, sizeof *image);
     char *dockerfile = test_read_file(COHORT_SOURCE_DIR "/deploy/container/Dockerfile");
-    const char *install = strstr(dockerfile, "cmake --install ");
-    cr_assert_not_null(install, "the Dockerfile runs no `cmake --install`");
-    const char *prefix = strstr(install, "--prefix ");
-    cr_assert_not_null(prefix, "the Dockerfile's `cmake --install` names no --prefix");
-    prefix += strlen("--prefix ");
+    cr_assert_not_null(strstr(dockerfile, "cpack -G DEB"), "the Dockerfile builds no package");
+    const char *prefix = strstr(dockerfile, "-DCMAKE_INSTALL_PREFIX=");
+    cr_assert_not_null(prefix, "the Dockerfile's package names no -DCMAKE_INSTALL_PREFIX");
+    prefix += strlen("-DCMAKE_INSTALL_PREFIX=");
     snprintf(image->prefix, sizeof image->prefix, "%.*s", (int)strcspn(prefix, " \t\n\\"), prefix);
-    size_t plen = strlen(image->prefix);
     for (const char *line = dockerfile; line; line = strchr(line, '\n')) {
         line += *line == '\n';
-        if (strncmp(line, "COPY --from=", 12) == 0) {
-            char w[MAX_COPIES + 1][1024];
-            size_t n = words(line, 2, w, MAX_COPIES + 1); /* sources..., destination */
-            cr_assert_geq(n, 2, "Dockerfile: COPY line without a source: %.80s", line);
-            for (size_t i = 0; i + 1 < n; i++) {
-                cr_assert(strncmp(w[i], image->prefix, plen) == 0 && w[i][plen] == '/',
-                          "Dockerfile copies '%s', outside the install prefix %s", w[i],
-                          image->prefix);
-                cr_assert_lt(image->n_copied, MAX_COPIES);
-                snprintf(image->copied[image->n_copied++], 1024, "%s", w[i] + plen + 1);
-            }
-        } else if (strncmp(line, "ENTRYPOINT [\"", 13) == 0) {
+        if (strncmp(line, "ENTRYPOINT [\"", 13) == 0)
             snprintf(image->entrypoint, sizeof image->entrypoint, "%.*s",
                      (int)strcspn(line + 13, "\""), line + 13);
-        }
     }
-    cr_assert_gt(image->n_copied, 0, "the Dockerfile copies nothing from its install prefix");
     free(dockerfile);
 }
 
-/* Whether the image holds `path` (absolute, in the image): it lies in a copied path. */
-static bool image_has(const image_layout_t *image, const char *path)
+/* Whether the image holds `path` (absolute, in the image): the package installs it, which is
+ * the install tree at `installed` for the paths under the image's prefix. */
+static bool image_has(const image_layout_t *image, const char *installed, const char *path)
 {
     size_t plen = strlen(image->prefix);
-    if (strncmp(path, image->prefix, plen) != 0 || path[plen] != '/')
-        return false;
-    for (size_t i = 0; i < image->n_copied; i++) {
-        size_t len = strlen(image->copied[i]);
-        if (strncmp(path + plen + 1, image->copied[i], len) == 0 &&
-            (path[plen + 1 + len] == '/' || path[plen + 1 + len] == '\0'))
-            return true;
-    }
-    return false;
+    return strncmp(path, image->prefix, plen) == 0 && path[plen] == '/' &&
+           exists(installed, path + plen + 1);
 }
 
-/* The Dockerfile's copies exist in the installed tree, and the Kubernetes configuration
- * names only handlers the image holds and passes the installed cohortd's --check-config. */
+/* The image's entry point is the packaged cohortd, and the Kubernetes configuration names
+ * only handlers the package holds and passes the installed cohortd's --check-config. */
 static void check_image(const char *prefix)
 {
     image_layout_t image;
     read_image_layout(&image);
-    for (size_t i = 0; i < image.n_copied; i++)
-        cr_expect(exists(prefix, image.copied[i]),
-                  "the Dockerfile copies %s/%s, which `cmake --install` does not create",
-                  image.prefix, image.copied[i]);
-    cr_expect(image_has(&image, image.entrypoint), "the image's ENTRYPOINT %s is not copied",
-              image.entrypoint);
+    cr_expect(image_has(&image, prefix, image.entrypoint),
+              "the image's ENTRYPOINT %s is not in the package", image.entrypoint);
 
     char *ini = test_read_file(COHORT_SOURCE_DIR "/deploy/kubernetes/cohort.ini");
     for (const char *h = strstr(ini, "\nhandler"); h; h = strstr(h + 1, "\nhandler")) {
@@ -143,7 +114,7 @@ static void check_image(const char *prefix)
         path += 1 + strspn(path + 1, " \t");
         char handler[1024];
         snprintf(handler, sizeof handler, "%.*s", (int)strcspn(path, " \t;\n"), path);
-        cr_expect(image_has(&image, handler),
+        cr_expect(image_has(&image, prefix, handler),
                   "deploy/kubernetes/cohort.ini names handler %s, which the image lacks", handler);
     }
     char *local = test_replace_all(ini, image.prefix, prefix);

@@ -57,6 +57,50 @@ Test(timefmt, parse_refuses_what_is_not_a_utc_time)
     }
 }
 
+/* Each edge the parser has always drawn, pinned before it moved onto strptime()/timegm():
+ * fractions (any length, the first three digits kept), only Z (no offset), and every field
+ * in its range, the day in its month. */
+Test(timefmt, parse_keeps_its_edges)
+{
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } good[] = {
+        {"2026-11-21T10:00:00.1Z", 1795255200100LL},
+        {"2026-11-21T10:00:00.12Z", 1795255200120LL},
+        {"2026-11-21T10:00:00.123456Z", 1795255200123LL},
+        {"2026-11-21T10:00:00.999999999Z", 1795255200999LL},
+        {"2024-02-29T00:00:00Z", 1709164800000LL},
+        {"2000-02-29T23:59:59Z", 951868799000LL},
+        {"1970-01-01T00:00:00Z", 0},
+        {"9999-12-31T23:59:59.999Z", 253402300799999LL},
+        {"0", 0},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t ms = -1;
+        cr_expect(cohort_time_parse(good[i].text, &ms), "'%s' was refused", good[i].text);
+        cr_expect_eq(ms, good[i].ms, "'%s' read as %lld, not %lld", good[i].text,
+                     (long long)ms, (long long)good[i].ms);
+    }
+    const char *const bad[] = {
+        "2026-11-21T10:00:00-05:00", "2026-11-21T10:00:00+0100", "2026-11-21T10:00:00.5+01:00",
+        "2026-11-21T10:00:00z", "2026-11-21t10:00:00Z", "2026-11-21 10:00:00Z",
+        " 2026-11-21T10:00:00Z", "2026-11-21T10:00:00Z ", "2026-11-21T10:00:00ZZ",
+        "+2026-11-21T10:00:00Z", "02026-11-21T10:00:00Z", "2026-1-21T10:00:00Z",
+        "2026-11-1T10:00:00Z", "2026-11-21T1:00:00Z", "2026-11-21T10:0:00Z",
+        "2026-11-21T10:00:0Z", "2026-11-21T10:00Z", "2026-00-10T00:00:00Z",
+        "2026-11-00T00:00:00Z", "2026-04-31T00:00:00Z", "2100-02-29T00:00:00Z",
+        "2026-11-21T10:60:00Z", "2026-11-21T10:00:60Z", "2026-11-21T10:00:61Z",
+        "2026-11-21T99:00:00Z", "2026-11-21T10:00:00.5", "2026-11-21T10:00:00..5Z",
+        "2026-11-21T10:00:00.5.5Z", "2026-11-21T10:00:00,5Z", "99999999999999999999",
+        "1e3", "0x10", "2026-11-21T10:00:00.-5Z", "2026-11-21T10:00:00.+5Z",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ms = 42;
+        cr_expect_not(cohort_time_parse(bad[i], &ms), "'%s' was taken for a time", bad[i]);
+    }
+}
+
 Test(timefmt, durations_in_every_unit)
 {
     static const struct {

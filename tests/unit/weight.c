@@ -68,7 +68,7 @@ Test(weight, bad_weights_are_refused_with_the_reason)
     assert_refused("{\"weight\": \"2\"}", "task option 'weight' must be an integer");
     assert_refused("{\"weight\": 2.5}", "task option 'weight' must be an integer");
     assert_refused("{\"weight\": null}", "task option 'weight' must be an integer");
-    assert_refused("{\"wieght\": 2}", "weight)"); /* the unknown-option list names it */
+    assert_refused("{\"wieght\": 2}", " weight,"); /* the unknown-option list names it */
 }
 
 /* A config whose service section has `lines` (line 4 on). */

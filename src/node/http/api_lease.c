@@ -118,20 +118,6 @@ bool cohort_api_parse_claim(const bson_t *body, int64_t max_wait_ms, cohort_api_
     return true;
 }
 
-/* An object field into a static view `out`. */
-static bool object_field(bson_iter_t *it, const char *name, bson_t *out, cohort_api_error_t *err)
-{
-    uint32_t len = 0;
-    const uint8_t *raw = NULL;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return bad_request(err, "field '%s' must be a JSON object", name);
-    bson_iter_document(it, &len, &raw);
-    if (!bson_init_static(out, raw, len))
-        return bad_request(err, "field '%s' is not a valid document", name);
-    bson_error_t why; /* depth and size as for a task's data (core/jsondoc.h) */
-    return cohort_doc_check(out, name, &why) || bad_request(err, "%s", why.message);
-}
-
 bool cohort_api_parse_lease_body(const bson_t *body, cohort_api_endpoint_t endpoint,
                                  cohort_api_lease_body_t *out, cohort_api_error_t *err)
 {
@@ -155,10 +141,10 @@ bool cohort_api_parse_lease_body(const bson_t *body, cohort_api_endpoint_t endpo
                                     COHORT_API_LEASE_MAX_MS, &out->lease_ms, err);
         } else if (endpoint == COHORT_API_LEASE_HEARTBEAT && strcmp(key, "progress") == 0 &&
                    !out->has_progress) {
-            ok = out->has_progress = object_field(&it, "progress", &out->progress, err);
+            ok = out->has_progress = cohort_api_object_field(&it, "progress", &out->progress, err);
         } else if (endpoint == COHORT_API_LEASE_SUCCEED && strcmp(key, "result") == 0 &&
                    !out->has_result) {
-            ok = out->has_result = object_field(&it, "result", &out->result, err);
+            ok = out->has_result = cohort_api_object_field(&it, "result", &out->result, err);
         } else if (endpoint == COHORT_API_LEASE_FAIL && strcmp(key, "error") == 0 &&
                    !out->error) {
             uint32_t len = 0;

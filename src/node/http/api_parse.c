@@ -389,32 +389,9 @@ bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t
     return true;
 }
 
-/* The API's names for the task options (cohort_task_options_parse()'s), and their kind. */
-typedef enum field_type { F_OPTION, F_TIME, F_DATA } field_type_t;
-static const struct task_field {
-    const char *name;   /* in the body */
-    const char *option; /* in the options document */
-    field_type_t type;
-} task_fields[] = {
-    {"data", NULL, F_DATA},
-    {"tracked", "tracked", F_OPTION},
-    {"priority", "priority", F_OPTION},
-    {"weight", "weight", F_OPTION},
-    {"delay_ms", "delay_ms", F_OPTION},
-    {"not_before", "not_before", F_TIME},
-    {"not_after", "not_after", F_TIME},
-    {"not_after_ms", "not_after_ms", F_OPTION},
-    {"kind", "kind", F_OPTION},
-    {"group", "group", F_OPTION},
-    {"coalesce_key", "coalesce_key", F_OPTION},
-    {"unique_key", "unique_key", F_OPTION},
-    {"timeout_ms", "task_timeout_ms", F_OPTION},
-};
-#define N_TASK_FIELDS (sizeof task_fields / sizeof task_fields[0])
-
 /* A time field: ms since the epoch (an integer) or "2026-11-21T10:00:00Z", appended to
  * `one` as an integer for the options parser. */
-static bool time_field(bson_iter_t *it, const struct task_field *f, const char *where,
+static bool time_field(bson_iter_t *it, const cohort_task_option_t *r, const char *where,
                        bson_t *one, cohort_api_error_t *err)
 {
     int64_t ms = 0;
@@ -422,29 +399,61 @@ static bool time_field(bson_iter_t *it, const struct task_field *f, const char *
         if (!cohort_time_parse(bson_iter_utf8(it, NULL), &ms))
             return bad_request(err, "field '%s%s' must be ms since the epoch or a UTC time like "
                                     "2026-11-21T10:00:00Z",
-                               where, f->name);
-        return BSON_APPEND_INT64(one, f->option, ms);
+                               where, bson_iter_key(it));
+        return BSON_APPEND_INT64(one, r->name, ms);
     }
-    return bson_append_iter(one, f->option, -1, it);
+    return bson_append_iter(one, r->name, -1, it);
 }
 
-/* Checks one field alone with the shared options parser; appends it to `options`. */
-static bool option_field(bson_iter_t *it, const struct task_field *f, const char *where,
+/* Checks the task option field at `it` (row `r`) alone with the shared options parser;
+ * appends it to `options` under the option's name. */
+static bool option_field(bson_iter_t *it, const cohort_task_option_t *r, const char *where,
                          bson_t *options, cohort_api_error_t *err)
 {
     bson_t one = BSON_INITIALIZER;
-    bool ok = f->type == F_TIME ? time_field(it, f, where, &one, err)
-                                : bson_append_iter(&one, f->option, -1, it);
+    bool ok = r->type == COHORT_TASK_OPTION_TIME ? time_field(it, r, where, &one, err)
+                                                 : bson_append_iter(&one, r->name, -1, it);
     if (ok) {
         cohort_task_options_t parsed;
         bson_error_t why;
         if (cohort_task_options_parse(&one, false, &parsed, &why))
             bson_concat(options, &one);
         else
-            ok = bad_request(err, "field '%s%s': %s", where, f->name, why.message);
+            ok = bad_request(err, "field '%s%s': %s", where, bson_iter_key(it), why.message);
     }
     bson_destroy(&one);
     return ok;
+}
+
+bool cohort_api_object_field(const bson_iter_t *it, const char *name, bson_t *out,
+                             cohort_api_error_t *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return bad_request(err, "field '%s' must be a JSON object", name);
+    if (!cohort_iter_doc(it, out))
+        return bad_request(err, "field '%s' is not a valid document", name);
+    bson_error_t why; /* depth and size as for a task's data (core/jsondoc.h) */
+    return cohort_doc_check(out, name, &why) || bad_request(err, "%s", why.message);
+}
+
+/* The row of task option field `key`, given for the first time (`seen` is indexed by row). */
+static const cohort_task_option_t *task_field(const char *key, const char *where, bool *seen,
+                                              cohort_api_error_t *err)
+{
+    const cohort_task_option_t *r = cohort_task_option_find(key);
+    if (!r) {
+        char names[512];
+        cohort_task_option_names(names, sizeof names);
+        bad_request(err, "unknown field '%s%.64s' (known: data, %s)", where, key, names);
+        return NULL;
+    }
+    size_t i = (size_t)(r - cohort_task_option_table);
+    if (seen[i]) {
+        bad_request(err, "field '%s%s' given twice", where, key);
+        return NULL;
+    }
+    seen[i] = true;
+    return r;
 }
 
 bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, bool *has_data,
@@ -452,41 +461,25 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
 {
     bson_init(options);
     *has_data = false;
-    bool seen[N_TASK_FIELDS] = {false};
+    bool seen[COHORT_TASK_OPTIONS_MAX] = {false};
     bson_iter_t it;
     if (!bson_iter_init(&it, body))
         return bad_request(err, "%sthe task is not a valid document", where);
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
-        size_t i = 0;
-        while (i < N_TASK_FIELDS && strcmp(key, task_fields[i].name) != 0)
-            i++;
-        if (i == N_TASK_FIELDS)
-            return bad_request(err, "unknown field '%s%.64s' (known: data, tracked, priority, "
-                                    "weight, delay_ms, not_before, not_after, not_after_ms, "
-                                    "kind, group, coalesce_key, unique_key, timeout_ms)",
-                               where, key);
-        if (seen[i])
-            return bad_request(err, "field '%s%s' given twice", where, key);
-        seen[i] = true;
-        const struct task_field *f = &task_fields[i];
-        if (f->type == F_DATA) {
-            uint32_t len = 0;
-            const uint8_t *raw = NULL;
-            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-                return bad_request(err, "field '%sdata' must be a JSON object", where);
-            bson_iter_document(&it, &len, &raw);
-            if (!bson_init_static(data, raw, len))
-                return bad_request(err, "field '%sdata' is not a valid document", where);
+        if (strcmp(key, "data") == 0) {
+            if (*has_data)
+                return bad_request(err, "field '%sdata' given twice", where);
             char name[48];
             snprintf(name, sizeof name, "%sdata", where);
-            bson_error_t why;
-            if (!cohort_doc_check(data, name, &why))
-                return bad_request(err, "%s", why.message);
+            if (!cohort_api_object_field(&it, name, data, err))
+                return false;
             *has_data = true;
-        } else if (!option_field(&it, f, where, options, err)) {
-            return false;
+            continue;
         }
+        const cohort_task_option_t *r = task_field(key, where, seen, err);
+        if (!r || !option_field(&it, r, where, options, err))
+            return false;
     }
     /* Then the whole set, for what only the combination decides. */
     cohort_task_options_t parsed;

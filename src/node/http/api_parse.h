@@ -169,6 +169,11 @@ bool cohort_api_cursor_decode(const char *text, bson_oid_t *oid);
 bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t *doc,
                              cohort_api_error_t *err);
 
+/* An object field at `it` (`name` in messages: "result", "tasks[3].data") into `out`: a view
+ * into the body (not destroyed), checked as a task's data is (core/jsondoc.h). */
+bool cohort_api_object_field(const bson_iter_t *it, const char *name, bson_t *out,
+                             cohort_api_error_t *err);
+
 /* One task of POST .../tasks (or one element of tasks:batch; `where` prefixes field names,
  * "" or "tasks[3]."): `data` (an object; NULL if absent, pointing into `body`) and the task
  * options in `options` (a BSON document for cohort_task_options_parse(), initialised by the

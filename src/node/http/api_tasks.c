@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/jsondoc.h"
 #include "core/status.h"
 #include "node/status/api_json.h"
 #include "node/status/service_status.h"
@@ -436,13 +437,8 @@ static void append_history(const bson_t *doc, bson_t *out)
     if (bson_iter_init_find(&it, doc, "history") && BSON_ITER_HOLDS_ARRAY(&it) &&
         bson_iter_recurse(&it, &runs)) {
         while (bson_iter_next(&runs)) {
-            uint32_t len = 0;
-            const uint8_t *raw = NULL;
             bson_t run, one;
-            if (!BSON_ITER_HOLDS_DOCUMENT(&runs))
-                continue;
-            bson_iter_document(&runs, &len, &raw);
-            if (!bson_init_static(&run, raw, len))
+            if (!cohort_iter_doc(&runs, &run))
                 continue;
             cohort_json_array_begin_document(&array, &n, &one);
             copy_utf8_or_null(&run, "node", &one);

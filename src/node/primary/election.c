@@ -89,6 +89,18 @@ int64_t cohort_election_max_rtt_ms(int64_t takeover_ms)
     return max_rtt < 2 ? 2 : max_rtt;
 }
 
+int64_t cohort_election_min_takeover_ms(cohort_election_t *const *elections, size_t n,
+                                        int64_t fallback)
+{
+    int64_t smallest = fallback;
+    for (size_t i = 0; i < n; i++) {
+        int64_t takeover = atomic_load(&elections[i]->takeover_ms);
+        if (i == 0 || takeover < smallest)
+            smallest = takeover;
+    }
+    return smallest;
+}
+
 /* The lease a renewal or takeover sent now would grant, on the monotonic clock. */
 static int64_t lease_ms(const cohort_election_t *e)
 {
@@ -152,7 +164,9 @@ bool cohort_election_renew(cohort_election_t *e, cohort_store_t *store, mongoc_c
     return true;
 }
 
-static void lose(cohort_election_t *e, const char *why)
+/* Clears this node's primacy (lease, epoch, the node's count of primacies) and counts the
+ * change. Returns the epoch it held. Main thread. */
+static int64_t clear_primacy(cohort_election_t *e)
 {
     int64_t epoch = atomic_load(&e->epoch);
     atomic_store(&e->lease_until_ms, 0);
@@ -160,6 +174,12 @@ static void lose(cohort_election_t *e, const char *why)
     e->primary = false;
     atomic_fetch_add(&e->leader_changes, 1);
     cohort_spread_count(e->node_primacies, -1);
+    return epoch;
+}
+
+static void lose(cohort_election_t *e, const char *why)
+{
+    int64_t epoch = clear_primacy(e);
     cohort_logf(COHORT_LOG_WARN, e->service, "secondary", epoch,
                 "lost primacy of epoch %lld: %s", (long long)epoch, why);
 }
@@ -304,12 +324,7 @@ void cohort_election_step_down(cohort_election_t *e, cohort_store_t *store,
 {
     if (!e->primary)
         return;
-    int64_t epoch = atomic_load(&e->epoch);
-    atomic_store(&e->lease_until_ms, 0);
-    atomic_store(&e->epoch, 0);
-    e->primary = false;
-    atomic_fetch_add(&e->leader_changes, 1);
-    cohort_spread_count(e->node_primacies, -1);
+    int64_t epoch = clear_primacy(e);
     bson_error_t error;
     if (cohort_store_step_down(store, client, e->service, e->node_id, epoch, &error))
         cohort_logf(COHORT_LOG_INFO, e->service, "secondary", epoch,

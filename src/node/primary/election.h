@@ -69,6 +69,12 @@ int64_t cohort_election_guard_ms(int64_t takeover_ms);
 /* The largest clock-sample round trip that keeps the clock error inside the guard. */
 int64_t cohort_election_max_rtt_ms(int64_t takeover_ms);
 
+/* The smallest takeover_ms in effect among `elections` (borrowed), or `fallback` if there are
+ * none: the node-wide bounds follow it (liveness.h, heartbeat.h). Any thread (it reads the
+ * atomic takeover_ms). */
+int64_t cohort_election_min_takeover_ms(cohort_election_t *const *elections, size_t n,
+                                        int64_t fallback);
+
 /* One election round: renew held primacy, or look at the document and, if its primary is gone
  * (null, this node, or silent for longer than the lease it declared), take it. A secondary
  * looks at `doc`, the node's read of this tick (node.c reads the documents of all its

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/jsondoc.h"
 #include "node/status/api_json.h"
 
 static const char *str(const bson_t *doc, const char *key, const char *fallback)
@@ -53,13 +54,8 @@ static int list_runs(const bson_t *doc, int64_t now, int64_t lease, bson_t *runs
         !bson_iter_recurse(&it, &entries))
         return 0;
     while (bson_iter_next(&entries)) {
-        uint32_t doc_len;
-        const uint8_t *data;
         bson_t entry;
-        if (!BSON_ITER_HOLDS_DOCUMENT(&entries))
-            continue;
-        bson_iter_document(&entries, &doc_len, &data);
-        if (!bson_init_static(&entry, data, doc_len))
+        if (!cohort_iter_doc(&entries, &entry))
             continue;
         const char *host = str(&entry, "host", "");
         int64_t pid = num(&entry, "pid");
