@@ -7,7 +7,7 @@
  * getopt_long (after ctl_reset_getopt), checks them before it touches the database, then
  * opens the store. Exit status: CTL_DONE, CTL_FAILED (the database, a missing task), CTL_USAGE
  * or CTL_REFUSED (an unknown service: ctl_unknown_service). Messages go to stderr as "cohortctl COMMAND: ..."; tables and JSON to stdout.
- * Every MongoDB access goes through the store (store/store.h, store/listing.h).
+ * Every MongoDB access goes through the store (store/<file>.h, one header per store file).
  * Errors are bson_error_t (core/error.h).
  */
 #ifndef COHORT_CTL_H

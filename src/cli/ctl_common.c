@@ -13,6 +13,9 @@
 
 #include "core/clock.h"
 #include "store/listing.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 bool ctl_open_store(ctl_t *ctl)
 {

@@ -17,6 +17,8 @@
 
 #include "cli/ctl.h"
 #include "core/jsondoc.h"
+#include "store/data.h"
+#include "store/services.h"
 
 #define INC_TRIES 3 /* an increment missed because the value changed meanwhile is tried again */
 

@@ -19,6 +19,7 @@
 #include "node/status/node_status.h"
 #include "store/doctor.h"
 #include "store/listing.h"
+#include "store/services.h"
 
 #define DOCTOR_MAX_NODES 64
 #define DOCTOR_MAX_SERVICES 64

@@ -23,6 +23,10 @@
 #include "core/jsondoc.h"
 #include "core/taskopts.h"
 #include "core/timefmt.h"
+#include "store/batches.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 /* The values getopt_long() returns for enqueue's options. */
 enum {

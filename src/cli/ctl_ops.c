@@ -2,7 +2,7 @@
  * ctl_ops.c - an operator's changes to tasks: `retry`, `cancel` and `delete`, of one task by
  * its id or of every task some filters select.
  *
- * This file parses and prints; the store does the work (store/store.h, operator.c): one
+ * This file parses and prints; the store does the work (store/operator.h): one
  * conditional write for an id, pages of COHORT_OPERATOR_PAGE ids for a selection, so memory
  * stays constant on any queue. Each prints how many tasks it changed (with --dry-run, how
  * many it would change, changing nothing). Their synopses and options are rows of
@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/status.h"
 #include "core/timefmt.h"
+#include "store/operator.h"
 
 /* The filters, as the values of their options in ctl_commands.c. */
 enum {

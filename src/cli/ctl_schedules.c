@@ -21,6 +21,7 @@
 #include "core/jsondoc.h"
 #include "core/schedule.h"
 #include "node/status/schedule_status.h"
+#include "store/schedules.h"
 
 static const char *text_of(const bson_t *doc, const char *dotted, const char *fallback)
 {

@@ -17,6 +17,7 @@
 
 #include "cli/ctl.h"
 #include "node/status/service_settings.h"
+#include "store/services.h"
 
 /* settings set KEY VALUE (`set`) or unset KEY (value -1): checks the settings as they will
  * be, here and on every live node, then writes. The message says what happened; returns the

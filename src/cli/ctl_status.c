@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "node/status/service_status.h"
 #include "store/listing.h"
+#include "store/queries.h"
 
 typedef struct status_run {
     ctl_t *ctl;

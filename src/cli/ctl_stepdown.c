@@ -22,6 +22,7 @@
 #include "cli/ctl.h"
 #include "core/clock.h"
 #include "core/timefmt.h"
+#include "store/services.h"
 
 #define POLL_MS 100
 #define DEFAULT_TIMEOUT_MS 30000

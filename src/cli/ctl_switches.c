@@ -11,6 +11,7 @@
 
 #include "cli/ctl.h"
 #include "node/status/service_status.h"
+#include "store/services.h"
 
 typedef struct switch_search {
     const char *which, *kind; /* the switch being changed */

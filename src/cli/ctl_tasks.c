@@ -15,6 +15,7 @@
 #include "core/timefmt.h"
 #include "node/status/api_json.h"
 #include "store/listing.h"
+#include "store/queries.h"
 
 /* The operands of counts and tasks: exactly one SERVICE, valid. False (message printed) if
  * not. */

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "node/primary/election.h"
+#include "store/store.h"
 
 typedef struct cohort_heartbeat cohort_heartbeat_t;
 

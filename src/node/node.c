@@ -51,6 +51,10 @@
 #include "node/service.h"
 #include "store/meta.h"
 #include "store/store.h"
+#include "store/nodes.h"
+#include "store/runs.h"
+#include "store/services.h"
+#include "store/upkeep.h"
 
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"
@@ -126,7 +130,7 @@ static void build_stats(node_t *n, bson_t *stats)
     BSON_APPEND_INT64(stats, "db_commands", (int64_t)db.commands);
     BSON_APPEND_INT64(stats, "db_command_errors", (int64_t)db.command_errors);
     BSON_APPEND_INT64(stats, "ticks", n->ticks);
-    /* Contention at the queue head (store.h, docs/SCALING.md). */
+    /* Contention at the queue head (store/store.h, docs/SCALING.md). */
     BSON_APPEND_INT64(stats, "claims_attempted", (int64_t)db.claims_attempted);
     BSON_APPEND_INT64(stats, "claims_empty", (int64_t)db.claims_empty);
     BSON_APPEND_INT64(stats, "claim_candidates_lost", (int64_t)db.claim_candidates_lost);

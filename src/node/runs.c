@@ -11,6 +11,9 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/runs.h"
 
 void cohort_run_init(cohort_run_t *run, const char *node_id)
 {

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/runs.h"
 
 typedef struct cohort_run {
     char run_id[COHORT_RUN_ID_LEN + 1];

@@ -21,6 +21,7 @@
 #include "node/work/ready.h"
 #include "node/primary/schedules.h"
 #include "node/work/timeouts.h"
+#include "store/store.h"
 
 cohort_service_t *cohort_service_new(const cohort_service_config_t *config, const char *node_id,
                                      const cohort_settings_t *file, cohort_store_t *store,

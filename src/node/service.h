@@ -26,6 +26,7 @@
 #include "node/primary/maintenance.h"
 #include "node/runtime.h"
 #include "node/work/workers.h"
+#include "store/store.h"
 
 /* Loads the handler and calls its init() (through the handler host, host.h), with `file`,
  * the live settings of the config file for this service (cohort_settings_from_config();

@@ -5,6 +5,8 @@
 #include "store/audit.h"
 
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define AUDIT "audit"
 
@@ -40,13 +42,11 @@ bool cohort_store_each_audit(cohort_store_t *store, mongoc_client_t *client,
                              const bson_oid_t *before, int64_t limit, cohort_store_doc_fn fn,
                              void *user, bson_error_t *error)
 {
-    mongoc_collection_t *coll = store_collection(store, client, AUDIT);
     bson_t *filter = before ? BCON_NEW("_id", "{", "$lt", BCON_OID(before), "}") : bson_new();
     bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(-1), "}", "limit", BCON_INT64(limit));
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
-                                user, error);
+    bool ok = store_walk_find(store_collection(store, client, AUDIT), filter, opts, fn, user,
+                              error);
     bson_destroy(opts);
     bson_destroy(filter);
-    mongoc_collection_destroy(coll);
     return ok;
 }

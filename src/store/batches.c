@@ -5,7 +5,12 @@
  * Closing and completing are fenced on primacy under the caller's epoch and on the batch
  * number, so exactly one primary closes and completes each batch once.
  */
+#include "store/batches.h"
+
 #include "store/internal.h"
+#include "store/queries.h"
+#include "store/services.h"
+#include "store/store.h"
 
 #include "core/status.h"
 

@@ -6,32 +6,16 @@
  * task is claimed at most once per attempt; every later write on the task (a lock, an
  * unclaim, an outcome) carries the claim it depends on in its filter (store_held_claim).
  */
+#include "store/claims.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/config.h" /* COHORT_CLAIM_BATCH_MAX */
 #include "core/error.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static void append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
-                           bool with_null)
-{
-    bson_t array;
-    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
-    uint32_t i = 0;
-    char buf[16];
-    const char *k;
-    if (with_null) {
-        bson_uint32_to_string(i++, &k, buf, sizeof buf);
-        BSON_APPEND_NULL(&array, k);
-    }
-    for (size_t j = 0; j < n; j++) {
-        bson_uint32_to_string(i++, &k, buf, sizeof buf);
-        BSON_APPEND_UTF8(&array, k, values[j]);
-    }
-    bson_append_array_end(doc, &array);
-}
 
 /* One claim attempt for the store's contention counters (store.h): `won` tasks claimed, of
  * `candidates` the attempt saw (a findAndModify sees the one it claims, or none). */
@@ -60,15 +44,16 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     if (filter->served_kinds || filter->n_stopped_kinds > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "kind", &kind);
         if (filter->served_kinds) /* null: tasks without a kind */
-            append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds,
-                           filter->served_no_kind);
+            store_append_strings(&kind, "$in", filter->served_kinds, filter->n_served_kinds,
+                                 filter->served_no_kind);
         if (filter->n_stopped_kinds > 0)
-            append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds, false);
+            store_append_strings(&kind, "$nin", filter->stopped_kinds, filter->n_stopped_kinds,
+                                 false);
         bson_append_document_end(query, &kind);
     }
     if (filter->n_busy_groups > 0) {
         BSON_APPEND_DOCUMENT_BEGIN(query, "group", &group);
-        append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
+        store_append_strings(&group, "$nin", filter->busy_groups, filter->n_busy_groups, false);
         bson_append_document_end(query, &group);
     }
     if (filter->weight_room > 0 && !filter->weight_any_first) {
@@ -143,7 +128,6 @@ static bson_t *claim_update(const char *node_id, const char *token, int64_t leas
     return update;
 }
 
-
 void cohort_store_new_claim_token(char token[COHORT_CLAIM_TOKEN_SIZE])
 {
     bson_oid_t oid;
@@ -155,18 +139,12 @@ bool cohort_store_release_token(cohort_store_t *store, mongoc_client_t *client,
                                 const char *service, const char *node_id, const char *token,
                                 int64_t *released, bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
     bson_t *back = store_unclaim_update(NULL);
     bson_t *held = BCON_NEW("claim_token", BCON_UTF8(token), "claimed_by", BCON_UTF8(node_id),
                             "status", BCON_UTF8("claimed"));
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, held, back, NULL, &reply, error);
-    if (released)
-        *released = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_update_queue(store, client, service, held, back, released, error);
     bson_destroy(held);
     bson_destroy(back);
-    mongoc_collection_destroy(tasks);
     return ok;
 }
 
@@ -310,10 +288,9 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         if (suspects_of(filter) == COHORT_SUSPECTS_SKIP) /* one sent back meanwhile */
             append_suspects(&query, COHORT_SUSPECTS_SKIP);
         bson_t *update = claim_update(node_id, token, lease_until_ms);
-        bson_t reply;
-        ok = mongoc_collection_update_many(tasks, &query, update, NULL, &reply, error);
-        int64_t modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-        bson_destroy(&reply);
+        int64_t modified = 0;
+        ok = store_write(tasks, STORE_UPDATE_MANY, &query, update, NULL, "modifiedCount",
+                         &modified, error);
         bson_destroy(update);
 
         /* 3. Read back what this token won. */

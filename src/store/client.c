@@ -8,6 +8,7 @@
  * URI's own timeouts win over the short defaults applied here.
  */
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/error.h"
 

@@ -6,7 +6,11 @@
  * are one findAndModify each, with the condition in the filter: concurrent callers on any
  * node are serialised by the server, so no update is lost.
  */
+#include "store/data.h"
+
 #include "store/internal.h"
+#include "store/services.h"
+#include "store/store.h"
 
 #include <stdio.h>
 

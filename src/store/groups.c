@@ -6,7 +6,10 @@
  * server, not a read before the write, guarantees at most one running task per group; every
  * outcome and unclaim removes it in the same write that ends the claim.
  */
+#include "store/groups.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/error.h"
 
@@ -20,15 +23,9 @@ bool cohort_store_lock_group(cohort_store_t *store, mongoc_client_t *client, con
     *locked = false;
     bson_t *filter = store_held_claim(id, node_id, attempt);
     bson_t *update = BCON_NEW("$set", "{", "group_lock", BCON_UTF8(group), "}");
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
-    if (ok)
-        *locked = store_int64_field(&reply, "matchedCount", 0) == 1;
-    else if (store_is_duplicate_key(error))
-        ok = true; /* the group is busy */
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    bool ok = store_update_task(store, client, service, filter, update, locked, error);
+    if (!ok && store_is_duplicate_key(error))
+        ok = true; /* the group is busy: *locked is false */
     bson_destroy(update);
     bson_destroy(filter);
     return ok;

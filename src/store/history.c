@@ -4,11 +4,14 @@
  */
 #include "store/history.h"
 
+#include "store/internal.h"
+#include "store/queries.h"
+#include "store/store.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "core/status.h"
-#include "store/internal.h"
 
 #define HISTORY "history"
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/queries.h"
 
 #define COHORT_MINUTE_MS 60000
 

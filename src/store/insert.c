@@ -7,7 +7,10 @@
  * win. Bulk inserts go in bounded chunks so memory stays flat whatever the count. Every task
  * carries its partition (always 0 today; docs/SCALING.md says what more would be for).
  */
+#include "store/insert.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <string.h>
 

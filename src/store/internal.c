@@ -1,9 +1,13 @@
 /*
  * internal.c - the helpers every file of the store shares (see internal.h): collections by
- * name, one-line updates of a queue, findAndModify with a copied result, reading numbers and
- * dates out of replies, and the primacy fence on the config document.
+ * name, one-line updates of a queue, findAndModify with a copied result, the primacy
+ * fence on the config document.
  */
 #include "store/internal.h"
+
+#include "store/store.h"
+
+#include "core/error.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,31 +26,68 @@ mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_client_t *client,
     return store_collection(store, client, name);
 }
 
-/* updateMany on the service's queue; *modified (may be NULL) receives the count. */
+bool store_write(mongoc_collection_t *coll, store_write_kind_t kind, const bson_t *filter,
+                 const bson_t *update, const bson_t *opts, const char *count_field,
+                 int64_t *count, bson_error_t *error)
+{
+    bson_t reply;
+    bool ok = false;
+    switch (kind) {
+    case STORE_UPDATE_ONE:
+        ok = mongoc_collection_update_one(coll, filter, update, opts, &reply, error);
+        break;
+    case STORE_UPDATE_MANY:
+        ok = mongoc_collection_update_many(coll, filter, update, opts, &reply, error);
+        break;
+    case STORE_DELETE_ONE:
+        ok = mongoc_collection_delete_one(coll, filter, opts, &reply, error);
+        break;
+    case STORE_DELETE_MANY:
+        ok = mongoc_collection_delete_many(coll, filter, opts, &reply, error);
+        break;
+    }
+    if (count)
+        *count = ok && count_field ? store_int64_field(&reply, count_field, 0) : 0;
+    bson_destroy(&reply);
+    return ok;
+}
+
+/* One write on the service's queue. */
+static bool write_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        store_write_kind_t kind, const bson_t *filter, const bson_t *update,
+                        const char *count_field, int64_t *count, bson_error_t *error)
+{
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    bool ok = store_write(tasks, kind, filter, update, NULL, count_field, count, error);
+    mongoc_collection_destroy(tasks);
+    return ok;
+}
+
 bool store_update_queue(cohort_store_t *store, mongoc_client_t *client, const char *service,
                         const bson_t *filter, const bson_t *update, int64_t *modified,
                         bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (modified)
-        *modified = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
-    return ok;
+    return write_queue(store, client, service, STORE_UPDATE_MANY, filter, update,
+                       "modifiedCount", modified, error);
 }
 
 bool store_update_task(cohort_store_t *store, mongoc_client_t *client, const char *service,
                        const bson_t *filter, const bson_t *update, bool *matched,
                        bson_error_t *error)
 {
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(tasks, filter, update, NULL, &reply, error);
-    *matched = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(tasks);
+    int64_t n = 0;
+    bool ok = write_queue(store, client, service, STORE_UPDATE_ONE, filter, update,
+                          "matchedCount", &n, error);
+    *matched = n == 1;
+    return ok;
+}
+
+bool store_walk_find(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+                     store_doc_fn fn, void *user, bson_error_t *error)
+{
+    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
+                                user, error);
+    mongoc_collection_destroy(coll);
     return ok;
 }
 
@@ -67,7 +108,15 @@ bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const
     if (upsert)
         flags |= MONGOC_FIND_AND_MODIFY_UPSERT;
     mongoc_find_and_modify_opts_set_flags(opts, (mongoc_find_and_modify_flags_t)flags);
+    bool ok = store_find_and_modify_with(coll, query, opts, out, found, error);
+    mongoc_find_and_modify_opts_destroy(opts);
+    return ok;
+}
 
+bool store_find_and_modify_with(mongoc_collection_t *coll, const bson_t *query,
+                                const mongoc_find_and_modify_opts_t *opts, bson_t *out,
+                                bool *found, bson_error_t *error)
+{
     bson_t reply;
     bool ok = mongoc_collection_find_and_modify_with_opts(coll, query, opts, &reply, error);
     *found = false;
@@ -85,7 +134,6 @@ bool store_find_and_modify(mongoc_collection_t *coll, const bson_t *query, const
         }
     }
     bson_destroy(&reply);
-    mongoc_find_and_modify_opts_destroy(opts);
     return ok;
 }
 
@@ -138,6 +186,25 @@ bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_
     return ok;
 }
 
+void store_append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,
+                          bool with_null)
+{
+    bson_t array;
+    BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
+    uint32_t i = 0;
+    char buf[16];
+    const char *k;
+    if (with_null) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_NULL(&array, k);
+    }
+    for (size_t j = 0; j < n; j++) {
+        bson_uint32_to_string(i++, &k, buf, sizeof buf);
+        BSON_APPEND_UTF8(&array, k, values[j]);
+    }
+    bson_append_array_end(doc, &array);
+}
+
 void store_append_id_in(bson_t *filter, const bson_t *ids)
 {
     bson_t id;
@@ -155,36 +222,15 @@ void store_append_outside_open_batches(bson_t *filter, int64_t keep_from)
     bson_destroy(clause);
 }
 
-void store_append_history_push(bson_t *update, const bson_t *entry)
+bool store_task_oid(const char *id, bson_oid_t *oid, bson_error_t *error)
 {
-    bson_t push, history, each;
-    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
-    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
-    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
-    BSON_APPEND_DOCUMENT(&each, "0", entry);
-    bson_append_array_end(&history, &each);
-    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
-    bson_append_document_end(&push, &history);
-    bson_append_document_end(update, &push);
-}
-
-int64_t store_int64_field(const bson_t *doc, const char *dotted, int64_t fallback)
-{
-    bson_iter_t it, child;
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, dotted, &child) &&
-        BSON_ITER_HOLDS_NUMBER(&child))
-        return bson_iter_as_int64(&child);
-    return fallback;
-}
-
-bool store_date_field(const bson_t *doc, const char *key, int64_t *ms)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_DATE_TIME(&it)) {
-        *ms = bson_iter_date_time(&it);
-        return true;
+    if (!bson_oid_is_valid(id, strlen(id))) {
+        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
+                       "'%s' is not a task id (24 hex digits)", id);
+        return false;
     }
-    return false;
+    bson_oid_init_from_string(oid, id);
+    return true;
 }
 
 bool store_is_duplicate_key(const bson_error_t *error)
@@ -212,10 +258,10 @@ bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const c
     store_service_filter(&filter, service, node_id, epoch);
     if (extra_filter)
         bson_concat(&filter, extra_filter);
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(services, &filter, update, NULL, &reply, error);
-    *applied = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
+    int64_t matched = 0;
+    bool ok = store_write(services, STORE_UPDATE_ONE, &filter, update, NULL, "matchedCount",
+                          &matched, error);
+    *applied = matched == 1;
     bson_destroy(&filter);
     mongoc_collection_destroy(services);
     return ok;

@@ -2,9 +2,10 @@
  * internal.h - what the files of src/store share and nothing else may include: the store's
  * fields and the helpers for collections, replies and fenced writes.
  *
- * The layers above see only store.h. These helpers are not part of the store's API: they are
- * hidden from the daemon's exported symbols (handlers resolve cohort_* against the
- * executable), and their names start with store_ rather than cohort_.
+ * The layers above see only the store's headers (store/store.h and one per store file).
+ * These helpers are not part of the store's API: they are hidden from the daemon's exported
+ * symbols (handlers resolve cohort_* against the executable), and their names start with
+ * store_ rather than cohort_.
  *
  * Every helper that talks to the server returns false with `error` filled on failure, like
  * the public calls; none takes ownership of its arguments unless it says so.
@@ -12,11 +13,17 @@
 #ifndef COHORT_STORE_INTERNAL_H
 #define COHORT_STORE_INTERNAL_H
 
-#include "store/store.h"
-
 #include <stdatomic.h>
 
-#define STORE_INTERNAL __attribute__((visibility("hidden")))
+#include "store/doc.h" /* STORE_INTERNAL, and the readers of documents and replies */
+#include "store/store.h"
+
+/* The types of claims.h, outcomes.h and queries.h that the shared helpers below take, by
+ * their struct names: this header includes no header of a file that includes it, so the
+ * include graph stays free of circles (tests/layers). */
+struct cohort_claim_filter;
+struct cohort_task_result;
+struct cohort_status_counts;
 
 struct cohort_store {
     mongoc_client_pool_t *pool;
@@ -50,6 +57,21 @@ STORE_INTERNAL mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_cl
 
 /* ---- commands -------------------------------------------------------------------------- */
 
+/* The writes store_write() makes. */
+typedef enum store_write_kind {
+    STORE_UPDATE_ONE,
+    STORE_UPDATE_MANY,
+    STORE_DELETE_ONE,
+    STORE_DELETE_MANY,
+} store_write_kind_t;
+
+/* One write on `coll`: an update (`update`) or a delete (`update` unused), with `opts` (may
+ * be NULL). *count (may be NULL) receives the reply's `count_field` ("matchedCount",
+ * "modifiedCount", "deletedCount"; NULL: none), 0 on failure. */
+STORE_INTERNAL bool store_write(mongoc_collection_t *coll, store_write_kind_t kind,
+                                const bson_t *filter, const bson_t *update, const bson_t *opts,
+                                const char *count_field, int64_t *count, bson_error_t *error);
+
 /* updateMany on the service's queue; *modified (may be NULL) receives the count. */
 STORE_INTERNAL bool store_update_queue(cohort_store_t *store, mongoc_client_t *client,
                                        const char *service, const bson_t *filter,
@@ -69,6 +91,11 @@ STORE_INTERNAL bool store_find_and_modify(mongoc_collection_t *coll, const bson_
                                           const bson_t *sort, const bson_t *update,
                                           const bson_t *fields, bool return_new, bool upsert,
                                           bson_t *out, bool *found, bson_error_t *error);
+
+/* The same with the caller's `opts` (a remove, say): `out` as above. */
+STORE_INTERNAL bool store_find_and_modify_with(mongoc_collection_t *coll, const bson_t *query,
+                                               const mongoc_find_and_modify_opts_t *opts,
+                                               bson_t *out, bool *found, bson_error_t *error);
 
 /* The first document `filter` matches, copied into `doc` (initialised by the call whatever
  * happens; the caller destroys it). *found tells whether there was one. */
@@ -98,26 +125,11 @@ STORE_INTERNAL bool store_fenced_update(cohort_store_t *store, mongoc_client_t *
                                         const bson_t *extra_filter, const bson_t *update,
                                         bool *applied, bson_error_t *error);
 
-/* updateOne of node_id's document in `nodes` (nodes.c). */
-STORE_INTERNAL bool store_update_node(cohort_store_t *store, mongoc_client_t *client,
-                                      const char *node_id, const bson_t *update,
-                                      bson_error_t *error);
-
-/* ---- runs.c: the runs of a node_id, for the ping (nodes.c) -------------------------------- */
-
-/* Appends the run's entry to a ping's $set (runs.<id>.host, .pid, .since), and its
- * runs.<id>.seen_at to a ping's or touch's $currentDate. */
-STORE_INTERNAL void store_append_run(bson_t *set, const cohort_node_info_t *node);
-STORE_INTERNAL void store_append_run_seen(bson_t *current_date, const char *run_id);
-
-/* The date runs.<run_id>.seen_at of the node document `doc` into *ms; false if none. */
-STORE_INTERNAL bool store_run_seen_at(const bson_t *doc, const char *run_id, int64_t *ms);
-
-/* The freshest run in the node document `doc` other than `run_id` (run_id "" if none). */
-STORE_INTERNAL void store_other_run(const bson_t *doc, const char *run_id,
-                                    cohort_node_run_t *other);
-
 /* ---- building task filters and updates -------------------------------------------------- */
+
+/* Appends the array `key` of the `n` strings `values`, after a null if `with_null`. */
+STORE_INTERNAL void store_append_strings(bson_t *doc, const char *key, const char *const *values,
+                                         size_t n, bool with_null);
 
 /* Appends {_id: {$in: ids}} (`ids` an array) to `filter`. */
 STORE_INTERNAL void store_append_id_in(bson_t *filter, const bson_t *ids);
@@ -127,24 +139,23 @@ STORE_INTERNAL void store_append_id_in(bson_t *filter, const bson_t *ids);
  * {batch: {$lt: keep_from}}, {batch: {$exists: false}}]}. Purges and deletes use it. */
 STORE_INTERNAL void store_append_outside_open_batches(bson_t *filter, int64_t keep_from);
 
-/* Appends to `update` the $push of `entry` onto the task's history, which keeps the last
- * COHORT_HISTORY_MAX entries. */
-STORE_INTERNAL void store_append_history_push(bson_t *update, const bson_t *entry);
-
 /* Drains `cursor` into `fn` (listing.h's callback: false stops the walk), then destroys it;
  * false on a cursor error too. */
 typedef bool (*store_doc_fn)(void *user, const bson_t *doc, bson_error_t *error);
 STORE_INTERNAL bool store_walk_cursor(mongoc_cursor_t *cursor, store_doc_fn fn, void *user,
                                       bson_error_t *error);
 
-/* ---- reading replies and documents ----------------------------------------------------- */
+/* A find on `coll` (destroyed by the call) with `opts` (may be NULL), walked into `fn` as
+ * store_walk_cursor() does. */
+STORE_INTERNAL bool store_walk_find(mongoc_collection_t *coll, const bson_t *filter,
+                                    const bson_t *opts, store_doc_fn fn, void *user,
+                                    bson_error_t *error);
 
-/* The number at the dotted path, or `fallback` if there is none. */
-STORE_INTERNAL int64_t store_int64_field(const bson_t *doc, const char *dotted,
-                                         int64_t fallback);
+/* ---- reading errors (documents and replies: doc.h) ---------------------------------------- */
 
-/* The date at top-level `key` into *ms; false if it is missing or not a date. */
-STORE_INTERNAL bool store_date_field(const bson_t *doc, const char *key, int64_t *ms);
+/* A task id given as text (24 hex digits) into *oid; false with `error` (COHORT_DOMAIN_USAGE,
+ * naming the id) if it is not one. */
+STORE_INTERNAL bool store_task_oid(const char *id, bson_oid_t *oid, bson_error_t *error);
 
 /* Whether a failed write hit a unique index (E11000). */
 STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
@@ -153,7 +164,12 @@ STORE_INTERNAL bool store_is_duplicate_key(const bson_error_t *error);
  * reset's filter (upkeep.c), also counted by doctor.c. The caller destroys it. */
 STORE_INTERNAL bson_t *store_stalled_filter(int64_t cutoff_ms);
 
-/* ---- shared by claims, outcomes, counts, upkeep (defined in claims.c, queries.c, upkeep.c) */
+/* ---- shared by claims, outcomes, counts, upkeep (defined in claims.c, outcomes.c, queries.c,
+ * upkeep.c) */
+
+/* Appends to `update` the $push of `entry` onto the task's history, which keeps the last
+ * COHORT_HISTORY_MAX entries. */
+STORE_INTERNAL void store_append_history_push(bson_t *update, const bson_t *entry);
 
 /* Sends the claimed tasks matching `filter` back to pending with `reason` as their
  * last_error and without their group lock: a claim lost by its node (expired, restarted,
@@ -170,8 +186,9 @@ STORE_INTERNAL bool store_release_claims(cohort_store_t *store, mongoc_client_t 
  * `lease_until_ms` (cluster clock) unless extended; 0 for a node's claim. */
 STORE_INTERNAL bool store_claim_tasks(cohort_store_t *store, mongoc_client_t *client,
                                       const char *service, const char *node_id, int64_t now_ms,
-                                      int64_t lease_until_ms, const cohort_claim_filter_t *filter,
-                                      size_t max, bson_t *claimed, size_t *n, const char *token,
+                                      int64_t lease_until_ms,
+                                      const struct cohort_claim_filter *filter, size_t max,
+                                      bson_t *claimed, size_t *n, const char *token,
                                       bson_error_t *error);
 
 /* {_id, status: claimed, claimed_by: node, attempts: attempt}: the claim still held.
@@ -182,7 +199,7 @@ STORE_INTERNAL bson_t *store_held_claim(const bson_value_t *id, const char *node
 /* Appends to `update` the $set, $unset, $currentDate and history $push that record the
  * outcome `result` of attempt `attempt` run by `node_id` (outcomes.c). */
 STORE_INTERNAL void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
-                                        const cohort_task_result_t *result);
+                                        const struct cohort_task_result *result);
 
 /* The update that gives a claim back untouched: pending, the attempt not counted, no lock,
  * token or lease; with `coalesce_key` (may be NULL) the task holds it for coalescing again
@@ -196,6 +213,7 @@ STORE_INTERNAL bson_t *store_claim_sort(void);
  * (may be NULL). */
 STORE_INTERNAL bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client,
                                           const char *service, const bson_t *match,
-                                          cohort_status_counts_t *counts, bson_error_t *error);
+                                          struct cohort_status_counts *counts,
+                                          bson_error_t *error);
 
 #endif

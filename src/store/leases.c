@@ -16,7 +16,12 @@
  * claim is no capability). Every filter here also asks for lease_expires_at, which only an
  * external claim has, so no lease token, guessed or not, can name a node's claim.
  */
+#include "store/leases.h"
+
+#include "store/claims.h"
 #include "store/internal.h"
+#include "store/outcomes.h"
+#include "store/store.h"
 
 #include "core/error.h"
 
@@ -114,18 +119,6 @@ bool cohort_store_extend_lease(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-/* Walks the tasks of `service` that `filter` matches (with `opts`) through `fn`. */
-static bool walk_tasks(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                       const bson_t *filter, const bson_t *opts, store_doc_fn fn, void *user,
-                       bson_error_t *error)
-{
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, filter, opts, NULL), fn,
-                                user, error);
-    mongoc_collection_destroy(tasks);
-    return ok;
-}
-
 /* The task `ref` names, read with `projection`, through `fn`; `extra` (may be NULL) adds
  * conditions to {_id}. */
 static bool read_task(cohort_store_t *store, mongoc_client_t *client,
@@ -141,7 +134,8 @@ static bool read_task(cohort_store_t *store, mongoc_client_t *client,
         bson_concat(filter, extra);
     bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
     BSON_APPEND_DOCUMENT(opts, "projection", projection);
-    bool ok = walk_tasks(store, client, ref->service, filter, opts, fn, user, error);
+    bool ok = store_walk_find(store_queue(store, client, ref->service), filter, opts, fn, user,
+                              error);
     bson_destroy(opts);
     bson_destroy(filter);
     return ok;
@@ -250,7 +244,8 @@ bool cohort_store_give_back_claim(cohort_store_t *store, mongoc_client_t *client
     bson_t *opts = BCON_NEW("projection", "{", "attempts", BCON_INT32(1), "coalesce_key",
                             BCON_INT32(1), "}");
     give_back_t g = {.store = store, .client = client, .service = service, .token = token};
-    bool ok = walk_tasks(store, client, service, filter, opts, give_back_one, &g, error);
+    bool ok = store_walk_find(store_queue(store, client, service), filter, opts, give_back_one,
+                              &g, error);
     *given = g.given;
     bson_destroy(opts);
     bson_destroy(filter);

@@ -7,6 +7,8 @@
 #include "store/listing.h"
 
 #include "store/internal.h"
+#include "store/queries.h"
+#include "store/store.h"
 
 #include <string.h>
 
@@ -29,11 +31,7 @@ static bool find(cohort_store_t *store, mongoc_client_t *client, const char *nam
                  const bson_t *filter, const bson_t *opts, cohort_store_doc_fn fn, void *user,
                  bson_error_t *error)
 {
-    mongoc_collection_t *coll = store_collection(store, client, name);
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
-                                user, error);
-    mongoc_collection_destroy(coll);
-    return ok;
+    return store_walk_find(store_collection(store, client, name), filter, opts, fn, user, error);
 }
 
 typedef struct name_walk {

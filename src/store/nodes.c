@@ -6,18 +6,23 @@
  * claims in the same pass, before it is marked, so a node that learns it expired finds
  * nothing of its own left to finish.
  */
+#include "store/nodes.h"
+
 #include "store/internal.h"
+#include "store/runs.h"
+#include "store/store.h"
 
 #include "core/error.h"
 
 #include <string.h>
 
-bool store_update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                       const bson_t *update, bson_error_t *error)
+/* updateOne of node_id's document. */
+static bool update_node(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                        const bson_t *update, bson_error_t *error)
 {
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
-    bool ok = mongoc_collection_update_one(nodes, filter, update, NULL, NULL, error);
+    bool ok = store_write(nodes, STORE_UPDATE_ONE, filter, update, NULL, NULL, NULL, error);
     bson_destroy(filter);
     mongoc_collection_destroy(nodes);
     return ok;
@@ -77,7 +82,7 @@ bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,
     if (!node->standing_back)
         append_identity(&set, node, stats);
     if (node->run_id)
-        store_append_run(&set, node);
+        store_append_run(&set, node->run_id, node->host, node->pid, node->run_since_ms);
     bson_append_document_end(&update, &set);
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$currentDate", &current);
     if (!node->standing_back)
@@ -127,7 +132,7 @@ bool cohort_store_touch_node(cohort_store_t *store, mongoc_client_t *client, con
     if (run_id)
         store_append_run_seen(&current, run_id);
     bson_append_document_end(&update, &current);
-    bool ok = store_update_node(store, client, node_id, &update, error);
+    bool ok = update_node(store, client, node_id, &update, error);
     bson_destroy(&update);
     return ok;
 }
@@ -137,7 +142,7 @@ bool cohort_store_reregister_node(cohort_store_t *store, mongoc_client_t *client
 {
     bson_t *update = BCON_NEW("$unset", "{", "expired", BCON_UTF8(""), "}", "$currentDate", "{",
                               "registered_at", BCON_BOOL(true), "}");
-    bool ok = store_update_node(store, client, node_id, update, error);
+    bool ok = update_node(store, client, node_id, update, error);
     bson_destroy(update);
     return ok;
 }
@@ -191,11 +196,8 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
             bson_append_document_end(&mark, &in);
             bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate",
                                    "{", "expired_at", BCON_BOOL(true), "}");
-            bson_t reply;
-            ok = mongoc_collection_update_many(nodes, &mark, set, NULL, &reply, error);
-            if (ok)
-                *nodes_expired = store_int64_field(&reply, "modifiedCount", 0);
-            bson_destroy(&reply);
+            ok = store_write(nodes, STORE_UPDATE_MANY, &mark, set, NULL, "modifiedCount",
+                             nodes_expired, error);
             bson_destroy(set);
             bson_destroy(&mark);
         }
@@ -257,12 +259,55 @@ bool cohort_store_expire_workers(cohort_store_t *store, mongoc_client_t *client,
     bson_t *set = BCON_NEW("$set", "{", "expired", BCON_BOOL(true), "}", "$currentDate", "{",
                            "expired_at", BCON_BOOL(true), "}");
     mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(nodes, filter, set, NULL, &reply, error);
-    *expired = ok ? store_int64_field(&reply, "modifiedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_write(nodes, STORE_UPDATE_MANY, filter, set, NULL, "modifiedCount", expired,
+                          error);
     mongoc_collection_destroy(nodes);
     bson_destroy(set);
     bson_destroy(filter);
+    return ok;
+}
+
+/* ---- the runs of a node_id (their entries' shape: runs.c) ---------------------------------- */
+
+bool cohort_store_other_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                            const char *run_id, int64_t *server_ms, cohort_node_run_t *other,
+                            bson_error_t *error)
+{
+    memset(other, 0, sizeof *other);
+    if (!cohort_store_server_time(store, client, server_ms, error))
+        return false;
+    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
+    bson_t doc;
+    bool found = false;
+    bool ok = store_find_one(nodes, filter, &doc, &found, error);
+    if (ok && found)
+        store_other_run(&doc, run_id, other);
+    bson_destroy(&doc);
+    bson_destroy(filter);
+    mongoc_collection_destroy(nodes);
+    return ok;
+}
+
+bool cohort_store_forget_runs(cohort_store_t *store, mongoc_client_t *client,
+                              const char *node_id, bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$unset", "{", "runs", BCON_UTF8(""), "}");
+    bool ok = update_node(store, client, node_id, update, error);
+    bson_destroy(update);
+    return ok;
+}
+
+bool cohort_store_end_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
+                          const char *run_id, bson_error_t *error)
+{
+    char key[16 + COHORT_RUN_ID_LEN];
+    snprintf(key, sizeof key, "runs.%s", run_id);
+    bson_t update = BSON_INITIALIZER, unset;
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
+    BSON_APPEND_UTF8(&unset, key, "");
+    bson_append_document_end(&update, &unset);
+    bool ok = update_node(store, client, node_id, &update, error);
+    bson_destroy(&update);
     return ok;
 }

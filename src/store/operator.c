@@ -9,7 +9,12 @@
  * callback has not run yet are never deleted (the callback must see them), and a retried
  * tracked task whose batch has completed joins the open batch, so a callback sees its end.
  */
+#include "store/operator.h"
+
+#include "store/batches.h"
 #include "store/internal.h"
+#include "store/queries.h"
+#include "store/store.h"
 
 #include "core/error.h"
 
@@ -112,11 +117,10 @@ static bson_t *cancel_update(const cohort_task_change_t *change)
 static bool update_tasks(mongoc_collection_t *tasks, const bson_t *filter, const bson_t *update,
                          int64_t *changed, bson_error_t *error)
 {
-    bson_t reply;
-    bool ok = mongoc_collection_update_many(tasks, filter, update, NULL, &reply, error);
-    if (ok)
-        *changed += store_int64_field(&reply, "modifiedCount", 0);
-    bson_destroy(&reply);
+    int64_t n = 0;
+    bool ok = store_write(tasks, STORE_UPDATE_MANY, filter, update, NULL, "modifiedCount", &n,
+                          error);
+    *changed += n;
     return ok;
 }
 
@@ -159,11 +163,9 @@ static bool change_page(mongoc_collection_t *tasks, const cohort_task_change_t *
         bson_destroy(update);
     } else {
         store_append_outside_open_batches(&page, bounds->keep_from);
-        bson_t reply;
-        ok = mongoc_collection_delete_many(tasks, &page, NULL, &reply, error);
-        if (ok)
-            *changed += store_int64_field(&reply, "deletedCount", 0);
-        bson_destroy(&reply);
+        int64_t n = 0;
+        ok = store_write(tasks, STORE_DELETE_MANY, &page, NULL, NULL, "deletedCount", &n, error);
+        *changed += n;
     }
     bson_destroy(&page);
     return ok;
@@ -248,13 +250,9 @@ bool cohort_store_request_cancel(cohort_store_t *store, mongoc_client_t *client,
     *requested = false;
     if (claimed_by_len)
         claimed_by[0] = '\0';
-    if (!bson_oid_is_valid(id, strlen(id))) {
-        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                       "'%s' is not a task id (24 hex digits)", id);
-        return false;
-    }
     bson_oid_t oid;
-    bson_oid_init_from_string(&oid, id);
+    if (!store_task_oid(id, &oid, error))
+        return false;
     bson_t *filter = BCON_NEW("_id", BCON_OID(&oid), "status", BCON_UTF8("claimed"));
     bson_t update = BSON_INITIALIZER, entry = BSON_INITIALIZER;
     bson_t *set = BCON_NEW("$set", "{", "cancel_requested", BCON_BOOL(true), "}");

@@ -5,7 +5,12 @@
  * so a node that lost a claim (reset as stalled, released as expired) writes nothing; each
  * keeps the last COHORT_HISTORY_MAX runs in the task's history.
  */
+#include "store/outcomes.h"
+
 #include "store/internal.h"
+#include "store/store.h"
+
+#include "core/status.h"
 
 /* The status an outcome leaves the task in: a retry makes it pending again. */
 static cohort_task_status_t finish_status(cohort_finish_t finish)
@@ -30,6 +35,19 @@ static const char *finish_name(cohort_finish_t finish)
 }
 
 /* The update that records one outcome (see cohort_store_finish_task_value). */
+void store_append_history_push(bson_t *update, const bson_t *entry)
+{
+    bson_t push, history, each;
+    BSON_APPEND_DOCUMENT_BEGIN(update, "$push", &push);
+    BSON_APPEND_DOCUMENT_BEGIN(&push, "history", &history);
+    BSON_APPEND_ARRAY_BEGIN(&history, "$each", &each);
+    BSON_APPEND_DOCUMENT(&each, "0", entry);
+    bson_append_array_end(&history, &each);
+    BSON_APPEND_INT32(&history, "$slice", -COHORT_HISTORY_MAX);
+    bson_append_document_end(&push, &history);
+    bson_append_document_end(update, &push);
+}
+
 void store_finish_update(bson_t *update, const char *node_id, int32_t attempt,
                           const cohort_task_result_t *result)
 {

@@ -6,7 +6,11 @@
  * is vacant or expired (and, if the node read one, the declared lease is unchanged). Two
  * nodes can therefore never both believe they renewed or took the same epoch.
  */
+#include "store/primacy.h"
+
+#include "store/batches.h"
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,33 +6,35 @@
  * kind or group are shaped to be covered by the {kind|group, status} indexes ensure_service
  * creates and stream their rows, so memory stays flat whatever the number of groups.
  */
+#include "store/queries.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include "core/error.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-/* The field of `counts` that holds `status`. */
+/* The field of cohort_status_counts_t that holds each status. */
+static const size_t count_field[COHORT_STATUS_COUNT] = {
+    [COHORT_STATUS_PENDING] = offsetof(cohort_status_counts_t, pending),
+    [COHORT_STATUS_CLAIMED] = offsetof(cohort_status_counts_t, claimed),
+    [COHORT_STATUS_SUCCEEDED] = offsetof(cohort_status_counts_t, succeeded),
+    [COHORT_STATUS_FAILED] = offsetof(cohort_status_counts_t, failed),
+    [COHORT_STATUS_TIMED_OUT] = offsetof(cohort_status_counts_t, timed_out),
+    [COHORT_STATUS_CANCELLED] = offsetof(cohort_status_counts_t, cancelled),
+};
+
+_Static_assert(COHORT_STATUS_COUNT == 6, "count_field: one row per status of core/status.h");
+
+/* The field of `counts` that holds `status` (`other` for one out of range). */
 static int64_t *count_of(cohort_status_counts_t *counts, cohort_task_status_t status)
 {
-    switch (status) {
-    case COHORT_STATUS_PENDING:
-        return &counts->pending;
-    case COHORT_STATUS_CLAIMED:
-        return &counts->claimed;
-    case COHORT_STATUS_SUCCEEDED:
-        return &counts->succeeded;
-    case COHORT_STATUS_FAILED:
-        return &counts->failed;
-    case COHORT_STATUS_TIMED_OUT:
-        return &counts->timed_out;
-    case COHORT_STATUS_CANCELLED:
-        return &counts->cancelled;
-    case COHORT_STATUS_COUNT:
-        break;
-    }
-    return &counts->other;
+    if ((unsigned)status >= COHORT_STATUS_COUNT)
+        return &counts->other;
+    return (int64_t *)((char *)counts + count_field[status]);
 }
 
 int64_t cohort_status_count(const cohort_status_counts_t *counts, cohort_task_status_t status)
@@ -162,13 +164,9 @@ bool cohort_store_read_task(cohort_store_t *store, mongoc_client_t *client, cons
 {
     bson_init(doc);
     *found = false;
-    if (!bson_oid_is_valid(id, strlen(id))) {
-        bson_set_error(error, COHORT_DOMAIN_USAGE, COHORT_CODE_INVALID,
-                       "'%s' is not a task id (24 hex digits)", id);
-        return false;
-    }
     bson_oid_t oid;
-    bson_oid_init_from_string(&oid, id);
+    if (!store_task_oid(id, &oid, error))
+        return false;
     bson_t *filter = BCON_NEW("_id", BCON_OID(&oid));
     mongoc_collection_t *tasks = store_queue(store, client, service);
     bool ok = store_find_one(tasks, filter, doc, found, error);

@@ -6,7 +6,10 @@
  */
 #include "store/requests.h"
 
+#include "store/insert.h"
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define PAGE_BATCH 8 /* documents per batch when listing a page of tasks */
 
@@ -72,12 +75,11 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
     bson_destroy(&in);
     BSON_APPEND_UTF8(&filter, "status", "pending");
     mongoc_collection_t *tasks = store_queue(store, client, service);
-    bson_t reply;
-    bool ok = mongoc_collection_delete_many(tasks, &filter, NULL, &reply, error);
-    bson_iter_t it;
-    if (ok && bson_iter_init_find(&it, &reply, "deletedCount") && BSON_ITER_HOLDS_NUMBER(&it))
-        *deleted = bson_iter_as_int64(&it);
-    bson_destroy(&reply);
+    int64_t count = 0;
+    bool ok = store_write(tasks, STORE_DELETE_MANY, &filter, NULL, NULL, "deletedCount", &count,
+                          error);
+    if (ok)
+        *deleted = count;
     mongoc_collection_destroy(tasks);
     bson_destroy(&filter);
     return ok;
@@ -105,10 +107,8 @@ bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
     bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
                             BCON_INT64(page->limit), "batchSize", BCON_INT32(PAGE_BATCH),
                             "projection", "{", "history", BCON_INT32(0), "}");
-    mongoc_collection_t *tasks = store_queue(store, client, service);
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tasks, &filter, opts, NULL), fn,
-                                user, error);
-    mongoc_collection_destroy(tasks);
+    bool ok = store_walk_find(store_queue(store, client, service), &filter, opts, fn, user,
+                              error);
     bson_destroy(opts);
     bson_destroy(&filter);
     return ok;

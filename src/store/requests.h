@@ -14,8 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "store/listing.h"
+#include "core/taskopts.h"
 #include "store/store.h"
+#include "store/listing.h"
 
 /* cohort_store_insert_task() for a task with task->idempotency_key set: if a task of the
  * service already holds the key (a retried request), `oid` receives that task's id and

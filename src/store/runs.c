@@ -8,23 +8,28 @@
  * then). An entry is removed by a clean shutdown and all of them by a run that starts once it
  * found none of them alive, so the document holds no more entries than live runs plus those
  * that died recently.
+ *
+ * This file only shapes and reads those entries (no I/O): nodes.c writes and reads the
+ * documents, and calls go one way, nodes.c -> runs.c (tests/layers checks that runs.c
+ * includes no header of database calls).
  */
-#include "store/internal.h"
+#include "store/runs.h"
+
+#include "store/doc.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "core/error.h"
-
-void store_append_run(bson_t *set, const cohort_node_info_t *node)
+void store_append_run(bson_t *set, const char *run_id, const char *host, int64_t pid,
+                      int64_t since_ms)
 {
     char key[64 + COHORT_RUN_ID_LEN];
-    snprintf(key, sizeof key, "runs.%s.host", node->run_id);
-    BSON_APPEND_UTF8(set, key, node->host);
-    snprintf(key, sizeof key, "runs.%s.pid", node->run_id);
-    BSON_APPEND_INT64(set, key, node->pid);
-    snprintf(key, sizeof key, "runs.%s.since", node->run_id);
-    BSON_APPEND_DATE_TIME(set, key, node->run_since_ms);
+    snprintf(key, sizeof key, "runs.%s.host", run_id);
+    BSON_APPEND_UTF8(set, key, host);
+    snprintf(key, sizeof key, "runs.%s.pid", run_id);
+    BSON_APPEND_INT64(set, key, pid);
+    snprintf(key, sizeof key, "runs.%s.since", run_id);
+    BSON_APPEND_DATE_TIME(set, key, since_ms);
 }
 
 void store_append_run_seen(bson_t *current_date, const char *run_id)
@@ -83,47 +88,4 @@ void store_other_run(const bson_t *doc, const char *run_id, cohort_node_run_t *o
         if (!other->run_id[0] || run.seen_at_ms > other->seen_at_ms)
             *other = run;
     }
-}
-
-bool cohort_store_other_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                            const char *run_id, int64_t *server_ms, cohort_node_run_t *other,
-                            bson_error_t *error)
-{
-    memset(other, 0, sizeof *other);
-    if (!cohort_store_server_time(store, client, server_ms, error))
-        return false;
-    mongoc_collection_t *nodes = store_collection(store, client, "nodes");
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(node_id));
-    bson_t doc;
-    bool found = false;
-    bool ok = store_find_one(nodes, filter, &doc, &found, error);
-    if (ok && found)
-        store_other_run(&doc, run_id, other);
-    bson_destroy(&doc);
-    bson_destroy(filter);
-    mongoc_collection_destroy(nodes);
-    return ok;
-}
-
-bool cohort_store_forget_runs(cohort_store_t *store, mongoc_client_t *client,
-                              const char *node_id, bson_error_t *error)
-{
-    bson_t *update = BCON_NEW("$unset", "{", "runs", BCON_UTF8(""), "}");
-    bool ok = store_update_node(store, client, node_id, update, error);
-    bson_destroy(update);
-    return ok;
-}
-
-bool cohort_store_end_run(cohort_store_t *store, mongoc_client_t *client, const char *node_id,
-                          const char *run_id, bson_error_t *error)
-{
-    char key[16 + COHORT_RUN_ID_LEN];
-    snprintf(key, sizeof key, "runs.%s", run_id);
-    bson_t update = BSON_INITIALIZER, unset;
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
-    BSON_APPEND_UTF8(&unset, key, "");
-    bson_append_document_end(&update, &unset);
-    bool ok = store_update_node(store, client, node_id, &update, error);
-    bson_destroy(&update);
-    return ok;
 }

@@ -8,7 +8,10 @@
  * read both change nothing. The tasks themselves are inserted by insert.c under the
  * queue's unique index on unique_key, which settles two creators of the same slot.
  */
+#include "store/schedules.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -94,13 +97,15 @@ bool cohort_store_record_schedule(cohort_store_t *store, mongoc_client_t *client
         BSON_APPEND_DATE_TIME(&set, at, r->last_task_slot_ms);
     }
     bson_append_document_end(&update, &set);
+    const struct {
+        const char *field;
+        int64_t n;
+    } counts[] = {{"created", r->created}, {"existed", r->existed}, {"skipped", r->skipped}};
     BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
-    path(at, sizeof at, r->id, "created");
-    BSON_APPEND_INT64(&inc, at, r->created);
-    path(at, sizeof at, r->id, "existed");
-    BSON_APPEND_INT64(&inc, at, r->existed);
-    path(at, sizeof at, r->id, "skipped");
-    BSON_APPEND_INT64(&inc, at, r->skipped);
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        path(at, sizeof at, r->id, counts[i].field);
+        BSON_APPEND_INT64(&inc, at, counts[i].n);
+    }
     bson_append_document_end(&update, &inc);
     bool ok = store_fenced_update(store, client, service, node_id, epoch, &cas, &update, applied,
                                   error);

@@ -8,7 +8,10 @@
  * it at every start.
  */
 #include "store/indexes.h"
+#include "store/services.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -98,16 +101,9 @@ bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
     if (n == 0)
         return true;
     mongoc_collection_t *services = store_collection(store, client, "services");
-    bson_t filter = BSON_INITIALIZER, id, in;
+    bson_t filter = BSON_INITIALIZER, id;
     BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &id);
-    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &in);
-    for (size_t i = 0; i < n; i++) {
-        char key[16];
-        const char *k;
-        bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
-        BSON_APPEND_UTF8(&in, k, names[i]);
-    }
-    bson_append_array_end(&id, &in);
+    store_append_strings(&id, "$in", names, n, false);
     bson_append_document_end(&filter, &id);
     /* Generic data and the schedules' state may be large, and no election needs them. */
     bson_t *opts = BCON_NEW("projection", "{", "data", BCON_INT32(0), "schedules",
@@ -158,7 +154,6 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
 {
     char path[96];
     snprintf(path, sizeof path, "%s.%s", which, kind);
-    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bson_t update = BSON_INITIALIZER, op;
     if (on) {
         /* Field by field: $set of the whole sub-document would clash with $currentDate. */
@@ -181,14 +176,8 @@ bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, con
         BSON_APPEND_UTF8(&op, path, "");
         bson_append_document_end(&update, &op);
     }
-    mongoc_collection_t *services = store_collection(store, client, "services");
-    bson_t reply;
-    bool ok = mongoc_collection_update_one(services, filter, &update, NULL, &reply, error);
-    *found = ok && store_int64_field(&reply, "matchedCount", 0) == 1;
-    bson_destroy(&reply);
-    mongoc_collection_destroy(services);
+    bool ok = store_fenced_update(store, client, service, NULL, 0, NULL, &update, found, error);
     bson_destroy(&update);
-    bson_destroy(filter);
     return ok;
 }
 

@@ -9,6 +9,7 @@
 #include "store/sessions.h"
 
 #include "store/internal.h"
+#include "store/store.h"
 
 #define SESSIONS "ui_sessions"
 
@@ -41,18 +42,29 @@ static bool insert(cohort_store_t *store, mongoc_client_t *client, bson_t *doc, 
     return ok;
 }
 
+/* Inserts a code or a session: {_id: hash, kind, name, scopes, created_at, expires_at}, and
+ * a code's session_ttl_ms (`session_ttl_ms` NULL: none). */
+static bool create(cohort_store_t *store, mongoc_client_t *client, const char *kind,
+                   const char *hash, const char *name, const bson_t *scopes, int64_t now_ms,
+                   int64_t expires_ms, const int64_t *session_ttl_ms, bson_error_t *error)
+{
+    bson_t *doc = BCON_NEW("_id", BCON_UTF8(hash), "kind", BCON_UTF8(kind), "name",
+                           BCON_UTF8(name), "scopes", BCON_ARRAY(scopes), "created_at",
+                           BCON_DATE_TIME(now_ms), "expires_at", BCON_DATE_TIME(expires_ms));
+    if (session_ttl_ms)
+        BSON_APPEND_INT64(doc, "session_ttl_ms", *session_ttl_ms);
+    bool ok = insert(store, client, doc, now_ms, error);
+    bson_destroy(doc);
+    return ok;
+}
+
 bool cohort_store_create_ui_code(cohort_store_t *store, mongoc_client_t *client,
                                  const char *hash, const char *name, const bson_t *scopes,
                                  int64_t now_ms, int64_t expires_ms, int64_t session_ttl_ms,
                                  bson_error_t *error)
 {
-    bson_t *doc = BCON_NEW("_id", BCON_UTF8(hash), "kind", BCON_UTF8("code"), "name",
-                           BCON_UTF8(name), "scopes", BCON_ARRAY(scopes), "created_at",
-                           BCON_DATE_TIME(now_ms), "expires_at", BCON_DATE_TIME(expires_ms),
-                           "session_ttl_ms", BCON_INT64(session_ttl_ms));
-    bool ok = insert(store, client, doc, now_ms, error);
-    bson_destroy(doc);
-    return ok;
+    return create(store, client, "code", hash, name, scopes, now_ms, expires_ms, &session_ttl_ms,
+                  error);
 }
 
 bool cohort_store_redeem_ui_code(cohort_store_t *store, mongoc_client_t *client,
@@ -66,21 +78,12 @@ bool cohort_store_redeem_ui_code(cohort_store_t *store, mongoc_client_t *client,
                              "{", "$gt", BCON_DATE_TIME(now_ms), "}");
     mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
     mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_REMOVE);
-    bson_t reply;
-    bool ok = mongoc_collection_find_and_modify_with_opts(coll, query, opts, &reply, error);
-    bson_iter_t it;
-    if (ok && bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_iter_document(&it, &len, &data);
-        bson_t value;
-        if (bson_init_static(&value, data, len)) {
-            bson_destroy(doc);
-            bson_copy_to(&value, doc);
-            *found = true;
-        }
+    bson_t removed;
+    bool ok = store_find_and_modify_with(coll, query, opts, &removed, found, error);
+    if (*found) {
+        bson_destroy(doc);
+        bson_steal(doc, &removed);
     }
-    bson_destroy(&reply);
     mongoc_find_and_modify_opts_destroy(opts);
     bson_destroy(query);
     mongoc_collection_destroy(coll);
@@ -91,12 +94,7 @@ bool cohort_store_create_ui_session(cohort_store_t *store, mongoc_client_t *clie
                                     const char *hash, const char *name, const bson_t *scopes,
                                     int64_t now_ms, int64_t expires_ms, bson_error_t *error)
 {
-    bson_t *doc = BCON_NEW("_id", BCON_UTF8(hash), "kind", BCON_UTF8("session"), "name",
-                           BCON_UTF8(name), "scopes", BCON_ARRAY(scopes), "created_at",
-                           BCON_DATE_TIME(now_ms), "expires_at", BCON_DATE_TIME(expires_ms));
-    bool ok = insert(store, client, doc, now_ms, error);
-    bson_destroy(doc);
-    return ok;
+    return create(store, client, "session", hash, name, scopes, now_ms, expires_ms, NULL, error);
 }
 
 bool cohort_store_find_ui_session(cohort_store_t *store, mongoc_client_t *client,
@@ -130,10 +128,8 @@ bool cohort_store_end_token_sessions(cohort_store_t *store, mongoc_client_t *cli
     snprintf(name, sizeof name, "token %s", token_name);
     mongoc_collection_t *coll = store_collection(store, client, SESSIONS);
     bson_t *filter = BCON_NEW("kind", BCON_UTF8("session"), "name", BCON_UTF8(name));
-    bson_t reply;
-    bool ok = mongoc_collection_delete_many(coll, filter, NULL, &reply, error);
-    *ended = ok ? store_int64_field(&reply, "deletedCount", 0) : 0;
-    bson_destroy(&reply);
+    bool ok = store_write(coll, STORE_DELETE_MANY, filter, NULL, NULL, "deletedCount", ended,
+                          error);
     bson_destroy(filter);
     mongoc_collection_destroy(coll);
     return ok;

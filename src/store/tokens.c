@@ -8,6 +8,8 @@
 #include "store/tokens.h"
 
 #include "store/internal.h"
+#include "store/listing.h"
+#include "store/store.h"
 
 #define TOKENS "tokens"
 
@@ -53,14 +55,12 @@ bool cohort_store_create_token(cohort_store_t *store, mongoc_client_t *client, c
 bool cohort_store_each_token(cohort_store_t *store, mongoc_client_t *client,
                              cohort_store_doc_fn fn, void *user, bson_error_t *error)
 {
-    mongoc_collection_t *tokens = store_collection(store, client, TOKENS);
     bson_t filter = BSON_INITIALIZER;
     bson_t *opts = BCON_NEW("projection", "{", "hash", BCON_INT32(0), "}", "sort", "{", "_id",
                             BCON_INT32(1), "}");
-    bool ok = store_walk_cursor(mongoc_collection_find_with_opts(tokens, &filter, opts, NULL),
-                                fn, user, error);
+    bool ok = store_walk_find(store_collection(store, client, TOKENS), &filter, opts, fn, user,
+                              error);
     bson_destroy(opts);
-    mongoc_collection_destroy(tokens);
     return ok;
 }
 
@@ -69,10 +69,10 @@ bool cohort_store_revoke_token(cohort_store_t *store, mongoc_client_t *client, c
 {
     mongoc_collection_t *tokens = store_collection(store, client, TOKENS);
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(name));
-    bson_t reply;
-    bool ok = mongoc_collection_delete_one(tokens, filter, NULL, &reply, error);
-    *found = ok && store_int64_field(&reply, "deletedCount", 0) > 0;
-    bson_destroy(&reply);
+    int64_t deleted = 0;
+    bool ok = store_write(tokens, STORE_DELETE_ONE, filter, NULL, NULL, "deletedCount", &deleted,
+                          error);
+    *found = deleted > 0;
     bson_destroy(filter);
     mongoc_collection_destroy(tokens);
     return ok;

@@ -6,7 +6,12 @@
  * Each is one or two bulk commands whose filters re-check the state they change, so running
  * one twice, or on two nodes during a takeover, never undoes or doubles the other's work.
  */
+#include "store/upkeep.h"
+
+#include "store/claims.h"
 #include "store/internal.h"
+#include "store/operator.h"
+#include "store/store.h"
 
 #include "core/clock.h"
 
@@ -26,16 +31,9 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
     bson_t *missing = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$exists",
                                BCON_BOOL(false), "}");
     bson_t *due = BCON_NEW("$currentDate", "{", "run_at", BCON_BOOL(true), "}");
-    bson_t *malformed = BCON_NEW(
-        "status", BCON_UTF8("pending"), "$or", "[", "{", "attempts", "{", "$exists",
-        BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("number"), "}", "}", "}", "{", "run_at",
-        "{", "$exists", BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("date"), "}", "}", "}",
-        "]");
-    bson_t *fail = BCON_NEW("$set", "{", "status", BCON_UTF8("failed"), "last_error",
-                            BCON_UTF8("malformed task: 'attempts' must be a number and 'run_at' "
-                                      "a date"),
-                            "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
     bool ok = store_update_queue(store, client, service, missing, due, made_due, error);
+    bson_destroy(due);
+    bson_destroy(missing);
     if (ok) {
         /* Claims sort on priority: a task without one (written by hand) gets 0. */
         bson_t *unranked = BCON_NEW("status", BCON_UTF8("pending"), "priority", BCON_NULL);
@@ -46,12 +44,20 @@ bool cohort_store_repair_tasks(cohort_store_t *store, mongoc_client_t *client,
         bson_destroy(rank);
         bson_destroy(unranked);
     }
-    if (ok && check_types)
+    if (ok && check_types) {
+        bson_t *malformed = BCON_NEW(
+            "status", BCON_UTF8("pending"), "$or", "[", "{", "attempts", "{", "$exists",
+            BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("number"), "}", "}", "}", "{",
+            "run_at", "{", "$exists", BCON_BOOL(true), "$not", "{", "$type", BCON_UTF8("date"),
+            "}", "}", "}", "]");
+        bson_t *fail = BCON_NEW("$set", "{", "status", BCON_UTF8("failed"), "last_error",
+                                BCON_UTF8("malformed task: 'attempts' must be a number and "
+                                          "'run_at' a date"),
+                                "}", "$currentDate", "{", "finished_at", BCON_BOOL(true), "}");
         ok = store_update_queue(store, client, service, malformed, fail, quarantined, error);
-    bson_destroy(fail);
-    bson_destroy(malformed);
-    bson_destroy(due);
-    bson_destroy(missing);
+        bson_destroy(fail);
+        bson_destroy(malformed);
+    }
     return ok;
 }
 
@@ -275,11 +281,8 @@ bool cohort_store_purge(cohort_store_t *store, mongoc_client_t *client, const ch
         bson_t del = BSON_INITIALIZER;
         store_append_id_in(&del, &ids);
         BSON_APPEND_UTF8(&del, "status", status);
-        bson_t reply;
-        ok = mongoc_collection_delete_many(tasks, &del, NULL, &reply, error);
-        if (ok)
-            *deleted = store_int64_field(&reply, "deletedCount", 0);
-        bson_destroy(&reply);
+        ok = store_write(tasks, STORE_DELETE_MANY, &del, NULL, NULL, "deletedCount", deleted,
+                         error);
         bson_destroy(&del);
     }
     bson_destroy(&ids);

@@ -1,5 +1,5 @@
 /*
- * watch.c - change streams on the inserts into a service's queue (see store.h).
+ * watch.c - change streams on the inserts into a service's queue (see watch.h).
  *
  * One stream per queue, on the queue collection: the database-level stream that would serve
  * every queue of a node at once is standard MongoDB, but the local test server answers it with
@@ -11,7 +11,10 @@
  * maxAwaitTimeMS on the server, longer than a pooled connection's socket timeout may allow,
  * and a connection held for the node's whole life would shrink the pool.
  */
+#include "store/watch.h"
+
 #include "store/internal.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

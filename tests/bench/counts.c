@@ -17,7 +17,7 @@
  * Prints one line: "filled tasks=N seconds=S pending=.. claimed=.. ..." (the mix it wrote).
  *
  * time: R rounds (default 5); each round times, in this order, the store calls a count
- * uses (cohort_store_* from src/store/store.h, through the product's code):
+ * uses (cohort_store_* from src/store/, through the product's code):
  *   status     cohort_store_count_statuses over the 5 statuses (5 count commands)
  *   status_agg cohort_store_count_tasks (one aggregation grouping by status)
  *   kind       cohort_store_count_by(kind) (one aggregation grouping by kind and status)
@@ -34,6 +34,8 @@
 #include <time.h>
 
 #include "store/store.h"
+#include "store/queries.h"
+#include "store/services.h"
 
 #define FILL_CHUNK 10000
 #define DAY_MS (24 * 3600 * 1000LL)

@@ -26,7 +26,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/nodes.h"
+#include "store/queries.h"
+#include "store/upkeep.h"
+#include "store/services.h"
 
 #define MAX_CAPTURED 64
 #define NODE_ID "explain-node"

@@ -32,6 +32,9 @@
 #include "cluster.h"
 #include "support.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 #define SERVICE "roll"
 #define SLACK_MS 200

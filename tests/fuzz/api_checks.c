@@ -14,6 +14,7 @@
 #include "core/settings.h"
 #include "node/http/api_lease.h"
 #include "node/http/api_ops.h"
+#include "store/operator.h"
 
 void fuzz_check_refusal(const cohort_api_error_t *err)
 {

@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "node/service.h"
 #include "node/work/task.h"
+#include "store/outcomes.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -18,6 +18,7 @@
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
+#include "store/store.h"
 
 #define SERVICE "web"
 #define TASKS "/api/v1/services/" SERVICE "/tasks"

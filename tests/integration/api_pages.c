@@ -14,6 +14,7 @@
 #include "http_client.h"
 #include "support.h"
 #include "core/token.h"
+#include "store/store.h"
 
 #define SERVICE "web"
 #define TASKS "/api/v1/services/" SERVICE "/tasks"

@@ -13,6 +13,7 @@
 #include "core/token.h"
 #include "node/http/api.h"
 #include "store/store.h"
+#include "store/insert.h"
 #include "store/tokens.h"
 
 #define SERVICE "crond"

@@ -19,7 +19,11 @@
 #include "node/http/api_parse.h"
 #include "node/primary/election.h"
 #include "node/work/filter.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/leases.h"
+#include "store/nodes.h"
+#include "store/outcomes.h"
 #include "store/tokens.h"
 
 #define SERVICE "ext"

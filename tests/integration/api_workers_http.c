@@ -21,6 +21,7 @@
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
+#include "store/store.h"
 
 #define SERVICE "ext"
 #define QUEUE "queue_" SERVICE

@@ -22,6 +22,7 @@
 #include "node/primary/election.h"
 #include "node/service.h"
 #include "store/store.h"
+#include "store/queries.h"
 
 #define SERVICE "badin"
 #define NODE "node-badin"

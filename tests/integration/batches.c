@@ -31,7 +31,13 @@
 #include "node/handler/context.h"
 #include "node/primary/election.h"
 #include "node/service.h"
+#include "store/batches.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/primacy.h"
+#include "store/services.h"
 #include "node/work/task.h"
 
 #define SERVICE "batches"

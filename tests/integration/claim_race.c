@@ -14,7 +14,11 @@
 
 #include "support.h"
 #include "core/clock.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/outcomes.h"
+#include "store/services.h"
 
 #define TASKS 2000
 #define THREADS 8

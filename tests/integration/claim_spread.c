@@ -16,7 +16,9 @@
 
 #include "support.h"
 #include "core/clock.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
 
 #define SERVICE "spread"
 #define QUEUE "queue_" SERVICE

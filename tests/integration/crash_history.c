@@ -13,6 +13,9 @@
 #include "support.h"
 #include "core/clock.h"
 #include "store/store.h"
+#include "store/nodes.h"
+#include "store/operator.h"
+#include "store/upkeep.h"
 
 #define SERVICE "crashes"
 

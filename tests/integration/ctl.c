@@ -9,6 +9,9 @@
 
 #include "support.h"
 #include "core/clock.h"
+#include "store/nodes.h"
+#include "store/primacy.h"
+#include "store/services.h"
 #include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "store/services.h"
 #include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"

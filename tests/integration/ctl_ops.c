@@ -14,6 +14,8 @@
 
 #include "support.h"
 #include "store/store.h"
+#include "store/nodes.h"
+#include "store/operator.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 

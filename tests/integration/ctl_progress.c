@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "support.h"
+#include "store/services.h"
 #include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"

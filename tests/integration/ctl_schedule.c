@@ -11,6 +11,7 @@
 
 #include "support.h"
 #include "store/store.h"
+#include "store/services.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 

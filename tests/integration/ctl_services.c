@@ -16,6 +16,8 @@
 
 #include "support.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/services.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 

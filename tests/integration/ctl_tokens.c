@@ -10,7 +10,6 @@
 
 #include "support.h"
 #include "core/token.h"
-#include "store/store.h"
 
 #define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 

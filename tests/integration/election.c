@@ -14,6 +14,8 @@
 #include "core/clock.h"
 #include "node/primary/election.h"
 #include "store/store.h"
+#include "store/primacy.h"
+#include "store/services.h"
 
 #define SERVICE "elect"
 #define TAKEOVER_MS 400

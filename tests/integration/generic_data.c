@@ -23,7 +23,8 @@
 #include "node/handler/context.h"
 #include "node/primary/election.h"
 #include "node/service.h"
-#include "store/store.h"
+#include "store/claims.h"
+#include "store/primacy.h"
 #include "node/work/task.h"
 
 #define SERVICE "gdata"

@@ -21,6 +21,7 @@
 #include "node/handler/context.h"
 #include "node/handler/isolate.h"
 #include "node/work/task.h"
+#include "store/outcomes.h"
 
 TestSuite(isolate, .timeout = 60);
 

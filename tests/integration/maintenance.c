@@ -25,7 +25,12 @@
 #include "node/handler/context.h"
 #include "node/primary/election.h"
 #include "node/service.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/outcomes.h"
+#include "store/upkeep.h"
 
 #define SERVICE "maint"
 #define QUEUE "queue_" SERVICE

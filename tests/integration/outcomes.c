@@ -17,7 +17,12 @@
 #include "core/clock.h"
 #include "node/handler/context.h"
 #include "node/service.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/outcomes.h"
+#include "store/upkeep.h"
 #include "node/work/task.h"
 
 #define SERVICE "outcomes"

@@ -11,6 +11,9 @@
 #include "support.h"
 #include "core/schedule.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/schedules.h"
+#include "store/services.h"
 
 #define SERVICE "cronstore"
 

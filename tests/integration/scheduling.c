@@ -31,7 +31,15 @@
 #include "node/handler/context.h"
 #include "node/primary/election.h"
 #include "node/service.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/groups.h"
+#include "store/insert.h"
+#include "store/nodes.h"
+#include "store/outcomes.h"
+#include "store/queries.h"
+#include "store/services.h"
+#include "store/upkeep.h"
 
 #define SERVICE "sched"
 #define QUEUE "queue_" SERVICE

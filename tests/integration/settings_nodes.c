@@ -11,6 +11,7 @@
 
 #include "node/status/service_settings.h"
 #include "store/store.h"
+#include "store/nodes.h"
 #include "support.h"
 
 #define SERVICE "svc"

@@ -10,7 +10,11 @@
 
 #include "support.h"
 #include "core/clock.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/leases.h"
+#include "store/outcomes.h"
+#include "store/upkeep.h"
 
 #define SERVICE "suspects"
 

@@ -28,6 +28,7 @@
 #include "store/history.h"
 #include "store/sessions.h"
 #include "store/store.h"
+#include "store/nodes.h"
 #include "store/tokens.h"
 
 #define SERVICE "web"

@@ -22,6 +22,8 @@
 #include "node/primary/election.h"
 #include "node/service.h"
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/services.h"
 
 #define SERVICE "unique"
 #define QUEUE "queue_" SERVICE

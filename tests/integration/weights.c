@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "store/claims.h"
 #include "store/store.h"
+#include "store/insert.h"
 #include "support.h"
 
 #define SERVICE "weights"

@@ -11,6 +11,9 @@ module (`node/service`), and fails (exit 1) on
   - a public header (include/) that includes a file of src/: the ABI must stand alone,
   - an include that breaks a rule between node/'s sub-folders (NODE_RULES) or a cohortctl
     file that uses node/ beyond node/status/ (CLI_NODE_USES),
+  - a pure module of store/ (STORE_PURE: document shaping, no I/O) that includes another
+    module of store/ that is not pure, which would hide a circle of calls behind a header
+    (runs.c's database calls live in nodes.c, which calls runs.c, never the other way),
 printing each offence with the file and line that make it. When the graph is clean it
 prints a short summary of the layers (modules, and the arrows between layers) and exits 0.
 
@@ -50,6 +53,9 @@ HTTP_STARTED_BY = {"node/node"}
 # cohortctl, which shares node/'s read models and nothing else of node/.
 CLI_DAEMON = {"cli/cohortd"}
 CLI_NODE_USES = {"node/status"}
+# store/'s pure modules: they shape and read documents and call no database function, so
+# they include only each other (and core/). nodes.c calls runs.c; runs.c calls nothing back.
+STORE_PURE = {"store/doc", "store/runs"}
 
 
 def module_of(relpath):
@@ -170,6 +176,10 @@ def broken_rules(edges):
     for a in sorted(edges):
         for b in sorted(edges[a]):
             aa, ab = area_of(a), area_of(b)
+            if a in STORE_PURE and layer_of(b) == "store" and b not in STORE_PURE:
+                found.append((a, b, f"{a} is pure document shaping (STORE_PURE): it must not "
+                                    f"include {b}, which calls the database"))
+                continue
             if aa == ab:
                 continue
             if ab in NODE_RULES.get(aa, ()):

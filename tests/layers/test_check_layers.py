@@ -67,6 +67,18 @@ class CheckLayers(unittest.TestCase):
         self.assertNotIn("UPWARD", out)
         self.assertNotIn("CYCLE", out)
 
+    def test_a_pure_store_module_may_include_only_pure_ones(self):
+        pure = {"src/store/doc.h": "", "src/store/runs.h": '#include "store/doc.h"\n',
+                "src/store/runs.c": '#include "store/runs.h"\n#include "core/log.h"\n'}
+        status, out = run({**CLEAN, **pure})
+        self.assertEqual(status, 0, out)
+        self.fails({**pure,
+                    "src/store/runs.c": '#include "store/runs.h"\n#include "store/store.h"\n'},
+                   "RULE store/runs -> store/store: store/runs is pure document shaping "
+                   "(STORE_PURE): it must not include store/store, which calls the database "
+                   "(src/store/runs.c:2)",
+                   "1 broken folder rule(s)")
+
     def test_an_upward_arrow_fails_naming_the_file_and_line(self):
         self.fails({"src/core/clock.h": '\n#include "node/work/task.h"\n'},
                    "UPWARD core/clock -> node/work/task: layer core must not include layer node "

@@ -21,6 +21,7 @@
 #include "core/token.h"
 #include "node/http/api_pool.h"
 #include "store/tokens.h"
+#include "store/store.h"
 
 void test_api_token(cohort_store_t *store, mongoc_client_t *client, const char *name,
                     const char *scopes, char *token)

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "store/insert.h"
+#include "store/nodes.h"
 #include "support.h"
 #include "core/taskopts.h"
 

@@ -177,6 +177,9 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 #include <sys/wait.h>
 
 #include "core/clock.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 extern char **environ;
 

@@ -6,7 +6,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "store/store.h"
+#include "store/insert.h"
 
 Test(partition, one_partition_puts_every_task_in_zero)
 {

@@ -14,6 +14,7 @@
 #include "core/taskopts.h"
 #include "node/work/capacity.h"
 #include "support.h"
+#include "store/claims.h"
 
 #define NOOP_SO COHORT_BUILD_DIR "/handlers/cohort_noop.so"
 

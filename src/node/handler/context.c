@@ -19,6 +19,10 @@
 #include "core/taskopts.h"
 #include "core/error.h"
 #include "core/jsondoc.h"
+#include "store/batches.h"
+#include "store/data.h"
+#include "store/insert.h"
+#include "store/services.h"
 
 void cohort_ctx_init(cohort_ctx_t *ctx, cohort_service_t *service, mongoc_client_t *client,
                      bool fenced)

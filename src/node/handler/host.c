@@ -12,6 +12,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "node/live_settings.h"
+#include "store/store.h"
+#include "store/outcomes.h"
 
 int64_t cohort_task_retry_delay_ms(int64_t base_ms, int64_t attempt)
 {

@@ -20,6 +20,8 @@
 #include "core/config.h"
 #include "node/handler/context.h"
 #include "node/runtime.h"
+#include "store/store.h"
+#include "store/outcomes.h"
 
 /* Delay before the retry that follows failed attempt `attempt` (1-based): retry n (n = 0 for
  * the first retry) waits base_ms * 2^n. Saturates instead of overflowing; never more than

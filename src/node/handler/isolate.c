@@ -37,6 +37,7 @@
 #include "core/error.h"
 #include "core/wake.h"
 #include "node/handler/isolate_wire.h"
+#include "store/outcomes.h"
 
 #define START_TIMEOUT_MS 30000         /* exec, config, handler init(): until ready */
 #define STOP_WAIT_MS 2000              /* after closing its socket, before SIGKILL */

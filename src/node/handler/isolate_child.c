@@ -25,6 +25,7 @@
 #include "node/handler/host.h"
 #include "node/handler/isolate_wire.h"
 #include "store/store.h"
+#include "store/outcomes.h"
 
 static int hello_failed(int fd, const char *fmt, ...) COHORT_PRINTF(2, 3);
 static int hello_failed(int fd, const char *fmt, ...)

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/token.h"
 #include "store/tokens.h"
+#include "store/store.h"
 
 #define LAST_USED_EVERY_MS 60000
 

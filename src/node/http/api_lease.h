@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "node/http/api_parse.h"
-#include "store/store.h"
 
 #define COHORT_API_CLAIM_MAX 100   /* tasks one claim call may take */
 #define COHORT_API_LEASE_MIN_MS 1000

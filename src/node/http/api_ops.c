@@ -15,6 +15,9 @@
 
 #include "core/error.h"
 #include "node/status/service_settings.h"
+#include "store/nodes.h"
+#include "store/operator.h"
+#include "store/services.h"
 
 /* The author for a task's history and the switches: "api token NAME". */
 static void author(const cohort_api_call_t *call, char *by, size_t len)

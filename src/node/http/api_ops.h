@@ -18,7 +18,7 @@
 #include "core/status.h"
 #include "node/http/api_parse.h"
 #include "node/http/api_tasks.h"
-#include "store/store.h"
+#include "store/operator.h"
 
 /* The most tasks one tasks:bulk request changes (or counts): ten of the store's pages, so a
  * request holds the node's loop for a bounded time. `more` in the answer says to call again. */

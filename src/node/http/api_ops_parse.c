@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/settings.h"
+#include "store/operator.h"
 
 #define bad_request(err, ...) cohort_api_fail((err), 400, "bad_request", __VA_ARGS__)
 

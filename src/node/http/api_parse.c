@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "core/token.h"
+#include "store/leases.h"
 
 #define API_PREFIX "/api/v1/"
 #define CURSOR_PREFIX "c1."

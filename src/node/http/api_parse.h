@@ -16,7 +16,8 @@
 
 #include "core/jsondoc.h"
 #include "core/taskopts.h"
-#include "store/store.h" /* cohort_lease_ref_t */
+#include "store/claims.h"
+#include "store/leases.h"
 
 #define COHORT_API_LIST_DEFAULT 50
 #define COHORT_API_LIST_MAX 500

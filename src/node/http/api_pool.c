@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/wake.h"
+#include "store/store.h"
 
 typedef struct job job_t;
 struct job {

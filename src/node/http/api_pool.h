@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "node/http/api.h"
+#include "store/store.h"
 
 struct event_base;
 

@@ -18,6 +18,7 @@
 #include "node/status/api_json.h"
 #include "node/http/api_tasks.h"
 #include "store/sessions.h"
+#include "store/store.h"
 
 #define SESSION_PATH "/api/v1/session"
 

@@ -19,6 +19,11 @@
 #include "node/status/service_status.h"
 #include "store/listing.h"
 #include "store/requests.h"
+#include "store/batches.h"
+#include "store/claims.h"
+#include "store/nodes.h"
+#include "store/queries.h"
+#include "store/services.h"
 
 bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, const char *what)
 {

@@ -18,6 +18,10 @@
 #include "store/audit.h"
 #include "store/history.h"
 #include "store/listing.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/queries.h"
+#include "store/services.h"
 
 #define WHOAMI "/api/v1/whoami"
 #define AUDIT "/api/v1/audit"

@@ -21,6 +21,7 @@
 
 #include "node/http/api_parse.h"
 #include "node/http/api_tasks.h"
+#include "store/store.h"
 
 /* Whether `path` is one of these endpoints' (routed by cohort_api_ui_route()). */
 bool cohort_api_ui_owns(const char *path);

@@ -33,6 +33,11 @@
 #include "node/primary/election.h"
 #include "node/work/filter.h"
 #include "node/handler/host.h"
+#include "store/claims.h"
+#include "store/store.h"
+#include "store/groups.h"
+#include "store/leases.h"
+#include "store/outcomes.h"
 
 _Static_assert(COHORT_SECRET_HEX_SIZE == COHORT_CLAIM_TOKEN_SIZE,
                "an external claim's token is a secret from core/token.h");

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "node/http/api_tasks.h" /* cohort_api_call_t */
+#include "store/store.h"
 
 bool cohort_api_claim(cohort_api_call_t *call);
 bool cohort_api_heartbeat(cohort_api_call_t *call);

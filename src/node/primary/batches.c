@@ -10,6 +10,8 @@
 #include "core/log.h"
 #include "node/handler/context.h"
 #include "node/primary/maintenance.h"
+#include "store/batches.h"
+#include "store/upkeep.h"
 
 /* Runs the handler's callback for the draining batch and records its completion. */
 static void complete_batch(cohort_service_t *s, mongoc_client_t *client, int64_t epoch,

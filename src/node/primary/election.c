@@ -20,6 +20,10 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "node/primary/spread.h"
+#include "store/batches.h"
+#include "store/store.h"
+#include "store/primacy.h"
+#include "store/services.h"
 
 void cohort_election_init(cohort_election_t *e, const char *service, const char *node_id,
                           int64_t takeover_ms)

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/batches.h"
 #include "store/store.h"
 
 typedef struct cohort_election {

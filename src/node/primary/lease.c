@@ -16,6 +16,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/wake.h"
+#include "store/store.h"
+#include "store/nodes.h"
 
 struct cohort_lease_keeper {
     cohort_store_t *store;

@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "node/primary/election.h"
+#include "store/store.h"
 
 typedef struct cohort_lease_keeper cohort_lease_keeper_t;
 

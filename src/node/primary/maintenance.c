@@ -8,6 +8,10 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "store/leases.h"
+#include "store/nodes.h"
+#include "store/queries.h"
+#include "store/upkeep.h"
 
 /* A quarter of the shorter retention, between the maintenance's interval and
  * COHORT_PURGE_INTERVAL_MS: short test retentions purge promptly, days-long ones rarely. */

@@ -18,6 +18,8 @@
 #include "core/log.h"
 #include "core/timefmt.h"
 #include "node/handler/context.h"
+#include "store/schedules.h"
+#include "store/services.h"
 
 #define COUNT_CAP 100000 /* slots counted one by one at most (for the skipped count) */
 

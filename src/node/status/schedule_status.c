@@ -13,6 +13,10 @@
 #include "core/cron.h"
 #include "core/schedule.h"
 #include "node/status/api_json.h"
+#include "store/store.h"
+#include "store/queries.h"
+#include "store/schedules.h"
+#include "store/services.h"
 
 /* The next slot after `after` of a series "CRON @ ZONE", into *next; false if unreadable. */
 static bool next_of_series(const char *series, int64_t after, int64_t *next)

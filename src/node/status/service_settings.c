@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "store/listing.h"
+#include "store/store.h"
+#include "store/nodes.h"
+#include "store/services.h"
 
 bool cohort_service_settings_read(cohort_store_t *store, mongoc_client_t *client,
                                   const cohort_config_t *config, const char *service,

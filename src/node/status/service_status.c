@@ -12,6 +12,9 @@
 #include "core/timefmt.h"
 #include "node/status/api_json.h"
 #include "node/status/service_settings.h"
+#include "store/store.h"
+#include "store/queries.h"
+#include "store/services.h"
 
 /* The fields of one switch's subdocument {reason, by, at}. */
 static void read_switch(bson_iter_t *entry, cohort_switch_t *sw)

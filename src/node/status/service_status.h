@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/queries.h"
 
 /* One switch of a service's config document: `which` ("pause"/"block") for `kind` ("*": the
  * whole service). Strings point into the document. */

@@ -3,7 +3,7 @@
  */
 #include "node/work/capacity.h"
 
-#include "store/store.h"
+#include "store/claims.h"
 
 /* Lock held. */
 static int64_t capacity_of(const cohort_service_t *s)

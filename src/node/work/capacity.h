@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "node/runtime.h"
+#include "store/claims.h"
 
 /* Lock held. True if a claim may start: none is in flight and some room is left. */
 bool cohort_capacity_may_claim(const cohort_service_t *service);

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "store/upkeep.h"
 
 #define CHECKIN_CHUNK 256
 void cohort_checkins_run(cohort_service_t *s, mongoc_client_t *client)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "store/groups.h"
 
 static void free_strings(char **v, size_t n)
 {

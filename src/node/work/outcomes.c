@@ -11,6 +11,8 @@
 
 #include "core/log.h"
 #include "node/work/task.h"
+#include "store/outcomes.h"
+#include "store/queries.h"
 
 /* Whether the history entry `entry` (a document) records run `run` of this node as reported:
  * its node and attempt, and an `outcome`. A reset (stall, node expiry, release) writes an

@@ -11,6 +11,7 @@
 #include "node/handler/context.h"
 #include "node/handler/host.h"
 #include "node/runtime.h"
+#include "store/outcomes.h"
 
 /* Writes runs[0 .. *n_runs) (their results, borrowed) in one bulk write, through `outcomes`
  * (scratch room for as many); if the database is away, one by one with the retries of

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "node/work/capacity.h"
+#include "store/claims.h"
 
 /* Whether the ready task `doc` is of a kind the switches stop (lock held). */
 static bool stopped(const cohort_service_t *s, const bson_t *doc)

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/error.h"
 #include "node/handler/isolate.h"
+#include "store/outcomes.h"
 
 static void sleep_ms(int64_t ms)
 {

@@ -16,6 +16,7 @@
 #include "node/handler/context.h"
 #include "node/handler/host.h"
 #include "node/runtime.h"
+#include "store/outcomes.h"
 
 /* Parses the task in `claimed` (a document returned by a claim) and runs it: through the
  * handler on the calling thread (isolation = thread), or in one of the service's worker

@@ -16,6 +16,8 @@
 #include "core/log.h"
 #include "core/wake.h"
 #include "node/work/task.h"
+#include "store/store.h"
+#include "store/outcomes.h"
 
 #define IDLE_MS 60000 /* no deadline: look again after this long anyway */
 

@@ -17,6 +17,8 @@
 #include "core/log.h"
 #include "core/wake.h"
 #include "node/work/workers.h"
+#include "store/store.h"
+#include "store/watch.h"
 
 #define RETRY_FIRST_MS 1000
 #define RETRY_MAX_MS 30000

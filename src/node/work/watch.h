@@ -4,7 +4,7 @@
  * Workers that found their queue empty park until the next tick (workers.h). With
  * `wake = change_stream`, one thread per hosted service watches the inserts into its queue
  * (and the updates that make a task pending again: a claim given back, a retry)
- * (store.h: cohort_store_watch_*) and wakes the parked workers at once
+ * (store/watch.h: cohort_store_watch_*) and wakes the parked workers at once
  * (cohort_workers_wake()), so a task enqueued into an idle cluster starts within a round trip
  * or two instead of up to a tick later. Every insert wakes; the claim itself decides whether
  * a task is due, so a delayed task costs one empty claim.
@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "node/runtime.h"
+#include "store/store.h"
 
 typedef struct cohort_watcher cohort_watcher_t;
 

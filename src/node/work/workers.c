@@ -33,6 +33,10 @@
 #include "node/work/ready.h"
 #include "node/work/task.h"
 #include "node/work/timeouts.h"
+#include "store/claims.h"
+#include "store/store.h"
+#include "store/groups.h"
+#include "store/outcomes.h"
 
 typedef enum take {
     TAKE_STOP,  /* the service is stopping */
