@@ -77,6 +77,10 @@ void ctl_reset_getopt(void);
 /* After getopt_long() returned '?' or ':': the argument it stopped at ("--frob"). */
 const char *ctl_bad_arg(char **argv);
 
+/* The options of a command that takes `--json` and nothing else (`nodes`, `doctor`): sets
+ * *json, or prints "cohortctl COMMAND: unexpected argument '...'" and returns false. */
+bool ctl_json_only(ctl_t *ctl, int argc, char **argv, const char *command, bool *json);
+
 /* Strict integer: the whole of `text`, no overflow. */
 bool ctl_parse_int(const char *text, int64_t *out);
 

@@ -124,6 +124,26 @@ const char *ctl_bad_arg(char **argv)
     return argv[optind - 1];
 }
 
+bool ctl_json_only(ctl_t *ctl, int argc, char **argv, const char *command, bool *json)
+{
+    struct option options[CLI_MAX_OPTIONS + 1];
+    ctl_longopts(ctl, options);
+    int opt, given = 0;
+    bool bad = false;
+    ctl_reset_getopt();
+    while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+        bad |= opt != 'j';
+        given++;
+    }
+    *json = given == 1 && !bad;
+    if (bad || given > 1 || optind < argc) {
+        fprintf(stderr, "cohortctl %s: unexpected argument '%s'\n", command,
+                optind < argc ? argv[optind] : ctl_bad_arg(argv));
+        return false;
+    }
+    return true;
+}
+
 bool ctl_parse_int(const char *text, int64_t *out)
 {
     char *end;

@@ -327,22 +327,9 @@ static void free_doctor(doctor_t *d)
 /* cohortctl doctor [--json] */
 int cmd_doctor(ctl_t *ctl, int argc, char **argv)
 {
-    struct option options[CLI_MAX_OPTIONS + 1];
-    ctl_longopts(ctl, options);
     doctor_t d = {.ctl = ctl};
-    int opt, given = 0;
-    bool bad = false;
-    ctl_reset_getopt();
-    while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
-        bad |= opt != 'j';
-        given++;
-    }
-    d.json = given == 1 && !bad;
-    if (bad || given > 1 || optind < argc) {
-        fprintf(stderr, "cohortctl doctor: unexpected argument '%s'\n",
-                optind < argc ? argv[optind] : ctl_bad_arg(argv));
+    if (!ctl_json_only(ctl, argc, argv, "doctor", &d.json))
         return CTL_USAGE;
-    }
     if (!ctl_reach_database(ctl, &d.now))
         return CTL_FAILED;
     cohort_settings_t file;

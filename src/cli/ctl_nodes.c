@@ -76,24 +76,11 @@ static bool list_node(void *user, const bson_t *doc, bson_error_t *error)
 /* cohortctl nodes [--json] */
 int cmd_nodes(ctl_t *ctl, int argc, char **argv)
 {
-    struct option options[CLI_MAX_OPTIONS + 1];
-    ctl_longopts(ctl, options);
     cohort_settings_t file; /* the file's takeover_ms, or the table's default */
     cohort_settings_from_config(ctl->config, NULL, &file);
     node_list_t list = {.lease = file.takeover_ms};
-    int opt, given = 0;
-    bool bad = false;
-    ctl_reset_getopt();
-    while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
-        bad |= opt != 'j';
-        given++;
-    }
-    list.json = given == 1 && !bad;
-    if (bad || given > 1 || optind < argc) {
-        fprintf(stderr, "cohortctl nodes: unexpected argument '%s'\n",
-                optind < argc ? argv[optind] : ctl_bad_arg(argv));
+    if (!ctl_json_only(ctl, argc, argv, "nodes", &list.json))
         return CTL_USAGE;
-    }
     if (!ctl_reach_database(ctl, &list.now))
         return CTL_FAILED;
     bson_error_t error;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/jsondoc.h"
 #include "store/indexes.h"
 #include "store/internal.h"
 
@@ -59,21 +60,11 @@ static void describe_concerns(mongoc_client_t *client, const bson_t *defaults,
     bson_iter_t it;
     bson_t doc;
     if (defaults && bson_iter_init_find(&it, defaults, "defaultWriteConcern") &&
-        BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        uint32_t n;
-        const uint8_t *data;
-        bson_iter_document(&it, &n, &data);
-        bson_init_static(&doc, data, n);
+        cohort_iter_doc(&it, &doc))
         concern_text(&doc, server_wc, sizeof server_wc);
-    }
     if (defaults && bson_iter_init_find(&it, defaults, "defaultReadConcern") &&
-        BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        uint32_t n;
-        const uint8_t *data;
-        bson_iter_document(&it, &n, &data);
-        bson_init_static(&doc, data, n);
+        cohort_iter_doc(&it, &doc))
         concern_text(&doc, server_rc, sizeof server_rc);
-    }
     out->majority_writes =
         w == MONGOC_WRITE_CONCERN_W_MAJORITY ||
         (w == MONGOC_WRITE_CONCERN_W_DEFAULT && !wtag && strstr(server_wc, "majority") != NULL);
@@ -247,8 +238,7 @@ bool cohort_doctor_missing_indexes(cohort_store_t *store, mongoc_client_t *clien
         bson_uint32_to_string(n++, &k, key, sizeof key);
         BSON_APPEND_DOCUMENT(&existing, k, doc);
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     mongoc_collection_destroy(tasks);
     bson_t specs;
     cohort_store_queue_indexes(&specs);

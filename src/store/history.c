@@ -56,8 +56,7 @@ static bool oldest_due(mongoc_collection_t *queue, int64_t now_ms, int64_t *run_
     if (mongoc_cursor_next(cursor, &doc) && bson_iter_init_find(&it, doc, "run_at") &&
         BSON_ITER_HOLDS_DATE_TIME(&it))
         *run_at = bson_iter_date_time(&it);
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
     bson_destroy(filter);
     return ok;

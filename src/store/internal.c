@@ -150,8 +150,7 @@ bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc
         bson_copy_to(next, doc);
         *found = true;
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
     return ok;
 }
@@ -181,8 +180,7 @@ bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_
             bson_append_value(ids, k, -1, bson_iter_value(&it));
         }
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     return ok;
 }
 
@@ -264,5 +262,12 @@ bool store_fenced_update(cohort_store_t *store, mongoc_client_t *client, const c
     *applied = matched == 1;
     bson_destroy(&filter);
     mongoc_collection_destroy(services);
+    return ok;
+}
+
+bool store_cursor_done(mongoc_cursor_t *cursor, bson_error_t *error)
+{
+    bool ok = !mongoc_cursor_error(cursor, error);
+    mongoc_cursor_destroy(cursor);
     return ok;
 }

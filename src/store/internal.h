@@ -217,3 +217,6 @@ STORE_INTERNAL bool store_count_by_status(cohort_store_t *store, mongoc_client_t
                                           bson_error_t *error);
 
 #endif
+/* Ends a cursor: true unless it failed (then `error` says why); destroys it either way. */
+STORE_INTERNAL bool store_cursor_done(mongoc_cursor_t *cursor, bson_error_t *error);
+

@@ -173,8 +173,7 @@ bool cohort_store_expire_nodes(cohort_store_t *store, mongoc_client_t *client,
             BSON_APPEND_UTF8(&ids, k, bson_iter_utf8(&it, NULL));
         }
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     if (ok && n > 0) {
         bson_t release = BSON_INITIALIZER, in;
         BSON_APPEND_UTF8(&release, "status", "claimed");

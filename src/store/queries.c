@@ -90,8 +90,7 @@ bool store_count_by_status(cohort_store_t *store, mongoc_client_t *client, const
         else
             counts->other += value;
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
     bson_destroy(&pipeline);
     mongoc_collection_destroy(tasks);
@@ -135,8 +134,7 @@ bool cohort_store_count_by(cohort_store_t *store, mongoc_client_t *client, const
         }
         row(user, value, status, n);
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     mongoc_collection_destroy(tasks);
     bson_destroy(opts);
     bson_destroy(pipeline);

@@ -153,8 +153,7 @@ bool cohort_store_find_unique_task(cohort_store_t *store, mongoc_client_t *clien
         bson_oid_copy(bson_iter_oid(&it), oid);
         *found = true;
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
     bson_destroy(filter);
     mongoc_collection_destroy(tasks);

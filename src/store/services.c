@@ -123,8 +123,7 @@ bool cohort_store_read_services(cohort_store_t *store, mongoc_client_t *client,
                 break;
             }
     }
-    bool ok = !mongoc_cursor_error(cursor, error);
-    mongoc_cursor_destroy(cursor);
+    bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
     bson_destroy(&filter);
     mongoc_collection_destroy(services);

@@ -83,8 +83,8 @@ bool cohort_api_parse_claim(const bson_t *body, int64_t max_wait_ms, cohort_api_
     claim->lease_ms = COHORT_API_LEASE_DEFAULT_MS;
     bool seen_max = false, seen_wait = false, seen_lease = false, seen_kinds = false;
     bson_iter_t it;
-    if (!bson_iter_init(&it, body))
-        return bad_request(err, "the body is not a valid document");
+    if (!cohort_api_body_iter(body, &it, err))
+        return false;
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         bool ok;
@@ -130,8 +130,8 @@ bool cohort_api_parse_lease_body(const bson_t *body, cohort_api_endpoint_t endpo
                                                                : "none";
     bool seen_lease = false, seen_retry = false;
     bson_iter_t it;
-    if (!bson_iter_init(&it, body))
-        return bad_request(err, "the body is not a valid document");
+    if (!cohort_api_body_iter(body, &it, err))
+        return false;
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         bool ok;

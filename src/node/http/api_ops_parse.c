@@ -104,8 +104,8 @@ bool cohort_api_parse_bulk(const bson_t *body, cohort_api_bulk_t *bulk, cohort_a
     bool filtered = false, seen[N_FIELDS] = {false};
     static const char *const names[N_FIELDS] = {"action", "filter", "limit", "dry_run"};
     bson_iter_t it, filter;
-    if (!bson_iter_init(&it, body))
-        return bad_request(err, "the body is not a valid document");
+    if (!cohort_api_body_iter(body, &it, err))
+        return false;
     while (bson_iter_next(&it)) {
         int i = known_field(bson_iter_key(&it), names, seen, "", err);
         if (i < 0)
@@ -158,8 +158,8 @@ bool cohort_api_parse_settings(const bson_t *body, cohort_api_settings_patch_t *
 {
     memset(patch, 0, sizeof *patch);
     bson_iter_t it;
-    if (!bson_iter_init(&it, body))
-        return bad_request(err, "the body is not a valid document");
+    if (!cohort_api_body_iter(body, &it, err))
+        return false;
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         bson_error_t why;

@@ -38,6 +38,11 @@ bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, cons
 
 #define bad_request(err, ...) cohort_api_fail((err), 400, "bad_request", __VA_ARGS__)
 
+bool cohort_api_body_iter(const bson_t *body, bson_iter_t *it, cohort_api_error_t *err)
+{
+    return bson_iter_init(it, body) || bad_request(err, "the body is not a valid document");
+}
+
 /* ---- routes ---------------------------------------------------------------------------- */
 
 /* The text up to the next `sep` (or the end) into `out`, and *p past the `sep`; false if it is
@@ -494,8 +499,8 @@ bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
 {
     *kind = *reason = NULL;
     bson_iter_t it;
-    if (!bson_iter_init(&it, body))
-        return bad_request(err, "the body is not a valid document");
+    if (!cohort_api_body_iter(body, &it, err))
+        return false;
     while (bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         if (strcmp(key, "kind") == 0 && !*kind) {

@@ -77,6 +77,10 @@ typedef struct cohort_api_error {
     char message[512];
 } cohort_api_error_t;
 
+/* Starts `it` on a request body; false with a 400 ("the body is not a valid document") if
+ * libbson cannot iterate it. */
+bool cohort_api_body_iter(const bson_t *body, bson_iter_t *it, cohort_api_error_t *err);
+
 /* Fills `err` and returns false. */
 bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

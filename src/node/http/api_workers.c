@@ -74,6 +74,19 @@ static bool read_body(cohort_api_call_t *call, bson_t *body)
                                    call->err);
 }
 
+/* hosted(), then the call's JSON body into `body` (destroy it once this returned the service;
+ * on NULL there is nothing to destroy and `err` says why). */
+static cohort_service_t *hosted_body(cohort_api_call_t *call, bson_t *body)
+{
+    cohort_service_t *s = hosted(call);
+    if (!s)
+        return NULL;
+    if (read_body(call, body))
+        return s;
+    bson_destroy(body);
+    return NULL;
+}
+
 /* ---- POST /api/v1/services/{svc}/claims -------------------------------------------------- */
 
 /* The string at `key` of `doc`, or NULL. */
@@ -191,13 +204,12 @@ static bool claimable(cohort_service_t *s)
 
 bool cohort_api_claim(cohort_api_call_t *call)
 {
-    cohort_service_t *s = hosted(call);
+    bson_t body;
+    cohort_service_t *s = hosted_body(call, &body);
     if (!s)
         return false;
-    bson_t body;
     cohort_api_claim_t claim;
-    bool ok = read_body(call, &body) && cohort_api_parse_claim(&body, call->max_wait_ms, &claim,
-                                                               call->err);
+    bool ok = cohort_api_parse_claim(&body, call->max_wait_ms, &claim, call->err);
     int64_t now = cohort_clock_cluster_ms();
     bson_error_t error;
     if (ok && !call->request->again) {
@@ -313,13 +325,12 @@ static bool not_held(cohort_api_call_t *call, cohort_service_t *s,
 
 bool cohort_api_heartbeat(cohort_api_call_t *call)
 {
-    cohort_service_t *s = hosted(call);
+    bson_t body;
+    cohort_service_t *s = hosted_body(call, &body);
     if (!s)
         return false;
-    bson_t body;
     cohort_api_lease_body_t in;
-    bool ok = read_body(call, &body) &&
-              cohort_api_parse_lease_body(&body, call->route->endpoint, &in, call->err);
+    bool ok = cohort_api_parse_lease_body(&body, call->route->endpoint, &in, call->err);
     int64_t until = cohort_clock_cluster_ms() + in.lease_ms;
     bool held = false, cancel = false;
     bson_error_t error;
@@ -438,16 +449,15 @@ static bool finish(cohort_api_call_t *call, cohort_service_t *s, const cohort_ap
 
 bool cohort_api_lease_outcome(cohort_api_call_t *call)
 {
-    cohort_service_t *s = hosted(call);
+    bson_t body;
+    cohort_service_t *s = hosted_body(call, &body);
     if (!s)
         return false;
     const cohort_lease_ref_t *ref = &call->route->lease;
-    bson_t body;
     cohort_api_lease_body_t in;
     cohort_lease_state_t state;
     bson_error_t error;
-    bool ok = read_body(call, &body) &&
-              cohort_api_parse_lease_body(&body, call->route->endpoint, &in, call->err);
+    bool ok = cohort_api_parse_lease_body(&body, call->route->endpoint, &in, call->err);
     if (ok && !cohort_store_read_lease(call->store, call->client, ref, &state, &error))
         ok = cohort_api_fail_store(call->err, &error, "cannot read the task");
     bool applied = false;
