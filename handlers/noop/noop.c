@@ -15,7 +15,9 @@
  *   generate_every    = N     ... every N-th tick only (default 1), so tracked batches drain
  *   generate_tracked  = bool  generated tasks are tracked (default false)
  *   completed_log     = PATH  on_tasks_completed appends "<batch id> <succeeded> <failed>
- *                             <tasks iterated> <node id>" (one write, O_APPEND)
+ *                             <tasks iterated> <node id> <at ms>" (the last: when the callback
+ *                             ran, on the cluster clock, so that the chaos checker can place
+ *                             it before or after a dropped database) (one write, O_APPEND)
  *
  * On SIGHUP every option but the two paths and crash_on can change (the handler's reload
  * callback).
@@ -288,11 +290,11 @@ static bool noop_completed(cohort_ctx_t *ctx, void *state, cohort_batch_t *batch
                (long long)cohort_batch_failed(batch));
     if (n->completed_fd >= 0) {
         char line[256];
-        int len = snprintf(line, sizeof line, "%lld %lld %lld %lld %s\n",
+        int len = snprintf(line, sizeof line, "%lld %lld %lld %lld %s %lld\n",
                            (long long)cohort_batch_id(batch),
                            (long long)cohort_batch_succeeded(batch),
                            (long long)cohort_batch_failed(batch), iterated,
-                           cohort_ctx_node_id(ctx));
+                           cohort_ctx_node_id(ctx), (long long)cohort_now_ms(ctx));
         if (len < 0 || (size_t)len >= sizeof line ||
             write(n->completed_fd, line, (size_t)len) != (ssize_t)len) {
             cohort_ctx_set_error(ctx, "noop: completed_log write failed: %s", strerror(errno));

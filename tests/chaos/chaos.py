@@ -15,9 +15,9 @@ What it does (see tests/chaos/README.md for the reasoning):
      external workers (handlers/external-python/cohort_worker.py) with call journals;
   4. for --duration seconds injects random faults from a printed seed (kill -9, SIGSTOP,
      partition, slow link, database restart, clock skew, poison rounds; and what operators and
-     clients do: rolling restarts by SIGTERM, live settings changes, a duplicate node_id, worker
-     kills and freezes, dropped long-polls), logging each with its time in events.jsonl (the
-     fault timeline), and enqueues tasks with cohortctl;
+     clients do: rolling restarts by SIGTERM, live settings changes, a duplicate node_id, one
+     dropped database, worker kills and freezes, dropped long-polls), logging each with its
+     time in events.jsonl (the fault timeline), and enqueues tasks with cohortctl;
   5. heals everything, stops the generator (SIGHUP with generate_per_tick = 0) and waits for
      convergence (one live primary, nothing pending or claimed, every tracked batch
      completed) for at most --bound seconds, measuring the time;
@@ -90,10 +90,14 @@ SETTINGS = {"tick_ms": (150, 300), "takeover_ms": (1500, 2500), "stall_timeout_m
 
 # Fault kinds and their relative weights (poison rounds and the duplicate node_id are
 # scheduled separately, a few per run). drain: SIGTERM to nodes running long tasks, a rolling
-# restart of 2-3 nodes in a row; settings: a live settings change.
+# restart of 2-3 nodes in a row; settings: a live settings change. db_drop is not drawn: once
+# per run (any weight above 0; 0 disables it) the whole database is dropped, at a random time
+# in the middle third of the run.
 WEIGHTS = {"kill": 3, "pause": 2, "partition": 3, "slow": 1, "db_restart": 2, "skew": 1,
-           "drain": 3, "settings": 2, "worker_kill": 1, "worker_freeze": 1, "worker_drop": 1}
+           "drain": 3, "settings": 2, "worker_kill": 1, "worker_freeze": 1, "worker_drop": 1,
+           "db_drop": 1}
 WORKER_FAULTS = ("worker_kill", "worker_freeze", "worker_drop")
+ONCE = ("db_drop",)  # scheduled kinds, never drawn by weight
 
 
 def log(msg):
@@ -528,7 +532,7 @@ class Run:
     def inject(self):
         disrupted = sum(1 for n in self.nodes if n.state != "up")
         weights = self.args.faults
-        kinds = [k for k in weights if weights[k] > 0 and
+        kinds = [k for k in weights if weights[k] > 0 and k not in ONCE and
                  not (k == "db_restart" and self.db_down)]
         if not kinds:
             return
@@ -802,6 +806,50 @@ class Run:
         self.db_thread = threading.Thread(target=work, daemon=True)
         self.db_thread.start()
 
+    def db_drop(self):
+        """An operator drops the whole database (dropDatabase) while everything runs: every
+        task, batch, schedule state, setting and node record is gone. The nodes must recreate
+        their config documents and go on; tasks enqueued afterwards obey every invariant. The
+        API tokens are restored at once from what the driver read just before (an operator's
+        backup of them), so that the external workers keep working. The drop's wall-clock
+        window (t0 before the command, t1 after it) is what the checker places runs against.
+
+        The private database's H2 backend cannot drop anything in use (its maps stay closed and
+        every later command fails "Map ... is closed"), so there the same loss is made by
+        stopping the server, deleting its file and starting it again (mode "wipe": a restore
+        of an empty database); an external server (MONGODB_URI) gets dropDatabase."""
+        self.db_down = True  # no database restart meanwhile, nothing observed
+        self.pending_takeover = None
+
+        def work():
+            try:
+                db = self.client[self.database]
+                tokens = list(db["tokens"].find({}))
+                t0 = time.time()
+                if self.db.external:
+                    self.client.drop_database(self.database)
+                else:
+                    self.db.stop()
+                    for name in os.listdir(self.workdir):
+                        if name.startswith(os.path.basename(self.db.h2)):
+                            os.remove(os.path.join(self.workdir, name))
+                    self.db.start()
+                t1 = time.time()
+                if tokens:
+                    db["tokens"].insert_many(tokens)
+                mode = "dropDatabase" if self.db.external else "wipe"
+                self.event("fault", fault="db_drop", t0=round(t0, 3), t1=round(t1, 3),
+                           mode=mode, tokens_restored=len(tokens))
+                log(f"dropped the database {self.database} ({mode}, {(t1 - t0) * 1000:.0f} "
+                    f"ms); {len(tokens)} API token(s) restored")
+            except Exception as e:  # reported, and the run fails
+                self.event("setup_error", error=f"database drop: {e!r}")
+            finally:
+                self.db_down = False
+
+        self.db_thread = threading.Thread(target=work, daemon=True)
+        self.db_thread.start()
+
     def poison(self):
         """A poison round: a task that crashes every node that runs it, and right behind it
         (claimed in the same batch) innocent tasks, which must never end failed for it."""
@@ -844,6 +892,7 @@ class Run:
         self.workers.append(t)
 
     def submit_now(self, service, data, count, tracked, poison=False, extra=()):
+        t0 = round(time.time(), 3)  # when cohortctl started: a drop after it may lose its tasks
         with self.lock:
             self.enqueue_seq += 1
             tag = f"{'p' if poison else 'e'}{self.enqueue_seq}"
@@ -855,7 +904,7 @@ class Run:
             cmd.append("--tracked")
         rc, stdout, stderr = self.ctl(cmd)
         self.event("enqueue", tag=tag, service=service, count=count, tracked=tracked,
-                   poison=poison, data=data, rc=rc, out=stdout[-300:], err=stderr[-300:])
+                   poison=poison, data=data, rc=rc, out=stdout[-300:], err=stderr[-300:], t0=t0)
         if poison or rc != 0:
             log(f"{'poison task' if poison else 'enqueue'} {tag} ({service}): rc={rc} "
                 f"{stdout[-100:]} {stderr[-200:]}")
@@ -901,6 +950,9 @@ class Run:
         poison_at = sorted(time.monotonic() + self.rng.uniform(0.1, 0.6) * self.args.duration
                            for _ in range(n_poison))
         dup_at = time.monotonic() + self.rng.uniform(0.1, 0.7) * self.args.duration
+        # One dropped database, in the middle third (not while the database restarts).
+        drop_at = time.monotonic() + self.rng.uniform(1 / 3, 2 / 3) * self.args.duration \
+            if self.args.faults.get("db_drop", 0) > 0 else None
         last_observe = 0
         while time.monotonic() < end:
             self.reap()
@@ -921,6 +973,9 @@ class Run:
             if dup_at and now >= dup_at:
                 dup_at = None
                 self.start_duplicate()
+            if drop_at and now >= drop_at and not self.db_down:
+                drop_at = None
+                self.db_drop()
             time.sleep(0.05)
 
     def heal_all(self):

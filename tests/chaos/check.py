@@ -15,12 +15,20 @@ The workdir (written by chaos.py) holds:
   nX.journal      noop journal: "<task id> <node> <attempt> <started ms> <ended ms>"
   nX.work.journal sleeper journal (work service): "<task id> <node> <attempt> <group> <started>
                   <ended> <kind> <wall started> <wall ended>", written for every run
-  nX.completed    noop completed_log: "<batch> <succeeded> <failed> <iterated> <node>"
+  nX.completed    noop completed_log: "<batch> <succeeded> <failed> <iterated> <node> <at ms>"
+                  (the last on the cluster clock; older runs' lines have no time)
   nX-dup.*        the same files of a process started with nX's node_id
   wX.worker.journal  an external worker's calls (JSON lines: call, task, attempt, lease,
                   status, replayed, code)
   dump.json also holds work_tasks and ext_tasks (queue_work, queue_ext); events.jsonl is the
   fault timeline the re-run attribution reads (invariants 7 and 8)
+
+A dropped database (fault db_drop, its wall-clock window t0..t1) splits the run into eras: the
+database holds only the last era's tasks and batches. Tasks created before a drop may vanish
+and their runs be journaled without a task; batch numbers and (if a creator raced the nodes)
+epochs start again. Log lines, callbacks and enqueues are placed in an era by their time (a log
+line's wall clock less its process's test skew; a callback's cluster-clock time; an enqueue's
+start): one in a drop's window, or within TOL_MS of it, belongs to the era before it.
 
 Only checks that hold under at-least-once execution are made (README.md says why each is
 sound). Times from different clocks (the server's, a node's cluster clock) are compared with
@@ -36,11 +44,38 @@ from collections import Counter, defaultdict
 
 TOL_MS = 300  # cluster-clock error: rtt/2 + 1 per node sample (rtt <= takeover_ms/8)
 
+# The invariants, by number (a violation's tag starts with its number), for the summary.
+INVARIANTS = {
+    1: "one primary per epoch", 2: "no task lost or stuck", 3: "one completion per batch",
+    4: "poison fails; clocks", 5: "convergence", 6: "the nodes themselves",
+    7: "re-run only after a lease-taking fault", 8: "no innocent task failed",
+    9: "timed out once", 10: "one task per schedule slot", 11: "external outcome from holder",
+}
+
 LOG_LINE = re.compile(
     r"^(?P<ts>\S+) (?P<level>[A-Z]+)\s+node=(?P<node>\S+)"
     r"(?: service=(?P<service>\S+))?(?: role=(?P<role>\S+))?(?: epoch=(?P<epoch>\d+))? \| "
     r"(?P<msg>.*)$")
 BECAME = re.compile(r"^became primary \(epoch (\d+)")
+START_MARK = re.compile(r"^# chaos: start skew_ms=(-?\d+)")
+
+
+def log_ms(ts, skew_ms):
+    """A log line's timestamp (UTC, ms) less its process's test skew: the real time, or None."""
+    try:
+        when = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return None
+    return calendar.timegm(when.utctimetuple()) * 1000 + when.microsecond // 1000 - skew_ms
+
+
+def oid_ms(task_id):
+    """When an ObjectId was made (its first 4 bytes: seconds on its maker's wall clock), in ms;
+    None for anything else."""
+    try:
+        return int(str(task_id)[:8], 16) * 1000 if len(str(task_id)) == 24 else None
+    except ValueError:
+        return None
 COMPLETED = re.compile(r"^batch (\d+) completed:")
 
 
@@ -79,10 +114,13 @@ class Evidence:
         self.logs = {}       # node -> [parsed line dict]
         self.journal = []    # (task, node, attempt, started, ended, file, line no)
         self.journal_bad = []
-        self.completed = []  # (batch, succeeded, failed, iterated, node)
+        self.completed = []  # (batch, succeeded, failed, iterated, node, at ms or None)
         self.completed_bad = []
         self.dup_journal = []  # lines a process with a duplicate node_id journaled
         self.worker_calls = []  # external workers' journals: claims and outcomes, answers
+        # The dropped databases' wall-clock windows (s), in order.
+        self.drops = sorted((e.get("t0", e["t"]), e.get("t1", e["t"])) for e in self.events
+                            if e["kind"] == "fault" and e.get("fault") == "db_drop")
         for name in self.run.get("ext_workers", []) + [self.run.get("dropped_worker", "")]:
             for no, line in enumerate(self._lines(os.path.join(workdir,
                                                                f"{name}.worker.journal")), 1):
@@ -111,13 +149,25 @@ class Evidence:
 
     def _read_log(self, path):
         out = []
+        skew = 0  # the current process's test clock skew ("# chaos: start" lines)
         for line in self._lines(path):
+            mark = START_MARK.match(line)
+            if mark:
+                skew = int(mark.group(1))
             m = LOG_LINE.match(line)
             if m:
                 d = m.groupdict()
                 d["epoch"] = int(d["epoch"] or 0)
+                d["ms"] = log_ms(d["ts"], skew) if self.drops else None  # (era() needs it)
                 out.append(d)
         return out
+
+    def era(self, ms):
+        """How many drops lie before `ms` (a real time in ms; None: after them all). A time in
+        a drop's window, or within TOL_MS of it, counts as before that drop."""
+        if ms is None:
+            return len(self.drops)
+        return sum(1 for _, t1 in self.drops if ms > t1 * 1000 + TOL_MS)
 
     def _read_journal(self, path, sleeper=False):
         """noop's journal (5 fields), or the sleeper's (9: id node attempt group start end kind
@@ -138,9 +188,10 @@ class Evidence:
         for no, line in enumerate(self._lines(path), 1):
             f = line.split()
             try:
-                if len(f) != 5:
+                if len(f) not in (5, 6):
                     raise ValueError
-                self.completed.append((int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4]))
+                self.completed.append((int(f[0]), int(f[1]), int(f[2]), int(f[3]), f[4],
+                                       int(f[5]) if len(f) == 6 else None))
             except ValueError:
                 self.completed_bad.append(f"{os.path.basename(path)}:{no}: {line[:120]}")
 
@@ -150,6 +201,8 @@ class Checker:
         self.ev = ev
         self.violations = []
         self.stats = {}
+        self.checked = Counter()  # invariant number -> how many things were checked for it
+        self.last_era = len(ev.drops)  # the database holds this era's tasks and batches
         service = ev.run["service"]
         dump = ev.dump or {"services": [], "tasks": [], "nodes": []}
         self.service_doc = next((s for s in dump["services"] if s.get("_id") == service), None)
@@ -188,35 +241,43 @@ class Checker:
 
     # ---- 1. one primary per epoch; epochs only increase ------------------------------------
 
+    def era_name(self, era):
+        return f" (after drop {era})" if era else ""
+
     def check_epochs(self):
-        acted = defaultdict(set)
+        """Per era (a dropped database may start epochs again when a creator other than a node
+        recreates the config document): one primary per epoch, each begun once, increasing on
+        each node; the tasks' epochs; fencing in time across every era."""
+        acted = defaultdict(set)  # (era, epoch) -> nodes that acted as its primary
         became = []
         service = self.ev.run["service"]  # each service has its own epochs
         for node, lines in self.ev.logs.items():
-            last = 0
+            last = (0, 0)
             for d in lines:
                 if d["service"] != service:
                     continue
+                era = self.ev.era(d["ms"])
                 if d["role"] == "primary" and d["epoch"] > 0:
-                    acted[d["epoch"]].add(node)
+                    acted[era, d["epoch"]].add(node)
                 m = BECAME.match(d["msg"])
                 if m:
                     epoch = int(m.group(1))
-                    became.append((epoch, node))
-                    if epoch <= last:
+                    became.append((era, epoch))
+                    if (era, epoch) <= last:
                         self.fail("1 epochs", f"{node} became primary of epoch {epoch} after "
-                                              f"epoch {last}: epochs must only increase")
-                    last = epoch
-        for epoch, nodes in sorted(acted.items()):
+                                              f"epoch {last[1]}{self.era_name(era)}: epochs "
+                                              f"must only increase")
+                    last = (era, epoch)
+        for (era, epoch), nodes in sorted(acted.items()):
             if len(nodes) > 1:
-                self.fail("1 epochs", f"epoch {epoch}: {len(nodes)} nodes acted as primary "
-                                      f"({', '.join(sorted(nodes))})")
-            self.primary_of[epoch] = sorted(nodes)[0]
-        for epoch, n in Counter(e for e, _ in became).items():
+                self.fail("1 epochs", f"epoch {epoch}{self.era_name(era)}: {len(nodes)} nodes "
+                                      f"acted as primary ({', '.join(sorted(nodes))})")
+            self.primary_of[era, epoch] = sorted(nodes)[0]
+        for (era, epoch), n in Counter(became).items():
             if n > 1:
-                self.fail("1 epochs", f"epoch {epoch} was begun {n} times")
+                self.fail("1 epochs", f"epoch {epoch}{self.era_name(era)} was begun {n} times")
         final = (self.service_doc or {}).get("epoch", 0)
-        top = max(acted) if acted else 0
+        top = max((e for (era, e) in acted if era == self.last_era), default=0)
         if top > final:
             self.fail("1 epochs", f"logs show epoch {top}, the database only {final}")
         # Tasks created by primary_work carry the epoch they were created under.
@@ -225,32 +286,54 @@ class Checker:
             epoch = t.get("epoch")
             if not epoch:
                 continue
-            created[epoch].append(t.get("created_at") or 0)
-            if epoch > final:
+            era = self.ev.era(t.get("created_at"))
+            created[era, epoch].append(t.get("created_at") or 0)
+            if epoch > final and era == self.last_era:
                 self.fail("1 epochs", f"task {t['_id']} has epoch {epoch} > final epoch {final}")
-            owner = self.primary_of.get(epoch)
+            owner = self.primary_of.get((era, epoch))
             if owner and t.get("created_by") != owner:
                 self.fail("1 epochs", f"task {t['_id']} created by {t.get('created_by')} under "
                                       f"epoch {epoch}, whose primary was {owner}")
             elif not owner:
-                self.primary_of[epoch] = t.get("created_by")
+                self.primary_of[era, epoch] = t.get("created_by")
+        self.checked[1] += len(set(acted) | set(became)) + sum(len(v) for v in created.values())
         # Fencing in time: whatever a primary of epoch E created precedes what any primary of a
-        # later epoch created (a deposed primary creates nothing once its lease ran out).
+        # later epoch (or era) created (a deposed primary creates nothing once its lease ran
+        # out, and nothing after a drop until it is elected again).
         latest_before, latest_epoch = None, None
-        for epoch in sorted(created):
-            first = min(created[epoch])
+        for era, epoch in sorted(created):
+            first = min(created[era, epoch])
             if latest_before is not None and first + TOL_MS < latest_before:
                 self.fail("1 fencing", f"a task of epoch {latest_epoch} was created at "
                                        f"{latest_before}, {latest_before - first} ms after the "
                                        f"first task of epoch {epoch} (two primaries acting at "
                                        f"once)")
-            last = max(created[epoch])
+            last = max(created[era, epoch])
             if latest_before is None or last > latest_before:
                 latest_before, latest_epoch = last, epoch
         self.stats["primacy changes"] = len(became)
         self.stats["final epoch"] = final
+        if self.ev.drops:
+            # An era whose first epoch is not above the era before's last: the config document
+            # was recreated with epoch 0 (by `cohortctl enqueue --create` or a node's start-up,
+            # not by a running node's recreation, which continues from the cluster clock).
+            # (A primary deposed by the drop may log its old epoch in the new era: only the
+            # epochs begun in an era count.)
+            seen, begun = defaultdict(list), defaultdict(list)
+            for era, epoch in set(acted) | set(became):
+                seen[era].append(epoch)
+            for era, epoch in became:
+                begun[era].append(epoch)
+            self.stats["epochs started again after a drop"] = sum(
+                1 for era in begun if era > 0 and seen.get(era - 1) and
+                min(begun[era]) <= max(seen[era - 1]))
 
     # ---- 2. no task lost or stuck; runs journaled; no overlapping runs ---------------------
+
+    def before_a_drop(self, ms):
+        """True if something that happened at `ms` (real time) may have been lost by a drop:
+        it lies before the end of one (plus TOL_MS)."""
+        return ms is not None and any(ms <= t1 * 1000 + TOL_MS for _, t1 in self.ev.drops)
 
     def check_tasks(self):
         if self.ev.dump is None:
@@ -264,14 +347,20 @@ class Checker:
                 self.fail("2 tasks", f"task {t['_id']} ({t.get('data')}) is {t.get('status')} "
                                      f"after the run quiesced (attempts {t.get('attempts')}, "
                                      f"claimed_by {t.get('claimed_by')})")
-        # Every enqueue cohortctl confirmed is in the database, exactly as many as asked for.
+        # Every enqueue cohortctl confirmed is in the database, exactly as many as asked for
+        # (fewer if cohortctl started before a drop ended: its tasks may have been dropped).
         by_tag = Counter((t.get("data") or {}).get("chaos") for t in self.tasks)
+        dropped_tasks = dropped_runs = 0
         for e in self.ev.events:
             if e["kind"] != "enqueue":
                 continue
+            self.checked[2] += 1
             have = by_tag.get(e["tag"], 0)
             if have > e["count"]:
                 self.fail("2 tasks", f"enqueue {e['tag']}: {have} tasks, {e['count']} enqueued")
+            elif e["rc"] == 0 and have < e["count"] and \
+                    self.before_a_drop(e.get("t0", e["t"]) * 1000):
+                dropped_tasks += e["count"] - have
             elif e["rc"] == 0 and have != e["count"]:
                 self.fail("2 tasks", f"enqueue {e['tag']}: cohortctl confirmed {e['count']} "
                                      f"task(s), the database has {have} (lost)")
@@ -283,7 +372,9 @@ class Checker:
         for j in self.ev.journal:
             tid, node, attempt = j[0], j[1], j[2]
             per_task[tid].append(j)
-            if tid not in self.by_id:
+            if tid not in self.by_id and self.before_a_drop(oid_ms(tid)):
+                dropped_runs += 1  # created before a drop, which took it
+            elif tid not in self.by_id:
                 self.fail("2 tasks", f"task {tid} ran on {node} ({j[5]}:{j[6]}) but is not in "
                                      f"the database (lost)")
             if (tid, attempt) in seen:
@@ -291,6 +382,7 @@ class Checker:
                                       f"and {node}): two nodes held one claim")
             seen[tid, attempt] = node
         retries = duplicates = 0
+        self.checked[2] += len(self.tasks) + len(self.ev.journal)
         for t in self.tasks:
             retries += self._check_history(t, per_task.get(t["_id"], []))
             if t.get("status") == "succeeded":
@@ -306,6 +398,9 @@ class Checker:
                                                       for t in self.tasks)
         self.stats["journal lines"] = len(self.ev.journal)
         self.stats["re-runs (at-least-once)"] = duplicates
+        if self.ev.drops:
+            self.stats["enqueued tasks lost in a drop"] = dropped_tasks
+            self.stats["journal lines of dropped tasks"] = dropped_runs
 
     def _check_history(self, t, runs):
         """The task's recorded runs; returns how many were retries."""
@@ -391,13 +486,22 @@ class Checker:
                                    f"closed (batch_seq {seq})")
         for bad in self.ev.completed_bad:
             self.fail("3 batches", f"malformed completed_log line {bad}")
+        # The database knows the last era's batches (a drop starts batch numbers again):
+        # earlier eras' callbacks are only checked for what they say of themselves.
         lines = defaultdict(list)
+        after = self.release_after_s() * 1000
         for c in self.ev.completed:
-            lines[c[0]].append(c)
             if c[3] != c[1]:
                 self.fail("3 batches", f"batch {c[0]} callback on {c[4]}: iterated {c[3]} "
                                        f"tasks, {c[1]} succeeded")
-            if c[0] >= seq:
+            if self.ev.era(c[5]) != self.last_era:
+                continue
+            lines[c[0]].append(c)
+            # A primary deposed by the drop may finish a callback of its old batch numbering
+            # (its completion is fenced and fails): not a batch of this era.
+            stale = c[5] is not None and any(t1 * 1000 <= c[5] <= t1 * 1000 + after
+                                             for _, t1 in self.ev.drops)
+            if c[0] >= seq and not stale:
                 self.fail("3 batches", f"callback for batch {c[0]}, never closed (batch_seq {seq})")
         counts = defaultdict(Counter)
         for t in self.tasks:
@@ -417,19 +521,21 @@ class Checker:
                 got = ", ".join(f"{c[1]}/{c[2]} on {c[4]}" for c in lines[b])
                 self.fail("3 batches", f"batch {b}: callbacks saw {got} succeeded/failed, the "
                                        f"database has {want[0]}/{want[1]}")
-        recorded = Counter()
+        recorded = Counter()  # (era, batch) -> completions logged
         for lines_of_node in self.ev.logs.values():
             for d in lines_of_node:
                 m = COMPLETED.match(d["msg"]) if d["service"] == self.ev.run["service"] else None
                 if m:
-                    recorded[int(m.group(1))] += 1
-        for b, n in recorded.items():
+                    recorded[self.ev.era(d["ms"]), int(m.group(1))] += 1
+        for (era, b), n in recorded.items():
             if n > 1:
-                self.fail("3 batches", f"batch {b}: completion recorded {n} times")
+                self.fail("3 batches", f"batch {b}{self.era_name(era)}: completion recorded {n} "
+                                       f"times")
+        self.checked[3] += len(set(recorded) | {(self.last_era, b) for b in range(1, seq)})
         last = doc.get("last_batch") or {}
         if seq > 1 and last.get("seq") != seq - 1:
             self.fail("3 batches", f"last_batch.seq = {last.get('seq')}, expected {seq - 1}")
-        owner = self.primary_of.get(last.get("epoch"))
+        owner = self.primary_of.get((self.last_era, last.get("epoch")))
         if last and owner and last.get("completed_by") != owner:
             self.fail("3 batches", f"last batch completed by {last.get('completed_by')} under "
                                    f"epoch {last.get('epoch')}, whose primary was {owner}")
@@ -467,6 +573,8 @@ class Checker:
             else:
                 exhausted += 1  # judged by check_innocent: only faults may use its attempts
         crashes = [e for e in self.ev.events if e["kind"] == "crash"]
+        self.checked[4] += n_poison + exhausted + len(self.tasks)  # clocks: every task's times
+        self.checked[6] += len(crashes)
         for e in crashes:
             if not e.get("poison"):
                 self.fail("6 crash", f"{e['node']} exited with status {e['rc']} and no poison "
@@ -514,6 +622,8 @@ class Checker:
                                                                              t + 3.0)), False))
                 elif f == "db_restart":
                     windows.append((None, f, t, next_event(t, "db_up"), False))
+                elif f == "db_drop":  # data loss takes every lease
+                    windows.append((None, f, e.get("t0", t), e.get("t1", t), False))
                 elif f == "worker_kill":
                     windows.append((node, "kill", t, next_event(t, "worker_start", node), False))
             elif e["kind"] == "crash":  # died by itself (a poison task): seen up to 1 s late
@@ -625,6 +735,7 @@ class Checker:
                                       f"at {at / 1000:.1f} ({h.get('error')!r}) with no fault that "
                                       f"took {h.get('node')}'s lease; what the driver did "
                                       f"before: {self.ordinary_near(h.get('node'), at)}")
+        self.checked[7] += taken
         self.stats["claims taken back"] = taken
         self.stats["... after a lease-taking fault"] = explained
 
@@ -637,6 +748,7 @@ class Checker:
         for t in self.tasks:
             if t.get("status") != "failed" or (t.get("data") or {}).get("chaos") in poison_tags:
                 continue
+            self.checked[8] += 1
             blamed = []
             for h in t.get("history") or []:
                 if h.get("event") != "crashed":
@@ -682,6 +794,7 @@ class Checker:
                 self.fail("9 timeout", f"task {t['_id']} timed out in attempt "
                                        f"{outs[0].get('attempt')} but ran again (attempt "
                                        f"{later[0][2]} on {later[0][1]})")
+        self.checked[9] += len(self.tasks)
         self.stats["tasks timed out"] = n
 
     def check_schedule(self):
@@ -698,6 +811,7 @@ class Checker:
                 self.fail("10 schedule", f"slot {key[len(prefix):]} created {n} tasks")
         if not slots and self.ev.run.get("duration_s", 0) >= 30:
             self.fail("10 schedule", f"schedule {sid} created no task")
+        self.checked[10] += len(slots)
         self.stats["schedule slots"] = len(slots)
 
     def check_external(self):
@@ -749,6 +863,7 @@ class Checker:
                     elif a not in stored and len(hist) < 10:  # 10: the history kept per task
                         self.fail("11 external", f"task {tid}: {x[0]}'s {x[1]} of attempt {a} "
                                                  f"answered 200 but not stored")
+        self.checked[11] += stored_n + len(answers)
         self.stats["external outcomes stored"] = stored_n
         self.stats["external outcomes refused (lease lost)"] = sum(
             1 for c in self.ev.worker_calls if c.get("status") == 409)
@@ -788,11 +903,14 @@ class Checker:
         for line in ran[:5]:
             self.fail("6 duplicate", f"a process with a duplicate node_id ran a task while the "
                                      f"node it duplicates was alive: {line}")
+        self.checked[6] += len(starts)
         self.stats["duplicate node_ids"] = len(starts)
 
     # ---- 5. convergence; the harness itself -------------------------------------------------
 
     def check_run(self):
+        self.checked[5] += 1
+        self.checked[6] += sum(1 for e in self.ev.events if e["kind"] in ("stop", "drained"))
         conv = [e for e in self.ev.events if e["kind"] == "converged"]
         if not conv:
             why = next((e["detail"] for e in self.ev.events if e["kind"] == "not_converged"),
@@ -832,6 +950,14 @@ class Checker:
         self.check_external()
         self.check_duplicate()
         self.check_run()
+        by = Counter()
+        for v in self.violations:
+            tag = v[1:].split()[0]
+            by[int(tag) if tag.isdigit() else tag] += 1
+        self.stats["invariants"] = {n: (self.checked[n], by[n]) for n in INVARIANTS}
+        other = sum(n for k, n in by.items() if k not in INVARIANTS)
+        if other:
+            self.stats["invariants"]["harness"] = (0, other)
         return self.violations
 
 
@@ -848,14 +974,20 @@ def summary(ev, stats, violations):
                 "tasks timed out", "schedule slots", "duplicate node_ids",
                 "external outcomes stored", "external outcomes refused (lease lost)",
                 "batches completed", "callback runs", "primacy changes", "final epoch",
-                "takeovers measured", "max takeover", "convergence"):
+                "takeovers measured", "max takeover", "convergence",
+                "enqueued tasks lost in a drop", "journal lines of dropped tasks",
+                "epochs started again after a drop"):
         if key in stats:
             rows.append((key, stats[key]))
+    for n, (checked, failed) in stats.get("invariants", {}).items():
+        name = f"{n} {INVARIANTS[n]}" if n in INVARIANTS else n
+        rows.append((f"inv {name}", f"{checked} checked, {failed} violations"))
     rows.append(("violations", len(violations)))
     width = max(len(k) for k, _ in rows)
-    lines = ["+" + "-" * (width + 2) + "+" + "-" * 26 + "+"]
+    vwidth = max([24] + [len(str(v)) for _, v in rows])
+    lines = ["+" + "-" * (width + 2) + "+" + "-" * (vwidth + 2) + "+"]
     for k, v in rows:
-        lines.append(f"| {k:<{width}} | {str(v):<24} |")
+        lines.append(f"| {k:<{width}} | {str(v):<{vwidth}} |")
     lines.append(lines[0])
     return "\n".join(lines)
 

@@ -521,6 +521,72 @@ class CheckerTest(unittest.TestCase):
             c["attempt"] = 2
         self.assertReports(d, "[7 re-run]", "attempt 1 on dropper taken back")
 
+    # ---- one dropped database per run (issue 22) ----------------------------------------------
+
+    @staticmethod
+    def drop(d, at_s=25.0):
+        """The database dropped at T0 + at_s (its command took 200 ms)."""
+        d["events"].append({"t": T0S + at_s + 0.2, "kind": "fault", "fault": "db_drop",
+                            "t0": T0S + at_s, "t1": T0S + at_s + 0.2, "tokens_restored": 1})
+
+    def test_rerun_across_a_drop_is_accepted(self):
+        d = baseline()  # the long task (enqueued after the drop) taken back 7.8 s after it
+        self.drop(d)
+        self.rerun_long_task(d, T0 + 33000)
+        self.assertEqual(self.violations(d), [])
+
+    def test_the_same_rerun_without_a_drop_is_reported(self):
+        d = baseline()
+        self.rerun_long_task(d, T0 + 33000)
+        self.assertReports(d, f"[7 re-run] task {oid(9)}", "attempt 1 on n1 taken back")
+
+    def test_task_enqueued_after_a_drop_run_twice_is_reported(self):
+        d = baseline()  # taken back 20 s after the drop: the drop explains nothing any more
+        self.drop(d)
+        self.rerun_long_task(d, T0 + 45000, node="n2")
+        self.assertReports(d, f"[7 re-run] task {oid(9)}", "attempt 1 on n2 taken back")
+        d = baseline()  # one claim journaled by two nodes after the drop
+        self.drop(d)
+        d["work_journal"]["n1"].append(f"{oid(10)} n1 1 - {T0 + 30120} {T0 + 34100} - 0 0")
+        self.assertReports(d, f"[2 claims] task {oid(10)} attempt 1 ran twice")
+
+    def test_tasks_created_before_a_drop_may_vanish(self):
+        before = f"{int(T0S + 10):08x}" + "0" * 16  # an ObjectId made 15 s before the drop
+        after = f"{int(T0S + 27):08x}" + "0" * 16  # ... and one made 2 s after it
+        d = baseline()
+        d["journal"]["n1"].append(f"{before} n1 1 {T0 + 24000} {T0 + 24150}")
+        d["events"].append({"t": T0S + 24.9, "t0": T0S + 24.5, "kind": "enqueue", "tag": "e9",
+                            "count": 3, "tracked": True, "poison": False, "rc": 0, "out": "3",
+                            "err": ""})
+        lost = copy.deepcopy(d)
+        self.drop(d)
+        self.assertEqual(self.violations(d), [])
+        self.assertReports(lost, f"task {before} ran on n1", "enqueue e9: cohortctl confirmed 3")
+        d["journal"]["n2"].append(f"{after} n2 1 {T0 + 27500} {T0 + 27650}")
+        d["events"][-2].update(t0=T0S + 25.6, t=T0S + 26)  # cohortctl started after the drop
+        self.assertReports(d, f"task {after} ran on n2", "enqueue e9: cohortctl confirmed 3")
+
+    def test_batches_and_epochs_start_again_after_a_drop(self):
+        d = baseline()  # after the drop n2 begins epoch 1 again and completes batch 1 again
+        d["logs"]["n2"] += [
+            "2027-01-15T08:00:26.000Z INFO  node=n2 service=noop role=primary epoch=1 | "
+            "became primary (epoch 1, previous primary: none)",
+            "2027-01-15T08:00:40.000Z INFO  node=n2 service=noop role=primary epoch=1 | "
+            "batch 1 completed: 2 succeeded, 0 failed"]
+        d["completed"]["n1"] = [f"1 2 0 2 n1 {T0 + 1000}", f"2 5 0 5 n1 {T0 + 24000}"]
+        d["completed"]["n2"] = [f"2 1 0 1 n2 {T0 + 45000}", f"1 2 0 2 n2 {T0 + 40000}"]
+        undropped = copy.deepcopy(d)
+        self.drop(d)
+        self.assertEqual(self.violations(d), [])
+        self.assertReports(undropped, "epoch 1 was begun 2 times", "n2 became primary of epoch 1",
+                           "epoch 1: 2 nodes acted", "batch 1: completion recorded 2 times")
+        write(d, self.dir)  # counted in the summary: a creator won the race (epoch 0 again)
+        out = io.StringIO()
+        check.check(self.dir, out=out)
+        self.assertRegex(out.getvalue(), r"epochs started again after a drop +\| 1 ")
+        d["completed"]["n2"].append(f"3 1 0 1 n2 {T0 + 46000}")  # after the drop: strict
+        self.assertReports(d, "callback for batch 3, never closed")
+
     def test_no_convergence(self):
         d = baseline()
         d["events"] = [e for e in d["events"] if e["kind"] != "converged"]
@@ -533,7 +599,8 @@ class CheckerTest(unittest.TestCase):
         out = io.StringIO()
         check.check(self.dir, out=out)
         text = out.getvalue()
-        for row in ("faults: kill", "primacy changes", "max takeover", "violations"):
+        for row in ("faults: kill", "primacy changes", "max takeover", "violations",
+                    "inv 7 re-run only after a lease-taking fault"):
             self.assertIn(row, text)
         self.assertIn("1600 ms", text)
 
