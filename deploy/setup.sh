@@ -9,7 +9,7 @@
 # valgrind, python3-pymongo (the chaos harness) and prometheus (promtool checks /metrics; the
 # package also starts a Prometheus server on systemd hosts, so only the tests install it),
 # chromium and python3-websocket (the dashboard's browser tests, tests/ui/, drive headless
-# Chromium over the DevTools protocol).
+# Chromium over the DevTools protocol), gcovr (the coverage report of tests/run.sh --coverage).
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -23,7 +23,7 @@ PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-de
           tzdata)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
     PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus chromium
-               python3-websocket fonts-dejavu-core)
+               python3-websocket fonts-dejavu-core gcovr)
 fi
 if [ "$BUILD" = --packages ]; then
     printf '%s\n' "${PACKAGES[@]}"
