@@ -92,6 +92,22 @@ extern "C" {
 #define COHORT_PRINTF(f, a)
 #endif
 
+/* The major version of libbson the handler was built against. bson_t and bson_value_t cross
+ * this ABI, so cohortd refuses a handler built against another major version of libbson,
+ * with one line naming both. Every object file that includes this header carries it (a weak
+ * definition, so a handler of several files still links); a handler built before it was
+ * added carries none and loads as before. Do not define COHORT_HANDLER_BSON_MAJOR yourself:
+ * it exists so that a test can build a mismatched handler. */
+#define COHORT_HANDLER_BSON_SYMBOL "cohort_handler_bson_major"
+#ifndef COHORT_HANDLER_BSON_MAJOR
+#define COHORT_HANDLER_BSON_MAJOR BSON_MAJOR_VERSION
+#endif
+#if defined(__GNUC__) && !defined(COHORT_DAEMON)
+extern const int cohort_handler_bson_major; /* external linkage in C++ too */
+__attribute__((weak, visibility("default"))) const int cohort_handler_bson_major =
+    COHORT_HANDLER_BSON_MAJOR;
+#endif
+
 /* Every function declared from here on is exported by cohortd, and nothing else is: cohortd
  * is built with hidden visibility, so a handler that calls any other function of the daemon
  * fails to load ("calls 'NAME', which is not part of the handler ABI"). */

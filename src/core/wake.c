@@ -1,11 +1,18 @@
 /*
- * wake.c - a helper thread's sleep that its owner can cut short (see wake.h).
+ * wake.c - a helper thread's sleep that its owner can cut short, starting a thread, draining
+ * an eventfd (see wake.h).
  */
 #include "core/wake.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
+#include "core/error.h"
 
 void cohort_wake_init(cohort_wake_t *w)
 {
@@ -57,4 +64,34 @@ void cohort_wake_stop(cohort_wake_t *w)
     w->done = true;
     pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->lock);
+}
+
+bool cohort_thread_start(pthread_t *thread, void *(*main)(void *), void *arg, bool no_signals,
+                         bson_error_t *error, const char *what_fmt, ...)
+{
+    sigset_t all, old;
+    if (no_signals) {
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+    }
+    int rc = pthread_create(thread, NULL, main, arg);
+    if (no_signals)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        return true;
+    char what[256];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof what, what_fmt, ap);
+    va_end(ap);
+    bson_set_error(error, COHORT_DOMAIN_SYSTEM, rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
+                   "cannot start %s: %s", what, strerror(rc));
+    return false;
+}
+
+void cohort_eventfd_drain(int fd)
+{
+    uint64_t count;
+    ssize_t r = read(fd, &count, sizeof count);
+    (void)r;
 }

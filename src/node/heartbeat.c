@@ -132,11 +132,9 @@ cohort_heartbeat_t *cohort_heartbeat_start(cohort_store_t *store, const char *no
     atomic_store(&h->standing_back, false);
     cohort_wake_init(&h->wake);
     h->client = cohort_store_pop(store);
-    int rc = pthread_create(&h->thread, NULL, heartbeat_main, h);
-    if (rc != 0) {
+    if (!cohort_thread_start(&h->thread, heartbeat_main, h, false, error,
+                             "the heartbeat thread")) {
         heartbeat_free(h);
-        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                       "cannot start the heartbeat thread: %s", strerror(rc));
         return NULL;
     }
     return h;

@@ -92,6 +92,21 @@ Test(plugin, a_handler_calling_an_internal_function_does_not_load)
     free(path);
 }
 
+/* bson_t crosses the ABI: a handler built against another major version of libbson is
+ * refused, and one built against this one (every other test handler) loads. */
+Test(plugin, a_handler_built_against_another_libbson_major_does_not_load)
+{
+    char *path = handler_path("bson_mismatch");
+    const char *err = load_error(path);
+    char expect[128];
+    snprintf(expect, sizeof expect, "built against libbson 99, but this cohortd uses libbson %d",
+             BSON_MAJOR_VERSION);
+    assert_contains(err, expect);
+    assert_contains(err, "rebuild");
+    cr_assert_null(strchr(err, '\n'), "more than one line: %s", err);
+    free(path);
+}
+
 Test(plugin, abi_version_too_new)
 {
     char *path = handler_path("wrong_version");

@@ -35,6 +35,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/error.h"
+#include "core/wake.h"
 #include "node/handler/isolate_wire.h"
 
 #define START_TIMEOUT_MS 30000         /* exec, config, handler init(): until ready */
@@ -514,15 +515,9 @@ cohort_isolate_t *cohort_isolate_new(cohort_service_t *service, const char *conf
     pthread_mutex_init(&pool->report_lock, NULL);
 
     /* The spawner takes no signals: they stay with the node's own threads. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&pool->spawner, NULL, spawner_main, pool);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                       "[service:%s] cannot start the worker process spawner: %s",
-                       service->config->name, strerror(rc));
+    if (!cohort_thread_start(&pool->spawner, spawner_main, pool, true, error,
+                             "the worker process spawner of service '%s'",
+                             service->config->name)) {
         cohort_isolate_destroy(pool);
         return NULL;
     }

@@ -110,6 +110,16 @@ cohort_plugin_t *cohort_plugin_load(const char *path, bson_error_t *error)
         dlclose(dl);
         return NULL;
     }
+    const int *bson_major = dlsym(dl, COHORT_HANDLER_BSON_SYMBOL);
+    if (bson_major && *bson_major != BSON_MAJOR_VERSION) {
+        bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
+                       "handler '%s' was built against libbson %d, but this cohortd uses "
+                       "libbson %d (bson_t crosses the handler ABI): rebuild it against "
+                       "libbson %d",
+                       path, *bson_major, BSON_MAJOR_VERSION, BSON_MAJOR_VERSION);
+        dlclose(dl);
+        return NULL;
+    }
     if (!handler->process_task) {
         bson_set_error(error, COHORT_DOMAIN_HANDLER, COHORT_CODE_INVALID,
                        "handler '%s' has no process_task callback (it is required)", path);

@@ -169,9 +169,7 @@ static bool read_settings(cohort_api_call_t *call, cohort_settings_t *eff, bson_
                                       call->route->service, eff, in_db, &found, &error))
         return cohort_api_fail_store(call->err, &error, "cannot read the settings");
     if (!found)
-        return cohort_api_fail(call->err, 404, "not_found",
-                               "service '%s' does not exist (no node has run it)",
-                               call->route->service);
+        return cohort_api_fail_no_service(call);
     return true;
 }
 
@@ -238,9 +236,7 @@ bool cohort_api_write_settings(cohort_api_call_t *call)
                                       &error) ||
              cohort_api_fail_store(call->err, &error, "cannot write the setting");
         if (ok && !found)
-            ok = cohort_api_fail(call->err, 404, "not_found",
-                                 "service '%s' does not exist (no node has run it)",
-                                 call->route->service);
+            ok = cohort_api_fail_no_service(call);
     }
     if (ok) {
         bson_destroy(&in_db);

@@ -41,24 +41,40 @@ static bool whole_number(const bson_iter_t *it, int64_t *out)
     return false;
 }
 
+/* The index of `key` among the N_FIELDS `names`, marked in `seen`; or -1 with `err` filled:
+ * an unknown field (the refusal lists the known ones) or one given twice. `where` prefixes the
+ * field's name in the refusal ("filter." inside the filter, else ""). */
+#define N_FIELDS 4
+static int known_field(const char *key, const char *const names[N_FIELDS], bool seen[N_FIELDS],
+                       const char *where, cohort_api_error_t *err)
+{
+    int i = 0;
+    while (i < N_FIELDS && strcmp(key, names[i]) != 0)
+        i++;
+    if (i == N_FIELDS) {
+        bad_request(err, "unknown field '%s%.64s' (known: %s, %s, %s, %s)", where, key, names[0],
+                    names[1], names[2], names[3]);
+        return -1;
+    }
+    if (seen[i]) {
+        bad_request(err, "field '%s%s' given twice", where, key);
+        return -1;
+    }
+    seen[i] = true;
+    return i;
+}
+
 /* The filter object of a bulk body. *status_name receives filter.status if given. */
 static bool parse_filter(bson_iter_t *filter, cohort_api_bulk_t *bulk, const char **status_name,
                          bool *filtered, cohort_api_error_t *err)
 {
-    bool seen[4] = {false};
-    static const char *const names[] = {"status", "kind", "group", "older_than_ms"};
+    bool seen[N_FIELDS] = {false};
+    static const char *const names[N_FIELDS] = {"status", "kind", "group", "older_than_ms"};
     while (bson_iter_next(filter)) {
         const char *key = bson_iter_key(filter);
-        int i = 0;
-        while (i < 4 && strcmp(key, names[i]) != 0)
-            i++;
-        if (i == 4)
-            return bad_request(err, "unknown field 'filter.%.64s' (known: status, kind, group, "
-                                    "older_than_ms)",
-                               key);
-        if (seen[i])
-            return bad_request(err, "field 'filter.%s' given twice", key);
-        seen[i] = true;
+        int i = known_field(key, names, seen, "filter.", err);
+        if (i < 0)
+            return false;
         *filtered = true;
         const char *text = BSON_ITER_HOLDS_UTF8(filter) ? bson_iter_utf8(filter, NULL) : NULL;
         if (i == 0) {
@@ -84,23 +100,15 @@ bool cohort_api_parse_bulk(const bson_t *body, cohort_api_bulk_t *bulk, cohort_a
     bulk->limit = COHORT_API_BULK_MAX;
     const struct action_rule *rule = NULL;
     const char *status_name = NULL;
-    bool filtered = false, seen[4] = {false};
-    static const char *const names[] = {"action", "filter", "limit", "dry_run"};
+    bool filtered = false, seen[N_FIELDS] = {false};
+    static const char *const names[N_FIELDS] = {"action", "filter", "limit", "dry_run"};
     bson_iter_t it, filter;
     if (!bson_iter_init(&it, body))
         return bad_request(err, "the body is not a valid document");
     while (bson_iter_next(&it)) {
-        const char *key = bson_iter_key(&it);
-        int i = 0;
-        while (i < 4 && strcmp(key, names[i]) != 0)
-            i++;
-        if (i == 4)
-            return bad_request(err, "unknown field '%.64s' (known: action, filter, limit, "
-                                    "dry_run)",
-                               key);
-        if (seen[i])
-            return bad_request(err, "field '%s' given twice", key);
-        seen[i] = true;
+        int i = known_field(bson_iter_key(&it), names, seen, "", err);
+        if (i < 0)
+            return false;
         if (i == 0) {
             const char *text = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : "";
             for (size_t r = 0; r < sizeof action_rules / sizeof action_rules[0]; r++)

@@ -39,18 +39,26 @@ bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, cons
 
 /* ---- routes ---------------------------------------------------------------------------- */
 
-/* The path's next segment (up to '/' or the end) into `out`; false if it is too long. */
-static bool next_segment(const char **p, char *out, size_t len)
+/* The text up to the next `sep` (or the end) into `out`, and *p past the `sep`; false if it is
+ * too long for `out` (len - 1 bytes) or empty when `nonempty`. */
+static bool next_part(const char **p, char sep, bool nonempty, char *out, size_t len)
 {
-    size_t n = strcspn(*p, "/");
-    if (n >= len)
+    const char stop[2] = {sep, '\0'};
+    size_t n = strcspn(*p, stop);
+    if ((nonempty && n == 0) || n >= len)
         return false;
     memcpy(out, *p, n);
     out[n] = '\0';
     *p += n;
-    if (**p == '/')
+    if (**p == sep)
         (*p)++;
     return true;
+}
+
+/* The path's next segment (up to '/' or the end) into `out`; false if it is too long. */
+static bool next_segment(const char **p, char *out, size_t len)
+{
+    return next_part(p, '/', false, out, len);
 }
 
 /* Sets the route's endpoint if `method` is `want`, else a 405 allowing `allow`. */
@@ -207,18 +215,10 @@ void cohort_lease_token_format(const cohort_lease_ref_t *ref, char *out, size_t 
              (int)ref->attempt, ref->claim);
 }
 
-/* The next '.'-separated part of *p into `out` (at most len - 1 bytes). */
+/* The next '.'-separated part of *p into `out` (1 to len - 1 bytes). */
 static bool lease_part(const char **p, char *out, size_t len)
 {
-    size_t n = strcspn(*p, ".");
-    if (n == 0 || n >= len)
-        return false;
-    memcpy(out, *p, n);
-    out[n] = '\0';
-    *p += n;
-    if (**p == '.')
-        (*p)++;
-    return true;
+    return next_part(p, '.', true, out, len);
 }
 
 bool cohort_lease_token_parse(const char *text, cohort_lease_ref_t *ref)

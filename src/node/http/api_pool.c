@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/wake.h"
 
 typedef struct job job_t;
 struct job {
@@ -223,9 +224,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     cohort_api_pool_t *pool = arg;
-    uint64_t count;
-    ssize_t r = read(fd, &count, sizeof count);
-    (void)r;
+    cohort_eventfd_drain(fd);
     pthread_mutex_lock(&pool->lock);
     job_list_t done = pool->done;
     pool->done = (job_list_t){0};
@@ -372,10 +371,8 @@ cohort_api_pool_t *cohort_api_pool_start(struct event_base *base, cohort_api_t *
         return NULL;
     }
     for (size_t i = 0; i < threads; i++) {
-        int rc = pthread_create(&pool->threads[i], NULL, thread_main, pool);
-        if (rc != 0) {
-            bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                           "cannot start API thread %zu: %s", i + 1, strerror(rc));
+        if (!cohort_thread_start(&pool->threads[i], thread_main, pool, false, error,
+                                 "API thread %zu", i + 1)) {
             cohort_api_pool_destroy(pool);
             return NULL;
         }

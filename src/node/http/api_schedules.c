@@ -23,9 +23,7 @@ bool cohort_api_list_schedules(cohort_api_call_t *call)
                                 &call->reply->body, &found, &error))
         return cohort_api_fail_store(call->err, &error, "cannot read the schedules");
     if (!found)
-        return cohort_api_fail(call->err, 404, "not_found",
-                               "service '%s' does not exist (no node has run it)",
-                               call->route->service);
+        return cohort_api_fail_no_service(call);
     call->reply->status = 200;
     return true;
 }

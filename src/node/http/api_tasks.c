@@ -30,6 +30,13 @@ bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, c
     return cohort_api_fail(err, 500, "internal", "%s: %.300s", what, error->message);
 }
 
+bool cohort_api_fail_no_service(cohort_api_call_t *call)
+{
+    return cohort_api_fail(call->err, 404, "not_found",
+                           "service '%s' does not exist (no node has run it)",
+                           call->route->service);
+}
+
 void cohort_api_wake(cohort_api_call_t *call)
 {
     bson_strncpy(call->reply->wake, call->route->service, sizeof call->reply->wake);
@@ -47,9 +54,7 @@ static bool service_exists(cohort_api_call_t *call)
     if (!ok)
         return cohort_api_fail_store(call->err, &error, "cannot read the service");
     if (!found)
-        return cohort_api_fail(call->err, 404, "not_found",
-                               "service '%s' does not exist (no node has run it)",
-                               call->route->service);
+        return cohort_api_fail_no_service(call);
     return true;
 }
 
@@ -671,9 +676,7 @@ bool cohort_api_switch(cohort_api_call_t *call)
                                      by, &found, &error) ||
              cohort_api_fail_store(call->err, &error, "cannot set the switch");
         if (ok && !found)
-            ok = cohort_api_fail(call->err, 404, "not_found",
-                                 "service '%s' does not exist (no node has run it)",
-                                 call->route->service);
+            ok = cohort_api_fail_no_service(call);
     }
     if (ok) {
         BSON_APPEND_UTF8(&call->reply->body, "service", call->route->service);

@@ -34,6 +34,9 @@ typedef struct cohort_api_call {
 /* The status and code for a database failure: 503 if the database did not answer, else 500. */
 bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, const char *what);
 
+/* 404 not_found: the call's service has no config document (no node has run it). */
+bool cohort_api_fail_no_service(cohort_api_call_t *call);
+
 /* The call added due tasks to its service: claims held for it run again (api_pool.h). */
 void cohort_api_wake(cohort_api_call_t *call);
 /* True if the route's service has its config document; else 404 (or 503/500) in call->err. */

@@ -208,6 +208,19 @@ static bool one_minute(void *user, const cohort_minute_t *m)
     return true;
 }
 
+/* A query parameter's whole number from 1 to `max` into *out, or a 400 naming it. */
+static bool query_count(const char *text, const char *name, int max, int64_t *out,
+                        cohort_api_error_t *err)
+{
+    char *end = NULL;
+    long long v = strtoll(text, &end, 10);
+    if (!*text || *end || v < 1 || v > max)
+        return cohort_api_fail(err, 400, "bad_request", "%s must be an integer from 1 to %d", name,
+                               max);
+    *out = v;
+    return true;
+}
+
 /* {"service", "minutes": [minute, ...] oldest first, "current": the minute under way so
  * far}: at most 1,440 small documents and five indexed counts. */
 static bool history(cohort_api_call_t *call)
@@ -219,13 +232,7 @@ static bool history(cohort_api_call_t *call)
     int64_t minutes = 60;
     bool ok = true;
     if (values[0]) {
-        char *end = NULL;
-        long long v = strtoll(values[0], &end, 10);
-        if (!*values[0] || *end || v < 1 || v > HISTORY_MAX_MINUTES)
-            ok = cohort_api_fail(call->err, 400, "bad_request",
-                                 "minutes must be an integer from 1 to %d",
-                                 HISTORY_MAX_MINUTES);
-        minutes = v;
+        ok = query_count(values[0], "minutes", HISTORY_MAX_MINUTES, &minutes, call->err);
     }
     cohort_api_query_free(values, 1);
     if (!ok)
@@ -339,12 +346,7 @@ static bool audit(cohort_api_call_t *call)
     bson_oid_t before;
     bool ok = true;
     if (values[0]) {
-        char *end = NULL;
-        long long v = strtoll(values[0], &end, 10);
-        if (!*values[0] || *end || v < 1 || v > AUDIT_PAGE_MAX)
-            ok = cohort_api_fail(call->err, 400, "bad_request",
-                                 "limit must be an integer from 1 to %d", AUDIT_PAGE_MAX);
-        limit = v;
+        ok = query_count(values[0], "limit", AUDIT_PAGE_MAX, &limit, call->err);
     }
     if (ok && values[1]) {
         if (strlen(values[1]) != 24 || !bson_oid_is_valid(values[1], 24))

@@ -45,54 +45,28 @@ static void seconds_us(FILE *out, uint64_t us)
 
 typedef uint64_t (*service_counter_fn)(const cohort_service_t *service);
 
-static uint64_t claimed(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.claimed);
-}
-static uint64_t succeeded(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.succeeded);
-}
-static uint64_t failed(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.failed);
-}
-static uint64_t timed_out(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.timed_out);
-}
-static uint64_t retried(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.retried);
-}
-static uint64_t stalled_reset(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.stalled_reset);
-}
-static uint64_t purged(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.purged);
-}
-static uint64_t batches_completed(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.batches_completed);
-}
-static uint64_t lost_claims(const cohort_service_t *s)
-{
-    return atomic_load(&s->stats.lost_claims);
-}
-#define EXTERNAL_COUNTER(field)                                                                \
+/* One reader per counter of the service's statistics, named as the field. */
+#define SERVICE_COUNTER(field)                                                                 \
     static uint64_t field(const cohort_service_t *s)                                           \
     {                                                                                          \
         return atomic_load(&s->stats.field);                                                   \
     }
-EXTERNAL_COUNTER(ext_claimed)
-EXTERNAL_COUNTER(ext_succeeded)
-EXTERNAL_COUNTER(ext_failed)
-EXTERNAL_COUNTER(ext_retried)
-EXTERNAL_COUNTER(ext_released)
-EXTERNAL_COUNTER(ext_lost)
-EXTERNAL_COUNTER(leases_expired)
+SERVICE_COUNTER(claimed)
+SERVICE_COUNTER(succeeded)
+SERVICE_COUNTER(failed)
+SERVICE_COUNTER(timed_out)
+SERVICE_COUNTER(retried)
+SERVICE_COUNTER(stalled_reset)
+SERVICE_COUNTER(purged)
+SERVICE_COUNTER(batches_completed)
+SERVICE_COUNTER(lost_claims)
+SERVICE_COUNTER(ext_claimed)
+SERVICE_COUNTER(ext_succeeded)
+SERVICE_COUNTER(ext_failed)
+SERVICE_COUNTER(ext_retried)
+SERVICE_COUNTER(ext_released)
+SERVICE_COUNTER(ext_lost)
+SERVICE_COUNTER(leases_expired)
 static uint64_t leader_changes(const cohort_service_t *s)
 {
     return atomic_load(&s->election.leader_changes);

@@ -149,11 +149,8 @@ cohort_lease_keeper_t *cohort_lease_keeper_start(cohort_store_t *store,
     k->n = n;
     k->store = store;
     k->client = cohort_store_primacy_client(store);
-    int rc = pthread_create(&k->thread, NULL, keeper_main, k);
-    if (rc != 0) {
+    if (!cohort_thread_start(&k->thread, keeper_main, k, false, error, "the lease thread")) {
         keeper_free(k);
-        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                       "cannot start the lease thread: %s", strerror(rc));
         return NULL;
     }
     return k;

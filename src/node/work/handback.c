@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/wake.h"
 #include "node/work/workers.h"
 
 struct cohort_handback {
@@ -59,9 +60,7 @@ static void on_poked(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     cohort_handback_t *h = arg;
-    uint64_t count;
-    ssize_t r = read(fd, &count, sizeof count);
-    (void)r;
+    cohort_eventfd_drain(fd);
     if (!evtimer_pending(h->check, NULL))
         on_check(-1, 0, h); /* computes when to look (a window from now, at the latest) */
 }

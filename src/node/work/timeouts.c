@@ -141,13 +141,11 @@ cohort_timeouts_t *cohort_timeouts_start(cohort_service_t *service, bson_error_t
     }
     t->service = service;
     cohort_wake_init(&t->wake);
-    int rc = pthread_create(&t->thread, NULL, watchdog_main, t);
-    if (rc != 0) {
+    if (!cohort_thread_start(&t->thread, watchdog_main, t, false, error,
+                             "the timeout watchdog thread of service '%s'",
+                             service->config->name)) {
         cohort_wake_destroy(&t->wake);
         free(t);
-        bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                       "[service:%s] cannot start the timeout watchdog thread: %s",
-                       service->config->name, strerror(rc));
         return NULL;
     }
     return t;

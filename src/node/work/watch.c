@@ -212,11 +212,9 @@ cohort_watcher_t *cohort_watcher_start(cohort_store_t *store, cohort_service_t *
         atomic_store(&t->up, false);
         cohort_wake_init(&t->stop);
         w->n++;
-        int rc = pthread_create(&t->thread, NULL, stream_main, t);
-        if (rc != 0) {
+        if (!cohort_thread_start(&t->thread, stream_main, t, false, error,
+                                 "the change stream thread")) {
             cohort_watcher_stop(w);
-            bson_set_error(error, COHORT_DOMAIN_SYSTEM, COHORT_CODE_IO,
-                           "cannot start the change stream thread: %s", strerror(rc));
             return NULL;
         }
         t->started = true;

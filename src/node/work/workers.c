@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "node/handler/context.h"
 #include "core/error.h"
+#include "core/wake.h"
 #include "node/work/capacity.h"
 #include "node/work/filter.h"
 #include "node/work/outcomes.h"
@@ -717,17 +718,14 @@ bool cohort_service_set_workers(cohort_service_t *s, size_t workers, bson_error_
      * threads for slots that never had one. */
     while (ok && s->n_threads < workers) {
         worker_arg_t *arg = malloc(sizeof *arg);
-        int rc = arg ? 0 : ENOMEM;
-        if (arg) {
+        if (arg)
             *arg = (worker_arg_t){s, s->n_threads};
-            rc = pthread_create(&s->threads[s->n_threads], NULL, worker_main, arg);
-        }
-        if (rc != 0) {
+        else
+            cohort_error_nomem(error, "a worker thread's argument");
+        if (!arg || !cohort_thread_start(&s->threads[s->n_threads], worker_main, arg, false,
+                                         error, "worker thread %zu of service '%s'",
+                                         s->n_threads + 1, s->config->name)) {
             free(arg);
-            bson_set_error(error, COHORT_DOMAIN_SYSTEM,
-                           rc == ENOMEM ? COHORT_CODE_NO_MEMORY : COHORT_CODE_IO,
-                           "[service:%s] cannot start worker thread %zu: %s", s->config->name,
-                           s->n_threads + 1, strerror(rc));
             s->target_workers = s->n_threads;
             ok = false;
         } else {
