@@ -12,7 +12,8 @@
 # Chromium over the DevTools protocol), strace (isolation = process under the systemd unit's
 # system call filter, tests/package/), python3-jsonschema, nodejs and npm (tests/openapi: the
 # API's document checked, and a client generated from it). dpkg-dev and file: `cpack -G DEB`
-# names the package's dependencies with dpkg-shlibdeps (README.md, "Install").
+# names the package's dependencies with dpkg-shlibdeps (README.md, "Install"). gcovr: the
+# coverage report of tests/run.sh --coverage.
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
 # Used by deploy/local-cluster.sh and tests/run.sh, so a fresh machine needs nothing else.
 set -euo pipefail
@@ -26,7 +27,7 @@ PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-de
           tzdata dpkg-dev file)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
     PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus chromium
-               python3-websocket fonts-dejavu-core strace python3-jsonschema nodejs npm)
+               python3-websocket fonts-dejavu-core strace python3-jsonschema nodejs npm gcovr)
 fi
 if [ "$BUILD" = --packages ]; then
     printf '%s\n' "${PACKAGES[@]}"

@@ -185,11 +185,6 @@ Test(cluster_clock_skew, a_restarted_node_stamps_its_releases_on_the_cluster_clo
         .services = {{.name = "svc_a"}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int db_port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
     /* A claim of an earlier run of n1 (killed): claimed, its check-in fresh. */
     char id[25];
     cluster_enqueue(c, "svc_a", NULL, NULL, id);
@@ -208,11 +203,9 @@ Test(cluster_clock_skew, a_restarted_node_stamps_its_releases_on_the_cluster_clo
     mongoc_collection_destroy(queue);
     cluster_assert(c, ok, "cannot claim the task for n1: %s", error.message);
 
-    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
-    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
     const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
     cluster_node_t *n = cluster_add_node(c, env);
     cluster_node_start(n);
@@ -248,33 +241,17 @@ Test(cluster_clock_skew, the_api_writes_nothing_before_the_cluster_clock_is_meas
         .services = {{.name = "svc_a"}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int db_port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
-    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
-    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
+    delay_proxy_set_reply_delay(proxy, c->takeover_ms / 8 + 200);
     const char *env[] = {uri_env, "COHORT_TEST_CLOCK_SKEW_MS=+300000", NULL};
     /* The service exists (another node ran it): n1 is the one to enqueue through. */
     const char *enqueue[] = {"enqueue", "svc_a", "--create", NULL};
     cluster_assert(c, cluster_run_ctl(c, enqueue) == 0, "cohortctl enqueue failed");
     cluster_node_t *n = cluster_add_node(c, env);
-    int port = cluster_free_port();
-    char extra[64];
-    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d", port);
-    cluster_node_config_add(n, extra);
+    int port = cluster_node_listen(n, NULL);
     cluster_node_start(n);
-    char *token = NULL;
-    const char *create[] = {"tokens", "create", "all", "--scopes", "enqueue,read", NULL};
-    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
-    token[strcspn(token, "\r\n")] = '\0';
-    char auth[256];
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
-    free(token);
+    char *auth = cluster_api_auth(c, "all", "enqueue,read");
     cluster_assert(c, cluster_wait_log(n, "clock sample ignored", NULL, 20000),
                    "n1 never pinged through the slow proxy");
 
@@ -311,4 +288,5 @@ Test(cluster_clock_skew, the_api_writes_nothing_before_the_cluster_clock_is_meas
                    "a task enqueued through n1 is due more than 30 s from now");
     cluster_node_stop_ok(n, 15000);
     delay_proxy_stop(proxy);
+    free(auth);
 }

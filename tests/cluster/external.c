@@ -372,18 +372,6 @@ Test(cluster_external, python_workers_over_a_failover)
 
 /* ---- long-poll -------------------------------------------------------------------------- */
 
-/* The "Authorization: Bearer ..." header line of the token in `token_file`. */
-static char *auth_header(const char *token_file)
-{
-    char *token = test_try_read_file(token_file);
-    cr_assert_not_null(token, "cannot read %s", token_file);
-    token[strcspn(token, "\r\n")] = '\0';
-    char *line = NULL;
-    cr_assert_geq(asprintf(&line, "Authorization: Bearer %s\r\n", token), 0);
-    free(token);
-    return line;
-}
-
 /*
  * One node at tick_ms = 1000 and api_threads = 2. Ten claims held at once (more than the
  * threads) leave the API free: a listing still answers at once, so a held claim holds no
@@ -400,20 +388,12 @@ Test(cluster_external, long_poll_wakes_on_enqueue_and_holds_no_thread)
         .services = {{.name = SERVICE, .handler = "external"}},
     };
     cluster_t *c = cluster_new(&options);
-    int port = cluster_free_port();
     cluster_node_t *n = cluster_add_node(c, NULL);
-    char extra[96];
-    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d\napi_threads = 2", port);
-    cluster_node_config_add(n, extra);
+    int port = cluster_node_listen(n, "api_threads = 2");
     cluster_node_start(n);
     cluster_primacy_t p;
     cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 30000, &p), "no primary");
-    char *token = NULL;
-    const char *create[] = {"tokens", "create", "all", "--scopes", "work,enqueue,read", NULL};
-    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
-    char *token_file = test_write_file(c->dir, "token", token);
-    free(token);
-    char *auth = auth_header(token_file);
+    char *auth = cluster_api_auth(c, "all", "work,enqueue,read");
     char claims[64];
     snprintf(claims, sizeof claims, "/api/v1/services/%s/claims", SERVICE);
     char tasks[64];
@@ -484,5 +464,4 @@ Test(cluster_external, long_poll_wakes_on_enqueue_and_holds_no_thread)
     cluster_assert(c, waited >= 5500, "the held claims ended after %lld ms, before their wait",
                    (long long)waited);
     free(auth);
-    free(token_file);
 }

@@ -52,15 +52,8 @@ Test(cluster_lost_replies, claims_whose_reply_was_lost_are_given_back)
         .services = {{.name = SERVICE, .settings = "workers = 2\nclaim_batch = 1"}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
-    delay_proxy_t *proxy = delay_proxy_start(host, port);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
     const char *env[] = {uri_env, NULL};
 
     char count[16];

@@ -183,16 +183,9 @@ Test(cluster_ops_settings_nodes, a_takeover_under_three_round_trips_is_refused_u
         .services = {{.name = SERVICE}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
-    delay_proxy_t *proxy = delay_proxy_start(host, port);
-    delay_proxy_set_reply_delay(proxy, 150);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
+    delay_proxy_set_reply_delay(proxy, 150);
     const char *env[] = {uri_env, NULL};
     cluster_node_start(cluster_add_node(c, env));
     cluster_assert(c, wait_published(c, "n1", 150, 30000),

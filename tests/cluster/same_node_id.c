@@ -278,16 +278,9 @@ Test(cluster_same_node_id, a_second_process_is_refused_while_the_first_is_still_
                      {.name = "more4"}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int db_port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
-    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
-    delay_proxy_set_reply_delay(proxy, 150);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
+    delay_proxy_set_reply_delay(proxy, 150);
     const char *env[] = {uri_env, NULL};
     cluster_node_t *first = cluster_add_node(c, env);
     cluster_node_start(first);

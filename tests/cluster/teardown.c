@@ -47,32 +47,16 @@ Test(cluster_teardown, a_request_arriving_while_stepping_down_gets_an_answer)
         .services = {{.name = SERVICE, .handler = "external"}},
     };
     cluster_t *c = cluster_new(&options);
-    char host[256];
-    int db_port = 0;
-    if (!delay_proxy_single_server(c->uri, host, sizeof host, &db_port))
-        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it",
-                     c->uri);
-    delay_proxy_t *proxy = delay_proxy_start(host, db_port);
     char uri_env[128];
-    snprintf(uri_env, sizeof uri_env, "MONGODB_URI=mongodb://127.0.0.1:%d",
-             delay_proxy_port(proxy));
+    delay_proxy_t *proxy = delay_proxy_in_front_of(c->uri, uri_env, sizeof uri_env);
     const char *env[] = {uri_env, NULL};
-    int port = cluster_free_port();
     cluster_node_t *n = cluster_add_node(c, env);
-    char extra[96];
-    snprintf(extra, sizeof extra, "http_listen = 127.0.0.1:%d\napi_threads = 2", port);
-    cluster_node_config_add(n, extra);
+    int port = cluster_node_listen(n, "api_threads = 2");
     cluster_node_start(n);
     cluster_primacy_t p;
     cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 30000, &p), "no primary");
 
-    char *token = NULL;
-    const char *create[] = {"tokens", "create", "all", "--scopes", "work,read", NULL};
-    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0, "cannot create a token");
-    token[strcspn(token, "\r\n")] = '\0';
-    char auth[256];
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
-    free(token);
+    char *auth = cluster_api_auth(c, "all", "work,read");
 
     /* An external worker's long-poll, held by the node (as the chaos harness's were). */
     int held = http_send(port, "POST", "/api/v1/services/" SERVICE "/claims", auth,
@@ -112,4 +96,5 @@ Test(cluster_teardown, a_request_arriving_while_stepping_down_gets_an_answer)
                    "the late request answered %d %s", r.status, r.body ? r.body : "");
     http_response_free(&r);
     delay_proxy_stop(proxy);
+    free(auth);
 }

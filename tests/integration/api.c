@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api_fixture.h"
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
@@ -27,85 +28,36 @@
 #include "store/tokens.h"
 
 #define SERVICE "web"
-#define TTL_MS 300
+#define TTL_MS TEST_API_TOKEN_TTL_MS
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static cohort_api_t *api;
+static test_api_fixture_t fx;
 static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_all[COHORT_TOKEN_TEXT_MAX];
 
 static void setup(void)
 {
-    test_service_db_open("api", SERVICE, &db, &store, &client);
-    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
-    api = cohort_api_new(&options);
-    cr_assert_not_null(api);
-    test_api_token(store, client, "reader", "read", tok_read);
-    test_api_token(store, client, "root", "admin", tok_all);
+    test_api_fixture_open(&fx, &(test_api_setup_t){.prefix = "api", .service = SERVICE});
+    test_api_token(fx.store, fx.client, "reader", "read", tok_read);
+    test_api_token(fx.store, fx.client, "root", "admin", tok_all);
 }
 
 static void teardown(void)
 {
-    cohort_api_destroy(api);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api, .init = setup, .fini = teardown, .timeout = 120);
 
-/* The body is a heap copy: a bson_t moved by value loses its buffer's self-pointers. */
-typedef struct answer {
-    int status;
-    bson_t *body;
-    char *json;
-} answer_t;
-
-static void answer_free(answer_t *a)
-{
-    bson_destroy(a->body);
-    bson_free(a->json);
-}
-
 /* One request; `token` NULL sends no Authorization header, "" a bad one. */
-static answer_t call_full(const char *token, const char *method, const char *target,
-                          const char *body, const char *idempotency_key)
+static test_api_answer_t call(const char *token, const char *method, const char *target,
+                              const char *body)
 {
-    char auth[128], path[1024];
-    snprintf(auth, sizeof auth, "Bearer %s", token ? token : "");
-    snprintf(path, sizeof path, "%s", target);
-    char *query = strchr(path, '?');
-    if (query)
-        *query++ = '\0';
-    cohort_api_request_t request = {.method = method,
-                                    .path = path,
-                                    .query = query,
-                                    .authorization = token ? auth : NULL,
-                                    .idempotency_key = idempotency_key,
-                                    .body = body ? body : "",
-                                    .body_len = body ? strlen(body) : 0};
-    cohort_api_reply_t reply;
-    cohort_api_handle(api, client, &request, &reply);
-    answer_t a = {.status = reply.status, .body = bson_copy(&reply.body)};
-    bson_destroy(&reply.body);
-    a.json = bson_as_relaxed_extended_json(a.body, NULL);
-    return a;
+    return test_api_call(&fx, token, method, target, body, NULL);
 }
 
-static answer_t call(const char *token, const char *method, const char *target, const char *body)
+/* Asserts the status and, for an error, its code and that it has a message; frees it. */
+static void expect(test_api_answer_t a, int status, const char *code, const char *what)
 {
-    return call_full(token, method, target, body, NULL);
-}
-
-/* Asserts the status and, for an error, its code; frees the answer. */
-static void expect(answer_t a, int status, const char *code, const char *what)
-{
-    cr_assert_eq(a.status, status, "%s: status %d, want %d: %s", what, a.status, status, a.json);
-    if (code) {
-        const char *got = test_doc_str(a.body, "error.code");
-        cr_assert(got && strcmp(got, code) == 0, "%s: code %s, want %s", what, got, code);
-        cr_assert(test_doc_str(a.body, "error.message"), "%s: no message", what);
-    }
-    answer_free(&a);
+    test_api_expect(a, status, code, NULL, what);
 }
 
 #define TASKS "/api/v1/services/" SERVICE "/tasks"
@@ -128,9 +80,9 @@ Test(api, tokens_401_403)
 /* Waits until `token` is refused (the cache holds it for at most TTL_MS). */
 static bool refused(void *arg)
 {
-    answer_t a = call(arg, "GET", "/api/v1/services", NULL);
+    test_api_answer_t a = call(arg, "GET", "/api/v1/services", NULL);
     bool no = a.status == 401;
-    answer_free(&a);
+    test_api_answer_free(&a);
     return no;
 }
 
@@ -139,48 +91,49 @@ Test(api, revoked_token_refused_within_one_tick)
     expect(call(tok_read, "GET", "/api/v1/services", NULL), 200, NULL, "before revocation");
     bool found = false;
     bson_error_t error;
-    cr_assert(cohort_store_revoke_token(store, client, "reader", &found, &error), "%s",
+    cr_assert(cohort_store_revoke_token(fx.store, fx.client, "reader", &found, &error), "%s",
               error.message);
     int64_t revoked_at = test_now_ms();
     cr_assert(test_wait_until(refused, tok_read, 10 * TTL_MS), "still accepted");
     /* the cache may serve it for one TTL, no longer (plus a generous margin for the machine) */
     cr_assert_leq(test_now_ms() - revoked_at, TTL_MS + 2000);
-    cr_assert(test_count(client, db, "tokens", "{\"_id\": \"root\"}") == 1);
+    cr_assert(test_count(fx.client, fx.db, "tokens", "{\"_id\": \"root\"}") == 1);
 }
 
 Test(api, last_used_written_once)
 {
     expect(call(tok_all, "GET", "/api/v1/services", NULL), 200, NULL, "first use");
-    cr_assert_eq(test_count(client, db, "tokens",
+    cr_assert_eq(test_count(fx.client, fx.db, "tokens",
                             "{\"_id\": \"root\", \"last_used\": {\"$exists\": true}}"),
                  1, "last_used not written");
-    cr_assert_eq(test_count(client, db, "tokens",
+    cr_assert_eq(test_count(fx.client, fx.db, "tokens",
                             "{\"_id\": \"reader\", \"last_used\": {\"$exists\": true}}"),
                  0);
 }
 
 Test(api, services_as_status_json)
 {
-    answer_t a = call(tok_all, "GET", "/api/v1/services", NULL);
+    test_api_answer_t a = call(tok_all, "GET", "/api/v1/services", NULL);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_str_eq(test_doc_str(a.body, "services.0.name"), SERVICE);
     cr_assert(test_doc_has(a.body, "services.0.counts.pending"), "%s", a.json);
     cr_assert(test_doc_has(a.body, "services.0.paused"), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     expect(call(tok_all, "POST", "/api/v1/services", NULL), 405, "method_not_allowed", "POST");
 }
 
 Test(api, create_read_idempotent)
 {
-    answer_t a = call(tok_all, "POST", TASKS,
-                      "{\"data\": {\"n\": 7}, \"priority\": 5, \"kind\": \"mail\", \"group\": "
-                      "\"g1\", \"timeout_ms\": 60000, \"not_before\": \"2020-01-01T00:00:00Z\", "
-                      "\"weight\": 4}");
+    test_api_answer_t a =
+        call(tok_all, "POST", TASKS,
+             "{\"data\": {\"n\": 7}, \"priority\": 5, \"kind\": \"mail\", \"group\": "
+             "\"g1\", \"timeout_ms\": 60000, \"not_before\": \"2020-01-01T00:00:00Z\", "
+             "\"weight\": 4}");
     cr_assert_eq(a.status, 201, "%s", a.json);
     char id[25];
     snprintf(id, sizeof id, "%s", test_doc_str(a.body, "id"));
     cr_assert(bson_oid_is_valid(id, strlen(id)), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     char path[200];
     snprintf(path, sizeof path, TASKS "/%s", id);
@@ -194,18 +147,20 @@ Test(api, create_read_idempotent)
     cr_assert_str_eq(test_doc_str(a.body, "group"), "g1");
     cr_assert(strchr(test_doc_str(a.body, "created_at"), 'T'), "not ISO-8601: %s", a.json);
     cr_assert(test_doc_has(a.body, "history"), "%s", a.json);
-    answer_free(&a);
-    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{\"task_timeout_ms\": 60000}"), 1);
+    test_api_answer_free(&a);
+    cr_assert_eq(test_count(fx.client, fx.db, "queue_" SERVICE, "{\"task_timeout_ms\": 60000}"), 1);
 
-    answer_t first = call_full(tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
-    answer_t again = call_full(tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
+    test_api_answer_t first =
+        test_api_call(&fx, tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
+    test_api_answer_t again =
+        test_api_call(&fx, tok_all, "POST", TASKS, "{\"data\": {}}", "order-42");
     cr_assert_eq(first.status, 201, "%s", first.json);
     cr_assert_eq(again.status, 200, "a retried POST: %s", again.json);
     cr_assert_str_eq(test_doc_str(first.body, "id"), test_doc_str(again.body, "id"));
-    answer_free(&first);
-    answer_free(&again);
-    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{\"idempotency_key\": \"order-42\"}"),
-                 1);
+    test_api_answer_free(&first);
+    test_api_answer_free(&again);
+    cr_assert_eq(
+        test_count(fx.client, fx.db, "queue_" SERVICE, "{\"idempotency_key\": \"order-42\"}"), 1);
 
     expect(call(tok_all, "POST", TASKS, "{\"unique_key\": \"u1\"}"), 201, NULL, "unique");
     expect(call(tok_all, "POST", TASKS, "{\"unique_key\": \"u1\"}"), 409, "conflict", "again");
@@ -230,18 +185,18 @@ Test(api, bad_input_400_and_nothing_written)
         "{\"not_after\": \"yesterday\"}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        answer_t a = call(tok_all, "POST", TASKS, bodies[i]);
+        test_api_answer_t a = call(tok_all, "POST", TASKS, bodies[i]);
         cr_assert_eq(a.status, 400, "body %zu (%s): %d %s", i, bodies[i], a.status, a.json);
-        answer_free(&a);
+        test_api_answer_free(&a);
     }
-    answer_t a = call(tok_all, "POST", TASKS, "{\"weight\": 1001}");
+    test_api_answer_t a = call(tok_all, "POST", TASKS, "{\"weight\": 1001}");
     cr_assert(strstr(test_doc_str(a.body, "error.message"),
                      "field 'weight': task option 'weight' = 1001 is out of range [1, 1000]"),
               "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     a = call(tok_all, "POST", TASKS, "{\"colour\": 1}");
     cr_assert(strstr(test_doc_str(a.body, "error.message"), "colour"), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     expect(call(tok_all, "POST", TASKS ":batch", "{\"tasks\": [{}, {\"priority\": 1.5}]}"), 400,
            "bad_request", "a batch with one bad task");
     expect(call(tok_all, "POST", TASKS ":batch", "{\"tasks\": []}"), 400, "bad_request", "empty");
@@ -264,7 +219,7 @@ Test(api, bad_input_400_and_nothing_written)
     expect(call(tok_all, "POST", "/api/v1/services/nope/tasks", "{}"), 404, "not_found", "svc");
     expect(call(tok_all, "GET", "/api/v1/other", NULL), 404, "not_found", "path");
     expect(call(tok_all, "DELETE", TASKS, NULL), 405, "method_not_allowed", "DELETE");
-    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{}"), 0, "bad input wrote tasks");
+    cr_assert_eq(test_count(fx.client, fx.db, "queue_" SERVICE, "{}"), 0, "bad input wrote tasks");
 }
 
 Test(api, batch_list_pages_counts)
@@ -275,10 +230,10 @@ Test(api, batch_list_pages_counts)
                  "%s{\"data\": {\"i\": %d}, \"kind\": \"%s\"}", i ? ", " : "", i,
                  i % 2 ? "odd" : "even");
     strcat(body, "]}");
-    answer_t a = call(tok_all, "POST", TASKS ":batch", body);
+    test_api_answer_t a = call(tok_all, "POST", TASKS ":batch", body);
     cr_assert_eq(a.status, 201, "%s", a.json);
     cr_assert(test_doc_has(a.body, "ids.24"), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     /* pages of 10: 10, 10, 5, every task once, in order */
     char path[256] = TASKS "?limit=10&kind=odd";
@@ -300,11 +255,11 @@ Test(api, batch_list_pages_counts)
         pages++;
         const char *next = test_doc_str(a.body, "next");
         if (!next) {
-            answer_free(&a);
+            test_api_answer_free(&a);
             break;
         }
         snprintf(path, sizeof path, TASKS "?limit=10&kind=odd&after=%s", next);
-        answer_free(&a);
+        test_api_answer_free(&a);
         cr_assert_lt(pages, 5);
     }
     cr_assert_eq(seen, 12, "odd tasks seen %d", seen);
@@ -313,11 +268,11 @@ Test(api, batch_list_pages_counts)
     a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts", NULL);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "counts.pending"), 25, "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts?by=kind", NULL);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert(strstr(a.json, "\"odd\""), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     char big[64 * 1001 + 32] = "{\"tasks\": [";
     for (int i = 0; i < 1001; i++)
@@ -332,13 +287,13 @@ Test(api, pause_and_resume)
                 "{\"kind\": \"mail\", \"reason\": \"smtp down\"}"),
            200, NULL, "pause");
     bson_t doc;
-    test_read_service(store, client, SERVICE, &doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "pause.mail.reason"), "smtp down");
     cr_assert_str_eq(test_doc_str(&doc, "pause.mail.by"), "api token root");
     bson_destroy(&doc);
     expect(call(tok_all, "POST", "/api/v1/services/" SERVICE "/resume", "{\"kind\": \"mail\"}"),
            200, NULL, "resume");
-    test_read_service(store, client, SERVICE, &doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     cr_assert_not(test_doc_has(&doc, "pause.mail"));
     bson_destroy(&doc);
     expect(call(tok_all, "POST", "/api/v1/services/" SERVICE "/resume", "{\"reason\": \"x\"}"),
@@ -352,7 +307,7 @@ Test(api, http_413_and_slow_client_cut)
 {
     test_api_server_t s;
     cohort_http_callbacks_t limits = {.api_max_body = 2048};
-    test_api_server_start(&s, store, &limits, 0);
+    test_api_server_start(&s, fx.store, &limits, 0);
     char head[512];
     int fd = test_connect(s.port);
     int len = snprintf(head, sizeof head,

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api_server.h"
+#include "api_fixture.h"
 #include "support.h"
 #include "core/token.h"
 #include "store/store.h"
@@ -22,24 +22,20 @@
 #define SERVICE "web"
 #define TASKS "/api/v1/services/" SERVICE "/tasks"
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
+static test_api_fixture_t fx;
 static char token[COHORT_TOKEN_TEXT_MAX];
-static test_api_server_t server;
 
 static void setup(void)
 {
-    test_service_db_open("apiframe", SERVICE, &db, &store, &client);
-    test_api_token(store, client, "root", "admin", token);
     static const cohort_http_callbacks_t limits = {.api_max_body = 4096};
-    test_api_server_start(&server, store, &limits, 0);
+    test_api_fixture_open(
+        &fx, &(test_api_setup_t){.prefix = "apiframe", .service = SERVICE, .listen = &limits});
+    test_api_token(fx.store, fx.client, "root", "admin", token);
 }
 
 static void teardown(void)
 {
-    test_api_server_stop(&server);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api_framing, .init = setup, .fini = teardown, .timeout = 120);
@@ -51,7 +47,7 @@ static char *exchange(const char *text)
     char raw[4096];
     int n = snprintf(raw, sizeof raw, text, token);
     cr_assert(n > 0 && (size_t)n < sizeof raw);
-    int fd = test_connect(server.port);
+    int fd = test_connect(fx.server.port);
     cr_assert_eq(send(fd, raw, (size_t)n, MSG_NOSIGNAL), n);
     char *got = test_read_until_closed(fd, 5000);
     close(fd);
@@ -76,7 +72,7 @@ static void assert_refused(const char *got, const char *code, const char *what)
     cr_assert(!code || strstr(got, code), "%s: want code %s: %.600s", what, code, got);
     cr_assert_null(strstr(got, "<HTML>"), "%s: evhttp's page: %.600s", what, got);
     cr_assert_eq(count(got, "\nHTTP/1."), 0, "%s: a second answer: %.900s", what, got);
-    cr_assert_eq(test_count(client, db, "queue_" SERVICE, "{}"), 0, "%s: a task was written",
+    cr_assert_eq(test_count(fx.client, fx.db, "queue_" SERVICE, "{}"), 0, "%s: a task was written",
                  what);
 }
 

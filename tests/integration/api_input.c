@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_fixture.h"
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
@@ -27,95 +28,54 @@
 #define API "/api/v1/services/" SERVICE
 #define TASKS API "/tasks"
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static cohort_api_t *api;
-static cohort_service_config_t config;
-static cohort_service_t *service;
+static test_api_fixture_t fx;
 static char tok_all[COHORT_TOKEN_TEXT_MAX];
 
 static void setup(void)
 {
-    test_service_db_open("apiinput", SERVICE, &db, &store, &client);
-    config = test_service_config(SERVICE, "external");
-    config.external = true;
-    service = test_service_new(&config, "node-a", 5000, store, client);
-    cohort_api_options_t options = {.store = store,
-                                    .token_ttl_ms = 300,
-                                    .services = &service,
-                                    .n_services = 1,
-                                    .max_wait_ms = 1000};
-    api = cohort_api_new(&options);
-    cr_assert_not_null(api);
-    test_api_token(store, client, "root", "admin", tok_all);
+    test_api_fixture_open(
+        &fx, &(test_api_setup_t){
+                 .prefix = "apiinput", .service = SERVICE, .host = true, .max_wait_ms = 1000});
+    test_api_token(fx.store, fx.client, "root", "admin", tok_all);
 }
 
 static void teardown(void)
 {
-    cohort_api_destroy(api);
-    cohort_service_destroy(service, client);
-    free(config.handler_path);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api_input, .init = setup, .fini = teardown, .timeout = 120);
 
-typedef struct answer {
-    int status;
-    bson_t *body;
-    char *json;
-} answer_t;
-
-static answer_t call(const char *method, const char *path, const char *body)
+static test_api_answer_t call(const char *method, const char *path, const char *body)
 {
-    char auth[128];
-    snprintf(auth, sizeof auth, "Bearer %s", tok_all);
-    cohort_api_request_t request = {.method = method,
-                                    .path = path,
-                                    .authorization = auth,
-                                    .body = body ? body : "",
-                                    .body_len = body ? strlen(body) : 0};
-    cohort_api_reply_t reply;
-    cohort_api_handle(api, client, &request, &reply);
-    answer_t a = {.status = reply.status, .body = bson_copy(&reply.body)};
-    bson_destroy(&reply.body);
-    a.json = bson_as_relaxed_extended_json(a.body, NULL);
-    return a;
+    return test_api_call(&fx, tok_all, method, path, body, NULL);
 }
 
 /* Asserts a 400 whose message holds `part`; frees the answer. */
 static void refused(const char *method, const char *path, const char *body, const char *part)
 {
-    answer_t a = call(method, path, body);
-    cr_assert_eq(a.status, 400, "%s %s: status %d, want 400: %s", path, body, a.status, a.json);
-    const char *message = test_doc_str(a.body, "error.message");
-    cr_assert(message && strstr(message, part), "%s: the message lacks '%s': %s", body, part,
-              a.json);
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_expect(call(method, path, body), 400, NULL, part, body);
 }
 
 static int64_t count(const char *filter)
 {
-    return test_count(client, db, QUEUE, filter);
+    return test_count(fx.client, fx.db, QUEUE, filter);
 }
 
 /* Creates a task from `body`; its id into `id`. */
 static void create(const char *body, char id[25])
 {
-    answer_t a = call("POST", TASKS, body);
+    test_api_answer_t a = call("POST", TASKS, body);
     cr_assert_eq(a.status, 201, "%s: %s", body, a.json);
     snprintf(id, 25, "%s", test_doc_str(a.body, "id"));
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_answer_free(&a);
 }
 
 /* Claims with `body`; the tasks' ids (at most 8) into `ids`, their lease tokens into
  * `tokens` (may be NULL); returns how many. */
 static size_t claim(const char *body, char ids[][25], char tokens[][COHORT_LEASE_TOKEN_MAX])
 {
-    answer_t a = call("POST", API "/claims", body);
+    test_api_answer_t a = call("POST", API "/claims", body);
     cr_assert_eq(a.status, 200, "claim %s: %s", body, a.json);
     size_t n = 0;
     for (; n < 8; n++) {
@@ -129,8 +89,7 @@ static size_t claim(const char *body, char ids[][25], char tokens[][COHORT_LEASE
         if (tokens)
             snprintf(tokens[n], COHORT_LEASE_TOKEN_MAX, "%s", test_doc_str(a.body, key));
     }
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_answer_free(&a);
     return n;
 }
 
@@ -190,18 +149,17 @@ Test(api_input, keys_the_database_refuses_get_400_and_write_nothing)
     cr_assert_eq(count("{\"status\": \"claimed\", \"result\": {\"$exists\": false}, "
                        "\"progress\": {\"$exists\": false}}"),
                  1);
-    answer_t a = call("POST", path, "{\"result\": {\"ok\": true}}");
+    test_api_answer_t a = call("POST", path, "{\"result\": {\"ok\": true}}");
     cr_assert_eq(a.status, 200, "the lease still holds: %s", a.json);
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_answer_free(&a);
 
     /* A refused operator's change with a repeated key is still in the audit (it was lost:
      * the entry copied the body, and the database refused the entry). */
     refused("PATCH", API "/settings", "{\"tick_ms\": 500, \"tick_ms\": 600}",
             "field 'tick_ms' given twice");
-    cr_assert_eq(test_count(client, db, "audit",
-                            "{\"path\": \"" API "/settings\", \"status\": 400}"),
-                 1, "the refused change is missing from the audit");
+    cr_assert_eq(
+        test_count(fx.client, fx.db, "audit", "{\"path\": \"" API "/settings\", \"status\": 400}"),
+        1, "the refused change is missing from the audit");
 }
 
 Test(api_input, a_batch_creates_all_of_its_tasks_or_none)
@@ -222,22 +180,20 @@ Test(api_input, a_batch_creates_all_of_its_tasks_or_none)
      * it are removed again. */
     char id[25];
     create("{\"unique_key\": \"taken\"}", id);
-    answer_t a = call("POST", TASKS ":batch",
-                      "{\"tasks\": [{\"data\": {\"n\": 1}}, {\"data\": {\"n\": 2}}, "
-                      "{\"unique_key\": \"taken\"}, {\"data\": {\"n\": 4}}]}");
+    test_api_answer_t a = call("POST", TASKS ":batch",
+                               "{\"tasks\": [{\"data\": {\"n\": 1}}, {\"data\": {\"n\": 2}}, "
+                               "{\"unique_key\": \"taken\"}, {\"data\": {\"n\": 4}}]}");
     cr_assert_eq(a.status, 409, "%s", a.json);
     const char *message = test_doc_str(a.body, "error.message");
     cr_assert(message && strstr(message, "tasks[2]") &&
                   strstr(message, "the 2 tasks created before it were removed"),
               "%s", a.json);
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_answer_free(&a);
     cr_assert_eq(count("{}"), 1, "the batch left tasks behind");
 
     a = call("POST", TASKS ":batch", "{\"tasks\": [{\"data\": {\"n\": 1}}, {}]}");
     cr_assert_eq(a.status, 201, "%s", a.json);
-    bson_destroy(a.body);
-    bson_free(a.json);
+    test_api_answer_free(&a);
     cr_assert_eq(count("{}"), 3);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_fixture.h"
 #include "api_server.h"
 #include "support.h"
 #include "core/token.h"
@@ -23,76 +24,37 @@
 #define API "/api/v1/services/" SERVICE
 #define TASKS API "/tasks"
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static cohort_api_t *api;
+static test_api_fixture_t fx;
 static char tok_read[COHORT_TOKEN_TEXT_MAX], tok_ops[COHORT_TOKEN_TEXT_MAX];
 static char tok_enqueue[COHORT_TOKEN_TEXT_MAX];
 
 static void setup(void)
 {
-    test_service_db_open("apiops", SERVICE, &db, &store, &client);
-    cohort_api_options_t options = {.store = store, .token_ttl_ms = 300};
-    api = cohort_api_new(&options);
-    cr_assert_not_null(api);
-    test_api_token(store, client, "reader", "read", tok_read);
-    test_api_token(store, client, "ops", "operate,enqueue", tok_ops);
-    test_api_token(store, client, "producer", "enqueue", tok_enqueue);
+    test_api_fixture_open(&fx, &(test_api_setup_t){.prefix = "apiops", .service = SERVICE});
+    test_api_token(fx.store, fx.client, "reader", "read", tok_read);
+    test_api_token(fx.store, fx.client, "ops", "operate,enqueue", tok_ops);
+    test_api_token(fx.store, fx.client, "producer", "enqueue", tok_enqueue);
 }
 
 static void teardown(void)
 {
-    cohort_api_destroy(api);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api_ops, .init = setup, .fini = teardown, .timeout = 120);
 
-typedef struct answer {
-    int status;
-    bson_t *body;
-    char *json;
-} answer_t;
-
-static void answer_free(answer_t *a)
-{
-    bson_destroy(a->body);
-    bson_free(a->json);
-}
-
 /* One request; `token` NULL sends no Authorization header. */
-static answer_t call(const char *token, const char *method, const char *path, const char *body)
+static test_api_answer_t call(const char *token, const char *method, const char *path,
+                              const char *body)
 {
-    char auth[128];
-    snprintf(auth, sizeof auth, "Bearer %s", token ? token : "");
-    cohort_api_request_t request = {.method = method,
-                                    .path = path,
-                                    .authorization = token ? auth : NULL,
-                                    .body = body ? body : "",
-                                    .body_len = body ? strlen(body) : 0};
-    cohort_api_reply_t reply;
-    cohort_api_handle(api, client, &request, &reply);
-    answer_t a = {.status = reply.status, .body = bson_copy(&reply.body)};
-    bson_destroy(&reply.body);
-    a.json = bson_as_relaxed_extended_json(a.body, NULL);
-    return a;
+    return test_api_call(&fx, token, method, path, body, NULL);
 }
 
 /* Asserts the status and, for an error, its code and a part of its message; frees it. */
-static void expect(answer_t a, int status, const char *code, const char *part, const char *what)
+static void expect(test_api_answer_t a, int status, const char *code, const char *part,
+                   const char *what)
 {
-    cr_assert_eq(a.status, status, "%s: status %d, want %d: %s", what, a.status, status, a.json);
-    if (code) {
-        const char *got = test_doc_str(a.body, "error.code");
-        cr_assert(got && strcmp(got, code) == 0, "%s: code %s, want %s", what, got, code);
-    }
-    if (part) {
-        const char *message = test_doc_str(a.body, "error.message");
-        cr_assert(message && strstr(message, part), "%s: the message lacks '%s': %s", what,
-                  part, a.json);
-    }
-    answer_free(&a);
+    test_api_expect(a, status, code, part, what);
 }
 
 /* Creates a task through the API (with `fields` added to its body); its id in id[25]. */
@@ -100,10 +62,10 @@ static void enqueue(char id[25], const char *fields)
 {
     char body[256];
     snprintf(body, sizeof body, "{\"data\": {}%s%s}", fields ? ", " : "", fields ? fields : "");
-    answer_t a = call(tok_ops, "POST", TASKS, body);
+    test_api_answer_t a = call(tok_ops, "POST", TASKS, body);
     cr_assert_eq(a.status, 201, "%s", a.json);
     snprintf(id, 25, "%s", test_doc_str(a.body, "id"));
-    answer_free(&a);
+    test_api_answer_free(&a);
 }
 
 /* $set on every task `filter_json` matches, as a node would write it. */
@@ -115,7 +77,7 @@ static void set_fields(const char *filter_json, const char *set_json)
     bson_t *set = bson_new_from_json((const uint8_t *)set_json, -1, &error);
     cr_assert_not_null(set, "%s", error.message);
     bson_t *update = BCON_NEW("$set", BCON_DOCUMENT(set));
-    mongoc_collection_t *coll = mongoc_client_get_collection(client, db, QUEUE);
+    mongoc_collection_t *coll = mongoc_client_get_collection(fx.client, fx.db, QUEUE);
     cr_assert(mongoc_collection_update_many(coll, filter, update, NULL, NULL, &error), "%s",
               error.message);
     mongoc_collection_destroy(coll);
@@ -134,7 +96,7 @@ static void set_status(const char *id, const char *status)
 
 static int64_t count(const char *filter)
 {
-    return test_count(client, db, QUEUE, filter);
+    return test_count(fx.client, fx.db, QUEUE, filter);
 }
 
 static int64_t count_status(const char *status)
@@ -149,7 +111,7 @@ static bool read_task(const char *id, bson_t *doc)
 {
     char filter[96];
     snprintf(filter, sizeof filter, "{\"_id\": {\"$oid\": \"%s\"}}", id);
-    return test_find_one(client, db, QUEUE, filter, doc);
+    return test_find_one(fx.client, fx.db, QUEUE, filter, doc);
 }
 
 static void assert_status(const char *id, const char *want)
@@ -175,11 +137,11 @@ Test(api_ops, retry_a_failed_task_records_the_token)
     set_fields("{}", "{\"status\": \"failed\", \"attempts\": 5, \"finished_at\": {\"$date\": "
                      "1000}, \"last_error\": \"smtp down\"}");
     task_path(path, sizeof path, id, "retry");
-    answer_t a = call(tok_ops, "POST", path, NULL);
+    test_api_answer_t a = call(tok_ops, "POST", path, NULL);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_str_eq(test_doc_str(a.body, "action"), "retry");
     cr_assert_eq(test_doc_int(a.body, "changed"), 1);
-    answer_free(&a);
+    test_api_answer_free(&a);
     bson_t doc;
     cr_assert(read_task(id, &doc));
     cr_assert_str_eq(test_doc_str(&doc, "status"), "pending");
@@ -196,7 +158,7 @@ Test(api_ops, retry_a_failed_task_records_the_token)
     cr_assert_str_eq(test_doc_str(a.body, "history.0.by"), "api token ops");
     const char *at = test_doc_str(a.body, "history.0.at");
     cr_assert(at && strchr(at, 'T'), "not an ISO-8601 time: %s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     task_path(path, sizeof path, id, "retry");
 
     /* Now pending: a retry does not apply, and the refusal names the status. */
@@ -286,13 +248,13 @@ Test(api_ops, bulk_dry_run_counts_what_the_real_run_changes)
     set_fields("{}", "{\"status\": \"failed\", \"finished_at\": {\"$date\": 1000}}");
     const char *body = "{\"action\": \"retry\", \"filter\": {\"status\": \"failed\", \"kind\": "
                        "\"mail\"}, \"dry_run\": true}";
-    answer_t a = call(tok_ops, "POST", BULK, body);
+    test_api_answer_t a = call(tok_ops, "POST", BULK, body);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_str_eq(test_doc_str(a.body, "action"), "retry");
     int64_t matched = test_doc_int(a.body, "matched");
     cr_assert_eq(matched, 4, "%s", a.json);
     cr_assert_not(test_doc_has(a.body, "changed"));
-    answer_free(&a);
+    test_api_answer_free(&a);
     cr_assert_eq(count_status("failed"), 6, "a dry run changed something");
 
     a = call(tok_ops, "POST", BULK,
@@ -300,12 +262,13 @@ Test(api_ops, bulk_dry_run_counts_what_the_real_run_changes)
              "\"mail\"}}");
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "changed"), matched, "%s", a.json);
-    cr_assert_eq(test_count(client, db, QUEUE, "{\"status\": \"pending\", \"kind\": \"mail\"}"),
-                 matched);
-    cr_assert_eq(test_count(client, db, QUEUE,
+    cr_assert_eq(
+        test_count(fx.client, fx.db, QUEUE, "{\"status\": \"pending\", \"kind\": \"mail\"}"),
+        matched);
+    cr_assert_eq(test_count(fx.client, fx.db, QUEUE,
                             "{\"history.by\": \"api token ops\", \"kind\": \"mail\"}"),
                  matched);
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     /* Nothing left to match: 0, not an error. */
     a = call(tok_ops, "POST", BULK,
@@ -313,7 +276,7 @@ Test(api_ops, bulk_dry_run_counts_what_the_real_run_changes)
              "\"mail\"}}");
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "changed"), 0, "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     /* A limit, then `more` until the selection is done; older_than_ms on finished_at. */
     a = call(tok_ops, "POST", BULK,
@@ -322,19 +285,19 @@ Test(api_ops, bulk_dry_run_counts_what_the_real_run_changes)
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "changed"), 1, "%s", a.json);
     cr_assert(strstr(a.json, "\"more\" : true"), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     a = call(tok_ops, "POST", BULK,
              "{\"action\": \"delete\", \"filter\": {\"status\": \"failed\"}, \"limit\": 10}");
     cr_assert_eq(test_doc_int(a.body, "changed"), 1, "%s", a.json);
     cr_assert(strstr(a.json, "\"more\" : false"), "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     cr_assert_eq(count("{}"), 4);
 
     /* cancel takes pending by default, given a filter */
     a = call(tok_ops, "POST", BULK, "{\"action\": \"cancel\", \"filter\": {\"kind\": \"mail\"}}");
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "changed"), 4, "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     cr_assert_eq(count_status("cancelled"), 4);
 }
 
@@ -409,7 +372,7 @@ Test(api_ops, bulk_bad_input_names_the_field_and_changes_nothing)
 static bool db_setting(const char *key, int64_t *value)
 {
     bson_t doc;
-    test_read_service(store, client, SERVICE, &doc);
+    test_read_service(fx.store, fx.client, SERVICE, &doc);
     char path[64];
     snprintf(path, sizeof path, "settings.%s", key);
     bool has = test_doc_has(&doc, path);
@@ -421,18 +384,18 @@ static bool db_setting(const char *key, int64_t *value)
 
 Test(api_ops, settings_read_and_change_with_cohortctl_rules)
 {
-    answer_t a = call(tok_read, "GET", SETTINGS, NULL);
+    test_api_answer_t a = call(tok_read, "GET", SETTINGS, NULL);
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "settings.tick_ms"), 1000, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "settings.takeover_ms"), 10000, "%s", a.json);
     cr_assert_str_eq(test_doc_str(a.body, "source.tick_ms"), "default");
-    answer_free(&a);
+    test_api_answer_free(&a);
 
     a = call(tok_ops, "PATCH", SETTINGS, "{\"tick_ms\": 500, \"stall_timeout_ms\": 60000}");
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "settings.tick_ms"), 500, "%s", a.json);
     cr_assert_str_eq(test_doc_str(a.body, "source.tick_ms"), "database");
-    answer_free(&a);
+    test_api_answer_free(&a);
     int64_t v = 0;
     cr_assert(db_setting("tick_ms", &v) && v == 500);
     cr_assert(db_setting("stall_timeout_ms", &v) && v == 60000);
@@ -449,7 +412,7 @@ Test(api_ops, settings_read_and_change_with_cohortctl_rules)
     a = call(tok_ops, "POST", SETTINGS, "{\"tick_ms\": null}");
     cr_assert_eq(a.status, 200, "%s", a.json);
     cr_assert_eq(test_doc_int(a.body, "settings.tick_ms"), 1000, "%s", a.json);
-    answer_free(&a);
+    test_api_answer_free(&a);
     cr_assert_not(db_setting("tick_ms", NULL));
     cr_assert(db_setting("stall_timeout_ms", NULL));
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_fixture.h"
 #include "api_server.h"
 #include "support.h"
 #include "core/clock.h"
@@ -29,106 +30,58 @@
 #define SERVICE "ext"
 #define QUEUE "queue_" SERVICE
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static cohort_api_t *api;
-static cohort_service_config_t config;
-static cohort_service_t *service;
+static test_api_fixture_t fx;
 static char tok_work[COHORT_TOKEN_TEXT_MAX], tok_read[COHORT_TOKEN_TEXT_MAX];
 
 static void setup(void)
 {
-    test_service_db_open("apiwork", SERVICE, &db, &store, &client);
-    config = test_service_config(SERVICE, "external");
-    config.external = true;
-    config.max_attempts = 3;
-    config.retry_base_ms = 60000; /* a retried task stays pending for the whole test */
-    service = test_service_new(&config, "node-a", 5000, store, client);
-    cohort_api_options_t options = {.store = store,
-                                    .token_ttl_ms = 300,
-                                    .services = &service,
-                                    .n_services = 1,
-                                    .max_wait_ms = 5000};
-    api = cohort_api_new(&options);
-    cr_assert_not_null(api);
-    test_api_token(store, client, "worker", "work,enqueue", tok_work);
-    test_api_token(store, client, "reader", "read", tok_read);
+    test_api_fixture_open(
+        &fx, &(test_api_setup_t){.prefix = "apiwork",
+                                 .service = SERVICE,
+                                 .host = true,
+                                 .max_attempts = 3,
+                                 .retry_base_ms = 60000, /* a retried task stays pending */
+                                 .max_wait_ms = 5000});
+    test_api_token(fx.store, fx.client, "worker", "work,enqueue", tok_work);
+    test_api_token(fx.store, fx.client, "reader", "read", tok_read);
 }
 
 static void teardown(void)
 {
-    cohort_api_destroy(api);
-    cohort_service_destroy(service, client);
-    free(config.handler_path);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api_workers, .init = setup, .fini = teardown, .timeout = 120);
 
-typedef struct answer {
-    int status;
-    int64_t hold_ms;
-    char wake[65];
-    bson_t *body;
-    char *json;
-} answer_t;
-
-static void answer_free(answer_t *a)
+static test_api_answer_t request_as(const char *method, const char *token, const char *path,
+                                    const char *body)
 {
-    bson_destroy(a->body);
-    bson_free(a->json);
+    return test_api_call(&fx, token, method, path, body, NULL);
 }
 
-static answer_t request_as(const char *method, const char *token, const char *path,
-                           const char *body)
-{
-    char auth[128];
-    snprintf(auth, sizeof auth, "Bearer %s", token);
-    cohort_api_request_t request = {.method = method,
-                                    .path = path,
-                                    .authorization = auth,
-                                    .body = body ? body : "",
-                                    .body_len = body ? strlen(body) : 0};
-    cohort_api_reply_t reply;
-    cohort_api_handle(api, client, &request, &reply);
-    answer_t a = {.status = reply.status, .hold_ms = reply.hold_ms,
-                  .body = bson_copy(&reply.body)};
-    memcpy(a.wake, reply.wake, sizeof a.wake);
-    bson_destroy(&reply.body);
-    a.json = bson_as_relaxed_extended_json(a.body, NULL);
-    return a;
-}
-
-static answer_t call_as(const char *token, const char *path, const char *body)
+static test_api_answer_t call_as(const char *token, const char *path, const char *body)
 {
     return request_as("POST", token, path, body);
 }
 
-static answer_t call(const char *path, const char *body)
+static test_api_answer_t call(const char *path, const char *body)
 {
     return call_as(tok_work, path, body);
 }
 
-static void expect(answer_t a, int status, const char *code, const char *what)
+static void expect(test_api_answer_t a, int status, const char *code, const char *what)
 {
-    cr_assert_eq(a.status, status, "%s: status %d, want %d: %s", what, a.status, status, a.json);
-    if (code) {
-        const char *got = test_doc_str(a.body, "error.code");
-        cr_assert(got && strcmp(got, code) == 0, "%s: code %s, want %s (%s)", what, got, code,
-                  a.json);
-    }
-    answer_free(&a);
+    test_api_expect(a, status, code, NULL, what);
 }
 
 #define CLAIMS "/api/v1/services/" SERVICE "/claims"
 
 static void enqueue(const char *body)
 {
-    answer_t a = call("/api/v1/services/" SERVICE "/tasks", body);
+    test_api_answer_t a = call("/api/v1/services/" SERVICE "/tasks", body);
     cr_assert_eq(a.status, 201, "enqueue %s: %s", body, a.json);
     cr_assert_str_eq(a.wake, SERVICE, "an enqueue wakes the service's held claims");
-    answer_free(&a);
+    test_api_answer_free(&a);
 }
 
 /* One claimed task of a claim's reply. */
@@ -141,7 +94,7 @@ typedef struct claimed {
 /* Claims (body) and returns how many tasks came back, the first `max_out` in `out`. */
 static size_t claim(const char *body, claimed_t *out, size_t max_out, int64_t *hold_ms)
 {
-    answer_t a = call(CLAIMS, body);
+    test_api_answer_t a = call(CLAIMS, body);
     cr_assert_eq(a.status, 200, "claim %s: %s", body, a.json);
     if (hold_ms)
         *hold_ms = a.hold_ms;
@@ -163,11 +116,11 @@ static size_t claim(const char *body, claimed_t *out, size_t max_out, int64_t *h
             cr_assert_not_null(test_doc_str(a.body, key), "an expiry time: %s", a.json);
         }
     }
-    answer_free(&a);
+    test_api_answer_free(&a);
     return n;
 }
 
-static answer_t lease_call(const claimed_t *t, const char *action, const char *body)
+static test_api_answer_t lease_call(const claimed_t *t, const char *action, const char *body)
 {
     char path[256];
     snprintf(path, sizeof path, "/api/v1/leases/%s/%s", t->token, action);
@@ -179,7 +132,7 @@ static void read_task(const char *id, bson_t *doc)
 {
     char filter[80];
     snprintf(filter, sizeof filter, "{\"_id\": {\"$oid\": \"%s\"}}", id);
-    cr_assert(test_find_one(client, db, QUEUE, filter, doc), "task %s is missing", id);
+    cr_assert(test_find_one(fx.client, fx.db, QUEUE, filter, doc), "task %s is missing", id);
 }
 
 static void expect_status(const char *id, const char *status)
@@ -220,20 +173,21 @@ Test(api_workers, claim_heartbeat_succeed_and_replay)
     int64_t first = test_doc_int(&doc, "lease_expires_at");
     bson_destroy(&doc);
 
-    answer_t hb = lease_call(&t, "heartbeat", "{\"lease_ms\": 60000, \"progress\": {\"p\": 3}}");
+    test_api_answer_t hb =
+        lease_call(&t, "heartbeat", "{\"lease_ms\": 60000, \"progress\": {\"p\": 3}}");
     cr_assert_eq(hb.status, 200, "%s", hb.json);
     cr_assert(test_doc_has(hb.body, "expires_at"));
     cr_assert(test_doc_has(hb.body, "cancel_requested"));
-    answer_free(&hb);
+    test_api_answer_free(&hb);
     read_task(t.id, &doc);
     cr_assert_gt(test_doc_int(&doc, "lease_expires_at"), first + 40000, "the lease was extended");
     cr_assert_eq(test_doc_int(&doc, "progress.p"), 3);
     bson_destroy(&doc);
 
-    answer_t ok = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
+    test_api_answer_t ok = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
     cr_assert_eq(ok.status, 200, "%s", ok.json);
     cr_assert_str_eq(test_doc_str(ok.body, "status"), "succeeded");
-    answer_free(&ok);
+    test_api_answer_free(&ok);
     read_task(t.id, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "status"), "succeeded");
     cr_assert_eq(test_doc_int(&doc, "result.sent"), 2, "the result is stored");
@@ -242,17 +196,17 @@ Test(api_workers, claim_heartbeat_succeed_and_replay)
     /* ... and GET .../tasks/{id} returns it, with the last progress */
     char path[128];
     snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/tasks/%s", t.id);
-    answer_t got = request_as("GET", tok_read, path, NULL);
+    test_api_answer_t got = request_as("GET", tok_read, path, NULL);
     cr_assert_eq(got.status, 200, "%s", got.json);
     cr_assert_eq(test_doc_int(got.body, "result.sent"), 2, "no result: %s", got.json);
     cr_assert_eq(test_doc_int(got.body, "progress.p"), 3, "no progress: %s", got.json);
-    answer_free(&got);
+    test_api_answer_free(&got);
 
     /* The same succeed again (a retry after a dropped reply): 200, nothing written twice. */
-    answer_t again = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
+    test_api_answer_t again = lease_call(&t, "succeed", "{\"result\": {\"sent\": 2}}");
     cr_assert_eq(again.status, 200, "%s", again.json);
     cr_assert(test_doc_has(again.body, "replayed"), "%s", again.json);
-    answer_free(&again);
+    test_api_answer_free(&again);
     cr_assert_eq(history_count(t.id, "succeeded"), 1);
     /* A different outcome for the same attempt is a conflict; a heartbeat too. */
     expect(lease_call(&t, "fail", "{\"error\": \"late\"}"), 409, "conflict", "fail after succeed");
@@ -268,8 +222,8 @@ Test(api_workers, lost_lease_changes_nothing)
     /* The primary's sweep, as if the lease ran out 2 s ago. */
     int64_t released = 0;
     bson_error_t error;
-    cr_assert(cohort_store_expire_leases(store, client, SERVICE, cohort_clock_cluster_ms() + 2000,
-                                         &released, &error),
+    cr_assert(cohort_store_expire_leases(fx.store, fx.client, SERVICE,
+                                         cohort_clock_cluster_ms() + 2000, &released, &error),
               "%s", error.message);
     cr_assert_eq(released, 1);
     expect_status(first.id, "pending");
@@ -289,18 +243,20 @@ Test(api_workers, lost_lease_changes_nothing)
     cr_assert(cohort_lease_token_parse(first.token, &old));
     cohort_task_result_t late = {.finish = COHORT_FINISH_SUCCEEDED};
     bool applied = true, held = true, cancel = false;
-    cr_assert(cohort_store_finish_leased(store, client, &old, "py-1", &late, &applied, &error));
+    cr_assert(
+        cohort_store_finish_leased(fx.store, fx.client, &old, "py-1", &late, &applied, &error));
     cr_assert_not(applied, "a lost lease's outcome was written");
-    cr_assert(cohort_store_extend_lease(store, client, &old, cohort_clock_cluster_ms() + 60000,
-                                       NULL, &held, &cancel, &error));
+    cr_assert(cohort_store_extend_lease(fx.store, fx.client, &old,
+                                        cohort_clock_cluster_ms() + 60000, NULL, &held, &cancel,
+                                        &error));
     cr_assert_not(held, "a lost lease was extended");
-    cr_assert(cohort_store_release_lease(store, client, &old, NULL, &applied, &error));
+    cr_assert(cohort_store_release_lease(fx.store, fx.client, &old, NULL, &applied, &error));
     cr_assert_not(applied, "a lost lease was released");
     expect(lease_call(&first, "release", NULL), 409, "lease_lost", "old release");
     expect_status(first.id, "claimed");
-    answer_t ok = lease_call(&second, "succeed", NULL);
+    test_api_answer_t ok = lease_call(&second, "succeed", NULL);
     cr_assert_eq(ok.status, 200, "%s", ok.json);
-    answer_free(&ok);
+    test_api_answer_free(&ok);
     cr_assert_eq(history_count(first.id, "succeeded"), 1);
     bson_t doc;
     read_task(first.id, &doc);
@@ -315,11 +271,11 @@ Test(api_workers, fail_retry_release_and_attempts)
     enqueue("{\"data\": {\"n\": 3}}");
     claimed_t t;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 1);
-    answer_t f = lease_call(&t, "fail", "{\"error\": \"smtp down\"}");
+    test_api_answer_t f = lease_call(&t, "fail", "{\"error\": \"smtp down\"}");
     cr_assert_eq(f.status, 200, "%s", f.json);
     cr_assert_str_eq(test_doc_str(f.body, "status"), "pending", "retry is the default");
     cr_assert(test_doc_has(f.body, "retry_at"));
-    answer_free(&f);
+    test_api_answer_free(&f);
     bson_t doc;
     read_task(t.id, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "last_error"), "smtp down");
@@ -332,10 +288,10 @@ Test(api_workers, fail_retry_release_and_attempts)
     enqueue("{\"data\": {\"n\": 4}}");
     claimed_t r;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &r, 1, NULL), 1);
-    answer_t rel = lease_call(&r, "release", NULL);
+    test_api_answer_t rel = lease_call(&r, "release", NULL);
     cr_assert_eq(rel.status, 200, "%s", rel.json);
     cr_assert_str_eq(rel.wake, SERVICE, "a release wakes held claims");
-    answer_free(&rel);
+    test_api_answer_free(&rel);
     read_task(r.id, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "status"), "pending");
     cr_assert_eq(test_doc_int(&doc, "attempts"), 0);
@@ -346,9 +302,10 @@ Test(api_workers, fail_retry_release_and_attempts)
     claimed_t g;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &g, 1, NULL), 1);
     cr_assert_str_eq(g.id, r.id);
-    answer_t final = lease_call(&g, "fail", "{\"error\": \"bad address\", \"retry\": false}");
+    test_api_answer_t final =
+        lease_call(&g, "fail", "{\"error\": \"bad address\", \"retry\": false}");
     cr_assert_str_eq(test_doc_str(final.body, "status"), "failed");
-    answer_free(&final);
+    test_api_answer_free(&final);
     expect_status(g.id, "failed");
 }
 
@@ -356,7 +313,7 @@ Test(api_workers, exhausted_attempts_fail_without_running)
 {
     enqueue("{\"data\": {\"n\": 5}}");
     /* A task whose attempts are used up (as after max_attempts lost leases). */
-    mongoc_collection_t *q = mongoc_client_get_collection(client, db, QUEUE);
+    mongoc_collection_t *q = mongoc_client_get_collection(fx.client, fx.db, QUEUE);
     bson_t *all = bson_new();
     bson_t *set = BCON_NEW("$set", "{", "attempts", BCON_INT32(3), "}");
     cr_assert(mongoc_collection_update_many(q, all, set, NULL, NULL, NULL));
@@ -366,7 +323,7 @@ Test(api_workers, exhausted_attempts_fail_without_running)
     claimed_t t;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 0, "not handed out");
     bson_t doc;
-    cr_assert(test_find_one(client, db, QUEUE, "{}", &doc));
+    cr_assert(test_find_one(fx.client, fx.db, QUEUE, "{}", &doc));
     cr_assert_str_eq(test_doc_str(&doc, "status"), "failed");
     cr_assert(strstr(test_doc_str(&doc, "last_error"), "max_attempts"));
     bson_destroy(&doc);
@@ -392,20 +349,20 @@ Test(api_workers, kinds_groups_pause_and_hold)
     cr_assert_eq(claim("{\"worker\": \"py-2\", \"max\": 4}", g, 4, NULL), 1);
     cr_assert_eq(claim("{\"worker\": \"py-3\", \"max\": 4}", g + 1, 3, NULL), 0,
                  "the group is busy");
-    answer_t ok = lease_call(&g[0], "succeed", NULL);
-    answer_free(&ok);
-    cohort_filter_forget_busy_group(service, "acct-1");
+    test_api_answer_t ok = lease_call(&g[0], "succeed", NULL);
+    test_api_answer_free(&ok);
+    cohort_filter_forget_busy_group(fx.service, "acct-1");
     cr_assert_eq(claim("{\"worker\": \"py-3\", \"max\": 4}", g + 1, 3, NULL), 1);
 
     /* A paused service hands out nothing. */
     enqueue("{\"data\": {}}");
-    pthread_mutex_lock(&service->lock);
-    service->stopped_all = true;
-    pthread_mutex_unlock(&service->lock);
+    pthread_mutex_lock(&fx.service->lock);
+    fx.service->stopped_all = true;
+    pthread_mutex_unlock(&fx.service->lock);
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", t, 4, NULL), 0);
-    pthread_mutex_lock(&service->lock);
-    service->stopped_all = false;
-    pthread_mutex_unlock(&service->lock);
+    pthread_mutex_lock(&fx.service->lock);
+    fx.service->stopped_all = false;
+    pthread_mutex_unlock(&fx.service->lock);
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", t, 4, NULL), 1);
 }
 
@@ -414,7 +371,7 @@ Test(api_workers, registry_entry_and_name_clash)
     claimed_t t;
     claim("{\"worker\": \"py-9\", \"wait_ms\": 2000, \"lease_ms\": 10000}", &t, 1, NULL);
     bson_t doc;
-    cr_assert(test_find_one(client, db, "nodes", "{\"_id\": \"py-9\"}", &doc));
+    cr_assert(test_find_one(fx.client, fx.db, "nodes", "{\"_id\": \"py-9\"}", &doc));
     cr_assert_str_eq(test_doc_str(&doc, "kind"), "external");
     cr_assert_str_eq(test_doc_str(&doc, "services.0"), SERVICE);
     cr_assert(test_doc_has(&doc, "seen_at"));
@@ -423,11 +380,11 @@ Test(api_workers, registry_entry_and_name_clash)
     /* Marked expired once alive_until passed (the primary's maintenance). */
     int64_t expired = 0;
     bson_error_t error;
-    cr_assert(cohort_store_expire_workers(store, client, cohort_clock_cluster_ms() + 60000,
+    cr_assert(cohort_store_expire_workers(fx.store, fx.client, cohort_clock_cluster_ms() + 60000,
                                           &expired, &error));
     cr_assert_geq(expired, 1);
     /* A cohortd node's id cannot be a worker's name. */
-    cr_assert(test_find_one(client, db, "nodes", "{\"_id\": \"test-clock\"}", &doc),
+    cr_assert(test_find_one(fx.client, fx.db, "nodes", "{\"_id\": \"test-clock\"}", &doc),
               "the clock sync registered a node");
     bson_destroy(&doc);
     expect(call(CLAIMS, "{\"worker\": \"test-clock\"}"), 409, "conflict", "a node's id");
@@ -449,7 +406,7 @@ Test(api_workers, bad_input)
     expect(call(CLAIMS, "{\"worker\": "), 400, "bad_request", "malformed JSON");
     expect(call("/api/v1/services/nothere/claims", "{\"worker\": \"w\"}"), 404, "not_found",
            "a service no node has run");
-    mongoc_collection_t *services = mongoc_client_get_collection(client, db, "services");
+    mongoc_collection_t *services = mongoc_client_get_collection(fx.client, fx.db, "services");
     bson_t *other = BCON_NEW("_id", "other");
     cr_assert(mongoc_collection_insert_one(services, other, NULL, NULL, NULL));
     bson_destroy(other);
@@ -476,46 +433,39 @@ Test(api_workers, bad_input)
     expect_status(t.id, "claimed");
     char path[256];
     snprintf(path, sizeof path, "/api/v1/leases/%s/succeed", t.token);
-    cohort_api_request_t get = {.method = "GET", .path = path, .body = ""};
-    char auth[128];
-    snprintf(auth, sizeof auth, "Bearer %s", tok_work);
-    get.authorization = auth;
-    cohort_api_reply_t reply;
-    cohort_api_handle(api, client, &get, &reply);
-    cr_assert_eq(reply.status, 405);
-    bson_destroy(&reply.body);
+    expect(request_as("GET", tok_work, path, NULL), 405, NULL, "GET on a lease's succeed");
 }
 
 Test(api_workers, an_operators_cancel_reaches_the_worker)
 {
     char operator[COHORT_TOKEN_TEXT_MAX];
-    test_api_token(store, client, "operator", "operate", operator);
+    test_api_token(fx.store, fx.client, "operator", "operate", operator);
     enqueue("{\"data\": {\"n\": 9}}");
     claimed_t t;
     cr_assert_eq(claim("{\"worker\": \"py-1\"}", &t, 1, NULL), 1);
-    answer_t hb = lease_call(&t, "heartbeat", NULL);
+    test_api_answer_t hb = lease_call(&t, "heartbeat", NULL);
     cr_assert_eq(test_doc_int(hb.body, "cancel_requested"), INT64_MIN, "a bool");
     cr_assert_not(strstr(hb.json, "true"), "no cancel asked yet: %s", hb.json);
-    answer_free(&hb);
+    test_api_answer_free(&hb);
     char path[128];
     snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/tasks/%s/cancel", t.id);
-    answer_t c = call_as(operator, path, NULL);
+    test_api_answer_t c = call_as(operator, path, NULL);
     cr_assert_eq(c.status, 202, "%s", c.json);
     cr_assert_str_eq(test_doc_str(c.body, "claimed_by"), "py-1");
-    answer_free(&c);
+    test_api_answer_free(&c);
     hb = lease_call(&t, "heartbeat", NULL);
     cr_assert_eq(hb.status, 200, "%s", hb.json);
     cr_assert(strstr(hb.json, "\"cancel_requested\" : true"), "%s", hb.json);
-    answer_free(&hb);
+    test_api_answer_free(&hb);
     /* The worker stops: it fails the task for good; the claim was untouched until then. */
-    answer_t f = lease_call(&t, "fail", "{\"error\": \"cancelled\", \"retry\": false}");
+    test_api_answer_t f = lease_call(&t, "fail", "{\"error\": \"cancelled\", \"retry\": false}");
     cr_assert_eq(f.status, 200, "%s", f.json);
-    answer_free(&f);
+    test_api_answer_free(&f);
     expect_status(t.id, "failed");
     /* A task that is not running any more: the usual refusal. */
-    answer_t again = call_as(operator, path, NULL);
+    test_api_answer_t again = call_as(operator, path, NULL);
     cr_assert_eq(again.status, 409, "%s", again.json);
-    answer_free(&again);
+    test_api_answer_free(&again);
 }
 
 /* ---- lease tokens as capabilities ---------------------------------------------------------- */
@@ -541,12 +491,13 @@ static claimed_t forged(const char *id, const char *claim)
 Test(api_workers, a_guessed_lease_token_writes_nothing)
 {
     char intruder[COHORT_TOKEN_TEXT_MAX];
-    test_api_token(store, client, "intruder", "work,enqueue", intruder);
-    answer_t made = call_as(intruder, "/api/v1/services/" SERVICE "/tasks", "{\"data\": {}}");
+    test_api_token(fx.store, fx.client, "intruder", "work,enqueue", intruder);
+    test_api_answer_t made =
+        call_as(intruder, "/api/v1/services/" SERVICE "/tasks", "{\"data\": {}}");
     cr_assert_eq(made.status, 201, "%s", made.json);
     char id[25];
     snprintf(id, sizeof id, "%s", test_doc_str(made.body, "id"));
-    answer_free(&made);
+    test_api_answer_free(&made);
     claimed_t victim;
     cr_assert_eq(claim("{\"worker\": \"victim\", \"lease_ms\": 60000}", &victim, 1, NULL), 1);
     cr_assert_str_eq(victim.id, id);
@@ -571,10 +522,10 @@ Test(api_workers, a_guessed_lease_token_writes_nothing)
             claimed_t g = forged(id, text);
             char path[256];
             snprintf(path, sizeof path, "/api/v1/leases/%s/succeed", g.token);
-            answer_t a = call_as(intruder, path, "{\"result\": {\"by\": \"intruder\"}}");
+            test_api_answer_t a = call_as(intruder, path, "{\"result\": {\"by\": \"intruder\"}}");
             accepted += a.status == 200;
             cr_assert(a.status == 409 || a.status == 200, "guess %s: %s", text, a.json);
-            answer_free(&a);
+            test_api_answer_free(&a);
         }
     }
     cr_assert_eq(accepted, 0, "%d guessed lease tokens were accepted", accepted);
@@ -582,11 +533,11 @@ Test(api_workers, a_guessed_lease_token_writes_nothing)
     const char *secret = strrchr(victim.token, '.') + 1;
     cr_assert_eq(strlen(secret), 32, "128 bits of claim secret: %s", victim.token);
 
-    answer_t ok = lease_call(&victim, "succeed", "{\"result\": {\"by\": \"victim\"}}");
+    test_api_answer_t ok = lease_call(&victim, "succeed", "{\"result\": {\"by\": \"victim\"}}");
     cr_assert_eq(ok.status, 200, "%s", ok.json);
     cr_assert_not(test_doc_has(ok.body, "replayed"), "the victim's outcome is written: %s",
                   ok.json);
-    answer_free(&ok);
+    test_api_answer_free(&ok);
     bson_t doc;
     read_task(id, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "result.by"), "victim");
@@ -606,7 +557,7 @@ Test(api_workers, a_nodes_claim_is_not_a_lease)
     bson_t docs[1];
     size_t n = 0;
     bson_error_t error;
-    cr_assert(cohort_store_claim_tasks(store, client, SERVICE, "node-a",
+    cr_assert(cohort_store_claim_tasks(fx.store, fx.client, SERVICE, "node-a",
                                        cohort_clock_cluster_ms(), NULL, 1, docs, &n, node_token,
                                        &error),
               "%s", error.message);
@@ -632,11 +583,11 @@ Test(api_workers, a_nodes_claim_is_not_a_lease)
 static void report_twice(const claimed_t *t, const char *action, const char *body)
 {
     for (int i = 0; i < 2; i++) {
-        answer_t a = lease_call(t, action, body);
+        test_api_answer_t a = lease_call(t, action, body);
         cr_assert_eq(a.status, 200, "%s %s: %s", action, body, a.json);
         cr_assert_eq(test_doc_has(a.body, "replayed"), i == 1, "%s %s, call %d: %s", action,
                      body, i + 1, a.json);
-        answer_free(&a);
+        test_api_answer_free(&a);
     }
 }
 

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api_server.h"
+#include "api_fixture.h"
 #include "support.h"
 #include "core/token.h"
 #include "store/store.h"
@@ -28,37 +28,24 @@
 #define CLAIMS "/api/v1/services/" SERVICE "/claims"
 #define TASKS "/api/v1/services/" SERVICE "/tasks"
 
-static char *db;
-static cohort_store_t *store;
-static mongoc_client_t *client;
-static cohort_service_config_t config;
-static cohort_service_t *service;
+static test_api_fixture_t fx;
 static char token[COHORT_TOKEN_TEXT_MAX];
-static test_api_server_t server;
 
 static void setup(void)
 {
-    test_service_db_open("apiworkhttp", SERVICE, &db, &store, &client);
-    config = test_service_config(SERVICE, "external");
-    config.external = true;
-    config.max_attempts = 3;
-    service = test_service_new(&config, "node-a", 5000, store, client);
-    test_api_token(store, client, "worker", "work,enqueue", token);
-    cohort_api_options_t options = {.store = store,
-                                    .token_ttl_ms = 300,
-                                    .services = &service,
-                                    .n_services = 1,
-                                    .max_wait_ms = 30000};
-    cohort_http_callbacks_t limits = {.api_max_body = 65536};
-    test_api_server_start_api(&server, store, &limits, &options);
+    static const cohort_http_callbacks_t limits = {.api_max_body = 65536};
+    test_api_fixture_open(&fx, &(test_api_setup_t){.prefix = "apiworkhttp",
+                                                   .service = SERVICE,
+                                                   .host = true,
+                                                   .max_attempts = 3,
+                                                   .max_wait_ms = 30000,
+                                                   .listen = &limits});
+    test_api_token(fx.store, fx.client, "worker", "work,enqueue", token);
 }
 
 static void teardown(void)
 {
-    test_api_server_stop(&server);
-    cohort_service_destroy(service, client);
-    free(config.handler_path);
-    test_service_db_close(&db, &store, &client);
+    test_api_fixture_close(&fx);
 }
 
 TestSuite(api_workers_http, .init = setup, .fini = teardown, .timeout = 120);
@@ -66,7 +53,7 @@ TestSuite(api_workers_http, .init = setup, .fini = teardown, .timeout = 120);
 /* Sends POST `path` with `body` on a new connection and returns the socket. */
 static int post(const char *path, const char *body)
 {
-    int fd = test_connect(server.port);
+    int fd = test_connect(fx.server.port);
     char request[2048];
     int len = snprintf(request, sizeof request,
                        "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
@@ -93,7 +80,7 @@ static char *post_answer(const char *path, const char *body, int status)
 
 static int64_t count(const char *filter)
 {
-    return test_count(client, db, QUEUE, filter);
+    return test_count(fx.client, fx.db, QUEUE, filter);
 }
 
 /* Waits up to timeout_ms for the number of tasks matching `filter` to be `want`. */
@@ -108,9 +95,9 @@ static bool wait_count(const char *filter, int64_t want, int64_t timeout_ms)
 static bool wait_held(size_t want, int64_t timeout_ms)
 {
     for (int64_t end = test_now_ms() + timeout_ms; test_now_ms() < end; test_sleep_ms(20))
-        if (server.held == want)
+        if (fx.server.held == want)
             return true;
-    return server.held == want;
+    return fx.server.held == want;
 }
 
 Test(api_workers_http, a_long_poll_whose_client_left_claims_nothing)
@@ -128,7 +115,7 @@ Test(api_workers_http, a_long_poll_whose_client_left_claims_nothing)
                  "the task stays pending with attempts 0 (%lld claimed)",
                  (long long)count("{\"status\": \"claimed\"}"));
     cr_assert(ended, "the held claim ends when its client leaves (still %zu held 3 s later)",
-              (size_t)server.held);
+              (size_t)fx.server.held);
 
     /* A live worker gets it, as its first attempt. */
     char *got = post_answer(CLAIMS, "{\"worker\": \"live-1\"}", 200);
@@ -147,9 +134,9 @@ Test(api_workers_http, a_claim_whose_client_left_before_the_reply_gives_its_task
     /* The claim ran (it counts what it handed out before its reply goes), and its tasks came
      * back at once. */
     for (int64_t end = test_now_ms() + 5000;
-         test_now_ms() < end && atomic_load(&service->stats.ext_claimed) < 3;)
+         test_now_ms() < end && atomic_load(&fx.service->stats.ext_claimed) < 3;)
         test_sleep_ms(20);
-    cr_assert_eq(atomic_load(&service->stats.ext_claimed), 3, "the claim never ran");
+    cr_assert_eq(atomic_load(&fx.service->stats.ext_claimed), 3, "the claim never ran");
     cr_assert(wait_count("{\"status\": \"pending\", \"attempts\": 0}", 3, 5000),
               "the tasks are given back with no attempt charged: %lld pending with attempts "
               "0, %lld claimed",

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "handlers/probe.h"
+#include "ctl.h"
 #include "support.h"
 #include "core/clock.h"
 #include "node/handler/context.h"
@@ -391,22 +392,12 @@ Test(batches, cohortctl_enqueue_tracked_joins_the_open_batch)
     cr_assert_eq(process_all(a), 1);
     tick(a); /* closes batch 1: batch 2 is open */
     assert_state(2, 1, 0, "after the close");
-    const char *const many[] = {COHORT_BUILD_DIR "/cohortctl",
-                                "--database",
-                                fx.db,
-                                "enqueue",
-                                SERVICE,
-                                "--tracked",
-                                "--count",
-                                "3",
-                                NULL};
-    const char *const one[] = {
-        COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "enqueue", SERVICE, "--tracked", NULL};
-    const char *const untracked[] = {
-        COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "enqueue", SERVICE, NULL};
+    const char *const many[] = {"enqueue", SERVICE, "--tracked", "--count", "3", NULL};
+    const char *const one[] = {"enqueue", SERVICE, "--tracked", NULL};
+    const char *const untracked[] = {"enqueue", SERVICE, NULL};
     const char *const *runs[] = {many, one, untracked};
     for (size_t i = 0; i < 3; i++) {
-        test_run_result_t r = test_run(runs[i], NULL, 20000);
+        test_run_result_t r = test_ctl_run(fx.db, NULL, runs[i]);
         cr_assert_eq(r.exit_code, 0, "cohortctl enqueue: exit %d: %s", r.exit_code, r.err);
         test_run_result_free(&r);
     }
@@ -484,9 +475,7 @@ Test(batches, a_cancelled_tracked_task_counts_as_done_and_the_callback_fires_onc
     tick(a);
     task_id_t ok = create_task(a, "{}", true);
     task_id_t cancelled = create_task(a, "{}", true);
-    const char *const cancel[] = {COHORT_BUILD_DIR "/cohortctl", "--database", fx.db, "cancel",
-                                  SERVICE, cancelled.hex, NULL};
-    test_run_result_t r = test_run(cancel, NULL, 20000);
+    test_run_result_t r = test_ctl(fx.db, "cancel", SERVICE, cancelled.hex);
     cr_assert_eq(r.exit_code, 0, "cohortctl cancel: exit %d: %s", r.exit_code, r.err);
     test_run_result_free(&r);
     cr_assert_eq(process_all(a), 1, "the cancelled task ran");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "support.h"
 #include "core/clock.h"
 #include "store/nodes.h"
@@ -14,7 +15,6 @@
 #include "store/services.h"
 #include "store/store.h"
 
-#define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 #define UNREACHABLE "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
 
 static char *db;
@@ -41,20 +41,7 @@ static void teardown(void)
 
 TestSuite(ctl, .init = setup, .fini = teardown, .timeout = 30);
 
-/* Runs cohortctl --database DB with the arguments (NULL-terminated) and `env` changes. */
-static test_run_result_t ctl_env(const char *const env[], const char *const args[])
-{
-    const char *argv[20] = {COHORTCTL, "--database", db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 19; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, env, 20000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 20 s; stderr:\n%s", r.err);
-    return r;
-}
-
-#define ctl(...) ctl_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(db, __VA_ARGS__)
 
 static int64_t count(const char *filter)
 {
@@ -173,7 +160,7 @@ Test(ctl, enqueue_usage_errors)
         const char *args[8] = {0};
         for (size_t j = 0; bad[i][j]; j++)
             args[j] = bad[i][j];
-        test_run_result_t r = ctl_env(NULL, args);
+        test_run_result_t r = test_ctl_run(db, NULL, args);
         cr_assert_eq(r.exit_code, 2, "case %zu (%s %s): exit %d", i, bad[i][0],
                      bad[i][1] ? bad[i][1] : "", r.exit_code);
         cr_assert_neq(r.err[0], '\0', "case %zu: no message", i);
@@ -361,7 +348,7 @@ Test(ctl, unreachable_database_fails_quickly_and_clearly)
         const char *args[6] = {0};
         for (size_t j = 0; j < 4 && commands[i][j]; j++)
             args[j] = commands[i][j];
-        test_run_result_t r = ctl_env(env, args);
+        test_run_result_t r = test_ctl_run(db, env, args);
         cr_assert_neq(r.exit_code, 0, "cohortctl %s succeeded without a database", commands[i][0]);
         cr_assert_not_null(strstr(r.err, "cannot reach the database"),
                            "cohortctl %s: unclear message: %s", commands[i][0], r.err);
@@ -378,7 +365,7 @@ Test(ctl, unreachable_database_fails_quickly_and_clearly)
 Test(ctl, invalid_uri_is_reported)
 {
     static const char *const env[] = {"MONGODB_URI=not-a-uri", NULL};
-    test_run_result_t r = ctl_env(env, (const char *const[]){"status", NULL});
+    test_run_result_t r = test_ctl_run(db, env, (const char *const[]){"status", NULL});
     cr_assert_neq(r.exit_code, 0);
     cr_assert_not_null(strstr(r.err, "URI"), "%s", r.err);
     test_run_result_free(&r);

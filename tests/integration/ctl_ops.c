@@ -12,12 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "support.h"
 #include "store/store.h"
 #include "store/nodes.h"
 #include "store/operator.h"
-
-#define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 
 static char *db;
 static cohort_store_t *store;
@@ -35,20 +34,7 @@ static void teardown(void)
 
 TestSuite(ctl_ops, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Runs cohortctl --database DB with the arguments (NULL-terminated). */
-static test_run_result_t ctl_args(const char *const args[])
-{
-    const char *argv[24] = {COHORTCTL, "--database", db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 23; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, NULL, 60000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 60 s; stderr:\n%s", r.err);
-    return r;
-}
-
-#define ctl(...) ctl_args((const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(db, __VA_ARGS__)
 
 /* Runs cohortctl, asserts it succeeded and printed `want`. */
 #define ctl_prints(want, ...)                                                                    \
@@ -83,7 +69,7 @@ static void enqueue(char id[25], const char *const flags[])
     size_t n = 2;
     for (size_t i = 0; flags && flags[i] && n < 15; i++)
         args[n++] = flags[i];
-    test_run_result_t r = ctl_args(args);
+    test_run_result_t r = test_ctl_run(db, NULL, args);
     cr_assert_eq(r.exit_code, 0, "enqueue: %s", r.err);
     cr_assert(strlen(r.out) == 25 && r.out[24] == '\n', "want an id: '%s'", r.out);
     memcpy(id, r.out, 24);

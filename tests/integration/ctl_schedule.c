@@ -9,11 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "support.h"
 #include "store/store.h"
 #include "store/services.h"
-
-#define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 
 static char *db;
 static cohort_store_t *store;
@@ -41,20 +40,7 @@ static void teardown(void)
 
 TestSuite(ctl_schedule, .init = setup, .fini = teardown, .timeout = 60);
 
-/* Runs cohortctl --database DB with the arguments (NULL-terminated). */
-static test_run_result_t ctl_args(const char *const args[])
-{
-    const char *argv[40] = {COHORTCTL, "--database", db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 39; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, NULL, 20000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 20 s; stderr:\n%s", r.err);
-    return r;
-}
-
-#define ctl(...) ctl_args((const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(db, __VA_ARGS__)
 
 /* Runs cohortctl and asserts it succeeded. */
 #define ctl_ok(r, ...)                                                                          \
@@ -315,7 +301,7 @@ Test(ctl_schedule, enqueue_refuses_bad_flags)
         size_t n = 2;
         for (size_t j = 0; j < 6 && bad[i].args[j]; j++)
             args[n++] = bad[i].args[j];
-        test_run_result_t r = ctl_args(args);
+        test_run_result_t r = test_ctl_run(db, NULL, args);
         cr_assert_eq(r.exit_code, 2, "case %zu (%s): exit %d, stderr: %s", i, bad[i].args[0],
                      r.exit_code, r.err);
         cr_assert_not_null(strstr(r.err, bad[i].message), "case %zu: want '%s' in:\n%s", i,
@@ -451,7 +437,7 @@ Test(ctl_schedule, switch_usage_errors)
         {{"pause", "mail", "--frob"}, "unexpected argument '--frob'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        test_run_result_t r = ctl_args(bad[i].args);
+        test_run_result_t r = test_ctl_run(db, NULL, bad[i].args);
         cr_assert_eq(r.exit_code, 2, "case %zu: exit %d: %s", i, r.exit_code, r.err);
         cr_assert_not_null(strstr(r.err, bad[i].message), "case %zu: want '%s' in:\n%s", i,
                            bad[i].message, r.err);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "support.h"
 #include "store/store.h"
 #include "store/insert.h"
@@ -44,20 +45,7 @@ static void teardown(void)
 
 TestSuite(ctl_services, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Runs cohortctl --database DB with the arguments (NULL-terminated). */
-static test_run_result_t ctl_args(const char *const args[])
-{
-    const char *argv[20] = {COHORTCTL, "--database", db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 19; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, NULL, 60000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 60 s; stderr:\n%s", r.err);
-    return r;
-}
-
-#define ctl(...) ctl_args((const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(db, __VA_ARGS__)
 
 static int64_t queue_count(const char *service)
 {
@@ -93,7 +81,7 @@ Test(ctl_services, enqueue_into_an_unknown_service_is_refused_and_names_the_know
         (const char *const[]){"enqueue", "mial", "--unique-key", "k", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        test_run_result_t r = ctl_args(cases[i]);
+        test_run_result_t r = test_ctl_run(db, NULL, cases[i]);
         cr_assert_eq(r.exit_code, 2, "case %zu: exit %d, stdout '%s'", i, r.exit_code, r.out);
         cr_assert_str_eq(r.out, "", "case %zu printed an id or a count", i);
         cr_assert_not_null(strstr(r.err, "service 'mial' does not exist"), "%s", r.err);
@@ -120,7 +108,7 @@ Test(ctl_services, every_command_refuses_an_unknown_service_and_names_the_known_
         (const char *const[]){"data", "set", "mial", "k", "1", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        test_run_result_t r = ctl_args(cases[i]);
+        test_run_result_t r = test_ctl_run(db, NULL, cases[i]);
         cr_assert_eq(r.exit_code, 2, "%s: exit %d: %s", cases[i][0], r.exit_code, r.err);
         cr_assert_not_null(strstr(r.err, "service 'mial' does not exist"), "%s", r.err);
         cr_assert_not_null(strstr(r.err, "known services: mail"), "%s", r.err);

@@ -8,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "support.h"
 #include "core/token.h"
-
-#define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 
 static char *db;
 static mongoc_client_t *client;
@@ -31,18 +30,7 @@ static void teardown(void)
 
 TestSuite(ctl_tokens, .init = setup, .fini = teardown, .timeout = 60);
 
-static test_run_result_t ctl_args(const char *const args[])
-{
-    const char *argv[20] = {COHORTCTL, "--database", db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 19; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, NULL, 20000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 20 s; stderr:\n%s", r.err);
-    return r;
-}
-#define ctl(...) ctl_args((const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(db, __VA_ARGS__)
 
 Test(ctl_tokens, create_stores_only_the_hash_and_list_never_shows_it)
 {
@@ -107,7 +95,7 @@ Test(ctl_tokens, bad_scopes_and_names_are_usage_errors)
         (const char *const[]){"tokens", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        test_run_result_t r = ctl_args(cases[i]);
+        test_run_result_t r = test_ctl_run(db, NULL, cases[i]);
         cr_assert_eq(r.exit_code, 2, "case %zu: exit %d (%s)", i, r.exit_code, r.err);
         cr_assert_str_eq(r.out, "", "case %zu printed '%s'", i, r.out);
         test_run_result_free(&r);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "handlers/probe.h"
+#include "ctl.h"
 #include "support.h"
 #include "core/clock.h"
 #include "node/handler/context.h"
@@ -30,7 +31,6 @@
 #define SERVICE "gdata"
 #define QUEUE "queue_" SERVICE
 #define TAKEOVER_MS 1000 /* a 750 ms lease: short enough to wait out */
-#define COHORTCTL COHORT_BUILD_DIR "/cohortctl"
 #define LONGEST_KEY "k-64-chars-abcdefghijklmnopqrstuvwxyz-0123456789-abcdefghijklmno"
 
 static test_probe_fixture_t fx;
@@ -546,20 +546,7 @@ Test(generic_data, callback_writes_vanish_when_the_completion_is_not_applied)
 
 /* ---- cohortctl data ------------------------------------------------------------------------ */
 
-/* Runs cohortctl --database DB with the arguments (NULL-terminated). */
-static test_run_result_t ctl_run(const char *const args[])
-{
-    const char *argv[16] = {COHORTCTL, "--database", fx.db};
-    size_t n = 3;
-    for (size_t i = 0; args[i] && n < 15; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    test_run_result_t r = test_run(argv, NULL, 20000);
-    cr_assert_not(r.timed_out, "cohortctl did not finish within 20 s; stderr:\n%s", r.err);
-    return r;
-}
-
-#define ctl(...) ctl_run((const char *const[]){__VA_ARGS__, NULL})
+#define ctl(...) test_ctl(fx.db, __VA_ARGS__)
 
 Test(generic_data, cohortctl_sets_gets_and_unsets_json_values)
 {
@@ -651,7 +638,7 @@ Test(generic_data, cohortctl_refuses_invalid_keys_and_values)
         for (size_t v = 0; v < 3; v++) {
             const char *args[6] = {verbs[v][0], verbs[v][1], verbs[v][2],
                                    verbs[v][3], verbs[v][4], NULL};
-            test_run_result_t r = ctl_run(args);
+            test_run_result_t r = test_ctl_run(fx.db, NULL, args);
             cr_assert_eq(r.exit_code, 2, "data %s with key '%s': exit %d: %s", verbs[v][1], keys[i],
                          r.exit_code, r.err);
             cr_assert(strstr(r.err, "invalid"), "data %s with key '%s': %s", verbs[v][1], keys[i],
@@ -728,7 +715,7 @@ Test(generic_data, cohortctl_names_an_unknown_service)
     for (size_t v = 0; v < 3; v++) {
         const char *args[6] = {verbs[v][0], verbs[v][1], verbs[v][2],
                                verbs[v][3], verbs[v][4], NULL};
-        test_run_result_t r = ctl_run(args);
+        test_run_result_t r = test_ctl_run(fx.db, NULL, args);
         cr_assert_eq(r.exit_code, 2, "data %s on an unknown service: exit %d: %s", verbs[v][1],
                      r.exit_code, r.err);
         cr_assert(strstr(r.err, "'nosuch'") && strstr(r.err, "does not exist"),

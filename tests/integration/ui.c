@@ -8,20 +8,18 @@
  * per-minute record behind the history.
  */
 #include <criterion/criterion.h>
-#include <event2/event.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "api_server.h"
+#include "ctl.h"
 #include "http_client.h"
 #include "support.h"
 #include "core/clock.h"
 #include "core/token.h"
 #include "node/http/api.h"
-#include "node/http/api_pool.h"
 #include "node/primary/history.h"
 #include "node/http/http.h"
 #include "node/http/ui.h"
@@ -32,111 +30,23 @@
 #include "store/tokens.h"
 
 #define SERVICE "web"
-#define TTL_MS 300
 
 static char *db;
 static cohort_store_t *store;
 static mongoc_client_t *client;
 
-typedef struct server {
-    struct event_base *base;
-    cohort_http_t *http;
-    cohort_api_t *api;
-    pthread_t thread;
-    int port;
-    struct event *watch; /* stops the loop from its own thread */
-    cohort_api_pool_t *pool;
-    _Atomic bool stop;
-} server_t;
-
-static server_t srv;
-
-static void server_watch(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    server_t *s = arg;
-    if (s->stop)
-        event_base_loopbreak(s->base);
-}
-
-static void server_api(void *arg, const cohort_api_request_t *request, void *origin)
-{
-    cohort_api_pool_submit(((server_t *)arg)->pool, request, origin);
-}
-static bool server_deliver(void *arg, void *origin, const cohort_api_reply_t *reply)
-{
-    (void)arg;
-    return cohort_http_api_reply(origin, reply);
-}
-static bool server_client_gone(void *arg, void *origin)
-{
-    (void)arg;
-    return cohort_http_api_client_gone(origin);
-}
-static bool server_ready(void *arg, char *why, size_t len)
-{
-    (void)arg, (void)why, (void)len;
-    return true;
-}
-static char *server_metrics(void *arg, size_t *len)
-{
-    (void)arg;
-    *len = 0;
-    return strdup("");
-}
-static void *server_loop(void *arg)
-{
-    event_base_dispatch(((server_t *)arg)->base);
-    return NULL;
-}
-
-/* As cohortd does: a listener on a free loopback port, the API's threads answering. */
-static void server_start(server_t *s)
-{
-    s->base = event_base_new();
-    cohort_api_options_t options = {.store = store, .token_ttl_ms = TTL_MS};
-    s->api = cohort_api_new(&options);
-    bson_error_t perr;
-    s->pool = cohort_api_pool_start(s->base, s->api, store, 2, server_deliver, server_client_gone,
-                                    s, &perr);
-    cr_assert_not_null(s->pool, "%s", perr.message);
-    cohort_http_callbacks_t callbacks = {
-        .ready = server_ready, .metrics = server_metrics, .api = server_api, .arg = s};
-    for (int attempt = 0; attempt < 50 && !s->http; attempt++) {
-        s->port = 20000 + (int)((unsigned)rand() % 30000);
-        char listen[32];
-        snprintf(listen, sizeof listen, "127.0.0.1:%d", s->port);
-        bson_error_t error;
-        s->http = cohort_http_start(s->base, listen, &callbacks, &error);
-    }
-    cr_assert_not_null(s->http, "no free port");
-    s->watch = event_new(s->base, -1, EV_PERSIST, server_watch, s);
-    struct timeval every = {0, 50000};
-    event_add(s->watch, &every);
-    pthread_create(&s->thread, NULL, server_loop, s);
-}
-
-static void server_stop(server_t *s)
-{
-    s->stop = true;
-    pthread_join(s->thread, NULL);
-    event_free(s->watch);
-    cohort_api_pool_destroy(s->pool);
-    cohort_http_destroy(s->http);
-    cohort_api_destroy(s->api);
-    event_base_free(s->base);
-}
+static test_api_server_t srv;
 
 static void setup(void)
 {
     test_service_db_open("ui", SERVICE, &db, &store, &client);
-    memset(&srv, 0, sizeof srv);
-    server_start(&srv);
+    static const cohort_http_callbacks_t limits = {0};
+    test_api_server_start(&srv, store, &limits, 0);
 }
 
 static void teardown(void)
 {
-    server_stop(&srv);
+    test_api_server_stop(&srv);
     test_service_db_close(&db, &store, &client);
 }
 
@@ -441,9 +351,7 @@ Test(ui, a_token_signs_in_and_sign_out_ends_the_session)
     r = get("GET", "/api/v1/whoami", cookie);
     cr_assert_eq(r.status, 200, "%s", r.body);
     http_response_free(&r);
-    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "tokens", "revoke",
-                          "sre", NULL};
-    test_run_result_t run = test_run(argv, NULL, 20000);
+    test_run_result_t run = test_ctl(db, "tokens", "revoke", "sre");
     cr_assert_eq(run.exit_code, 0, "%s", run.err);
     cr_assert_not_null(strstr(run.out, "1 dashboard session(s) signed in with it ended"), "%s",
                        run.out);
@@ -455,9 +363,8 @@ Test(ui, a_token_signs_in_and_sign_out_ends_the_session)
 
 Test(ui, cohortctl_ui_link_prints_a_link_that_works_once)
 {
-    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "ui-link",
-                          "--scopes", "operate", "--url", "http://127.0.0.1:9/", NULL};
-    test_run_result_t run = test_run(argv, NULL, 20000);
+    test_run_result_t run =
+        test_ctl(db, "ui-link", "--scopes", "operate", "--url", "http://127.0.0.1:9/");
     cr_assert_eq(run.exit_code, 0, "%s", run.err);
     cr_assert(strncmp(run.out, "http://127.0.0.1:9/ui/login?code=cht_", 37) == 0, "%s",
               run.out);
@@ -470,9 +377,7 @@ Test(ui, cohortctl_ui_link_prints_a_link_that_works_once)
     cr_assert_not_null(strstr(r.body, "\"can_operate\" : true"), "%s", r.body);
     http_response_free(&r);
     test_run_result_free(&run);
-    const char *bad[] = {test_build_path("cohortctl"), "--database", db, "ui-link", "--scopes",
-                         "admin", "--url", "http://x", NULL};
-    run = test_run(bad, NULL, 20000);
+    run = test_ctl(db, "ui-link", "--scopes", "admin", "--url", "http://x");
     cr_assert_eq(run.exit_code, 2, "%s", run.err);
     test_run_result_free(&run);
 }
@@ -517,9 +422,7 @@ Test(ui, nodes_answers_what_cohortctl_nodes_says)
     cr_assert_eq(r.status, 403, "a POST with the cookie and no origin: %s", r.body);
     http_response_free(&r);
 
-    const char *argv[] = {test_build_path("cohortctl"), "--database", db, "nodes", "--json",
-                          NULL};
-    test_run_result_t run = test_run(argv, NULL, 20000);
+    test_run_result_t run = test_ctl(db, "nodes", "--json");
     cr_assert_eq(run.exit_code, 0, "%s", run.err);
     cr_assert(bson_init_from_json(&body, run.out, -1, &error), "%s", error.message);
     cr_assert_str_eq(test_doc_str(&body, "nodes.0.state"), "live");

@@ -1275,6 +1275,28 @@ void cluster_node_config_add(cluster_node_t *n, const char *lines)
     free(text);
 }
 
+int cluster_node_listen(cluster_node_t *n, const char *more)
+{
+    int port = cluster_free_port();
+    char *lines =
+        xasprintf("http_listen = 127.0.0.1:%d%s%s", port, more ? "\n" : "", more ? more : "");
+    cluster_node_config_add(n, lines);
+    free(lines);
+    return port;
+}
+
+char *cluster_api_auth(cluster_t *c, const char *name, const char *scopes)
+{
+    const char *create[] = {"tokens", "create", name, "--scopes", scopes, NULL};
+    char *token = NULL;
+    cluster_assert(c, cluster_run_ctl_output(c, create, &token) == 0,
+                   "cannot create API token %s (%s)", name, scopes);
+    token[strcspn(token, "\r\n")] = '\0';
+    char *line = xasprintf("Authorization: Bearer %s\r\n", token);
+    free(token);
+    return line;
+}
+
 int cluster_run_ctl_json(cluster_t *c, const char *const *args, bson_t *out)
 {
     char *text = NULL;

@@ -324,6 +324,15 @@ void cluster_node_config_set(cluster_node_t *n, const char *key, const char *val
  * section. */
 void cluster_node_config_add(cluster_node_t *n, const char *lines);
 
+/* Adds "http_listen = 127.0.0.1:<a free port>" and `more` (config lines; may be NULL) to the
+ * node's [cluster] section, as cluster_node_config_add() does; returns the port. */
+int cluster_node_listen(cluster_node_t *n, const char *more);
+
+/* Creates API token `name` with `scopes` ("work,read") through `cohortctl tokens create` and
+ * returns the request header line "Authorization: Bearer <token>\r\n" (caller frees). Fails
+ * the test if cohortctl fails. */
+char *cluster_api_auth(cluster_t *c, const char *name, const char *scopes);
+
 /* Runs cohortctl like cluster_run_ctl_output() and parses its stdout as one JSON document into
  * *out (initialised by this call; destroy it). Returns the exit status; -2 if it exited 0 but
  * its output is not JSON (*out is then empty). */

@@ -273,3 +273,14 @@ bool delay_proxy_single_server(const char *uri, char *host, size_t hostlen, int 
     *port = atoi(colon + 1);
     return *port > 0;
 }
+
+delay_proxy_t *delay_proxy_in_front_of(const char *uri, char *uri_env, size_t len)
+{
+    char host[256];
+    int port = 0;
+    if (!delay_proxy_single_server(uri, host, sizeof host, &port))
+        cr_skip_test("MONGODB_URI '%s' is not one server: the proxy cannot stand in for it", uri);
+    delay_proxy_t *proxy = delay_proxy_start(host, port);
+    snprintf(uri_env, len, "MONGODB_URI=mongodb://127.0.0.1:%d", delay_proxy_port(proxy));
+    return proxy;
+}

@@ -27,6 +27,11 @@ bool delay_proxy_single_server(const char *uri, char *host, size_t hostlen, int 
 /* Starts forwarding 127.0.0.1:<port> to host:port. Fails the test if it cannot listen. */
 delay_proxy_t *delay_proxy_start(const char *host, int port);
 
+/* Starts a proxy in front of the database of `uri` and writes the environment entry that points
+ * a node at it, "MONGODB_URI=mongodb://127.0.0.1:<port>", into uri_env (for cluster_add_node()).
+ * Skips the test when `uri` is not one server (delay_proxy_single_server()). */
+delay_proxy_t *delay_proxy_in_front_of(const char *uri, char *uri_env, size_t len);
+
 /* The port it listens on. */
 int delay_proxy_port(const delay_proxy_t *proxy);
 
