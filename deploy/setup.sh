@@ -10,8 +10,9 @@
 # package also starts a Prometheus server on systemd hosts, so only the tests install it),
 # chromium and python3-websocket (the dashboard's browser tests, tests/ui/, drive headless
 # Chromium over the DevTools protocol), strace (isolation = process under the systemd unit's
-# system call filter, tests/package/), python3-jsonschema, nodejs and npm (tests/openapi: the
-# API's document checked, and a client generated from it). dpkg-dev and file: `cpack -G DEB`
+# system call filter, tests/package/), python3-jsonschema, and nodejs and npm where the
+# commands are missing (tests/openapi: the API's document checked, and a client generated
+# from it). dpkg-dev and file: `cpack -G DEB`
 # names the package's dependencies with dpkg-shlibdeps (README.md, "Install"). gcovr: the
 # coverage report of tests/run.sh --coverage.
 # Idempotent: installs only missing packages, and re-runs CMake and make incrementally.
@@ -27,7 +28,11 @@ PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-de
           tzdata dpkg-dev file)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
     PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus chromium
-               python3-websocket fonts-dejavu-core strace python3-jsonschema nodejs npm gcovr)
+               python3-websocket fonts-dejavu-core strace python3-jsonschema gcovr)
+    # Node.js and npm by command, not by package: a machine may have them from elsewhere
+    # (NodeSource's nodejs bundles npm, and Debian's npm cannot be installed beside it).
+    command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+    command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 fi
 if [ "$BUILD" = --packages ]; then
     printf '%s\n' "${PACKAGES[@]}"
