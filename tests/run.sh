@@ -25,7 +25,11 @@ if [ "${1:-}" = --coverage ]; then
     COVERAGE=1
     shift
 fi
-BUILD="${COHORT_BUILD_DIR:-$ROOT/build$([ "$COVERAGE" = 1 ] && echo -coverage)}"
+# (an if, not `[ ... ] && echo` inside the substitution: its status 1 would end the script
+# under set -e)
+SUFFIX=""
+if [ "$COVERAGE" = 1 ]; then SUFFIX=-coverage; fi
+BUILD="${COHORT_BUILD_DIR:-$ROOT/build$SUFFIX}"
 
 if [ "$COVERAGE" = 1 ]; then
     # -O0 (Debug) so that lines and branches map to the source; atomic counters, since the
