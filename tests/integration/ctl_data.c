@@ -105,14 +105,15 @@ Test(ctl_data, cas_sets_only_over_the_expected_value)
     data(0, "2\n", "get", "mail", "n");
 }
 
-/* 4 processes x 10 increments at once: every one counted. */
+/* 4 processes x 10 increments at once: every one counted. (Each is waited for by its pid:
+ * `wait -n` returns 127 once two of them ended together and none is left to wait for.) */
 Test(ctl_data, concurrent_increments_lose_no_update)
 {
     char script[1024];
     snprintf(script, sizeof script,
-             "for p in 1 2 3 4; do (for i in 1 2 3 4 5 6 7 8 9 10; do "
-             "'%s' --database '%s' data inc mail hits >/dev/null || exit 1; done) & done; "
-             "for p in 1 2 3 4; do wait -n || exit 1; done",
+             "pids=; for p in 1 2 3 4; do (for i in 1 2 3 4 5 6 7 8 9 10; do "
+             "'%s' --database '%s' data inc mail hits >/dev/null || exit 1; done) & "
+             "pids=\"$pids $!\"; done; for p in $pids; do wait $p || exit 1; done",
              COHORTCTL, db);
     test_run_result_t r = test_run((const char *const[]){"/bin/bash", "-c", script, NULL},
                                    NULL, 80000);
