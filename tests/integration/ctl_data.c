@@ -21,21 +21,12 @@ static mongoc_client_t *client;
 
 static void setup(void)
 {
-    db = test_db_name("ctldata");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+    test_service_db_open("ctldata", "mail", &db, &store, &client);
 }
 
 static void teardown(void)
 {
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_service_db_close(&db, &store, &client);
 }
 
 TestSuite(ctl_data, .init = setup, .fini = teardown, .timeout = 90);

@@ -25,21 +25,12 @@ static mongoc_client_t *client;
 
 static void setup(void)
 {
-    db = test_db_name("ctlprog");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "bulk", &error), "%s", error.message);
+    test_service_db_open("ctlprog", "bulk", &db, &store, &client);
 }
 
 static void teardown(void)
 {
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_service_db_close(&db, &store, &client);
 }
 
 TestSuite(ctl_progress, .init = setup, .fini = teardown, .timeout = 150);

@@ -20,22 +20,13 @@ static mongoc_client_t *client;
 
 static void setup(void)
 {
-    db = test_db_name("ctlsched");
-    store = test_store_new(db);
-    client = cohort_store_pop(store);
     /* enqueue refuses a service no node has run */
-    bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+    test_service_db_open("ctlsched", "mail", &db, &store, &client);
 }
 
 static void teardown(void)
 {
-    if (store) {
-        cohort_store_push(store, client);
-        cohort_store_destroy(store);
-        test_drop_db(db);
-    }
-    free(db);
+    test_service_db_close(&db, &store, &client);
 }
 
 TestSuite(ctl_schedule, .init = setup, .fini = teardown, .timeout = 60);
