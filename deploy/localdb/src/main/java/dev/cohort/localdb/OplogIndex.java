@@ -56,7 +56,7 @@ final class OplogIndex {
 
     private final Map<String, ConcurrentSkipListMap<Long, Document>> byNamespace =
             new ConcurrentHashMap<>();
-    private CursorRegistry cursors;
+    private volatile CursorRegistry cursors; // set once, before the server binds
 
     /** The library's oplog for `backend`, built on the indexed view of local.oplog.rs. */
     @SuppressWarnings("unchecked")
