@@ -6,7 +6,7 @@
 # "Against the batched limit").
 #
 #   bash tests/bench/batched.sh [--tasks LIST] [--repeat R] [--nodes K] [--no-warmup]
-#                               [--single-max N]
+#                               [--single-max N] [--timeout-s S]
 #
 #   --tasks LIST     comma-separated queue sizes (default 2000,20000)
 #   --repeat R       rounds (default 3); each round runs every configuration on every size,
@@ -15,6 +15,8 @@
 #   --single-max N   run the single-claim raw loop only on queues of at most N tasks (default
 #                    2000; the local server sorts the whole queue for each of its claims, so
 #                    it costs O(N^2))
+#   --timeout-s S    how long a Cohort run may take before the script gives up (default 1800:
+#                    3 nodes on 20,000 tasks took over 600 s under load)
 #   --no-warmup      skip the warm-up round (every configuration once on the smallest size)
 #
 # The configurations, each measured from the enqueue on, in a fresh database:
@@ -51,6 +53,7 @@ TASK_LIST=2000,20000
 REPEAT=3
 NODES=3
 SINGLE_MAX=2000
+TIMEOUT_S=1800
 WARMUP=1
 INTERVAL_MS=100
 BATCH=64
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
         --repeat) [ $# -ge 2 ] || usage; number "$1" "$2"; REPEAT="$2"; shift 2 ;;
         --nodes) [ $# -ge 2 ] || usage; number "$1" "$2"; NODES="$2"; shift 2 ;;
         --single-max) [ $# -ge 2 ] || usage; number "$1" "$2"; SINGLE_MAX="$2"; shift 2 ;;
+        --timeout-s) [ $# -ge 2 ] || usage; number "$1" "$2"; TIMEOUT_S="$2"; shift 2 ;;
         --no-warmup) WARMUP=0; shift ;;
         -h | --help) usage 0 ;;
         *) usage ;;
@@ -120,7 +124,7 @@ run_cohort() {
     "$COHORTCTL" -c "$dir/node1.ini" enqueue noop --count "$tasks" >/dev/null \
         || die "cohortctl enqueue failed (round $round, $config, $tasks)"
     if ! line="$("$PROBE" wait --database "$db" --tasks "$tasks" --since-ms "$since" \
-        --interval-ms "$INTERVAL_MS" --timeout-s 600)"; then
+        --interval-ms "$INTERVAL_MS" --timeout-s "$TIMEOUT_S")"; then
         stop_nodes
         tail -n 20 "$dir"/node*.log >&2 || true
         die "Cohort run failed (round $round, $config, $tasks); logs in $dir"
