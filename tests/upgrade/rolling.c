@@ -230,7 +230,7 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
     char order[96] = "";
     for (cluster_node_t *n; (n = next_old(c)) != NULL; steps++) {
         enqueue_step(c);
-        test_sleep_ms(1000); /* the old cluster (then a mixed one) runs the step's work */
+        test_sleep_ms(2000); /* the old cluster (then a mixed one) runs the step's work */
         bool last = true;
         for (size_t i = 0; i < c->n_nodes; i++)
             last &= &c->nodes[i] == n || !c->nodes[i].cohortd;
@@ -253,7 +253,7 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
     /* MIGRATE/FINISH (upgrade25's commands): `cohortctl migrate`, then `cohortctl upgrade
      * finish`, both with this build's cohortctl. */
     enqueue_step(c);
-    test_sleep_ms(2000); /* the new cluster runs on */
+    test_sleep_ms(3000); /* the new cluster runs on */
     cluster_sampler_stop(&stream);
     cluster_sampler_stop(&beat);
     fprintf(stderr, "upgrade: replaced %s in %d steps\n", order, steps);
@@ -293,7 +293,7 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
     cluster_assert(c, ledger_explained(&l, 0, 0, why, sizeof why), "schedule ledger: %s", why);
     int64_t slots = l.n;
     ledger_free(&l);
-    cluster_assert(c, slots >= 10, "only %lld slots of the schedule", (long long)slots);
+    cluster_assert(c, slots >= 8, "only %lld slots of the schedule", (long long)slots);
     char beat_journal[512];
     snprintf(beat_journal, sizeof beat_journal, "%s/" BEAT ".journal", c->dir);
     cluster_journal_report_t r;

@@ -28,11 +28,16 @@ skip() {
     exit 77
 }
 
-top="$(git -C "$SRC" rev-parse --show-toplevel 2>/dev/null || true)"
+# safe.directory: in CI the checkout belongs to another user than the container's root, and git
+# refuses to read such a repository without it.
+git() { command git -c safe.directory="$SRC" -C "$SRC" "$@"; }
+command -v git >/dev/null || skip "git is not installed"
+
+top="$(git rev-parse --show-toplevel 2>/dev/null || true)"
 [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(cd "$SRC" && pwd -P)" ] ||
     skip "$SRC is not a git checkout (a tarball?): the previous release cannot be taken from its history"
-commit="$(git -C "$SRC" rev-parse --verify -q "$PREVIOUS^{commit}" ||
-    git -C "$SRC" rev-parse --verify -q "$PREVIOUS_COMMIT^{commit}" || true)"
+commit="$(git rev-parse --verify -q "$PREVIOUS^{commit}" ||
+    git rev-parse --verify -q "$PREVIOUS_COMMIT^{commit}" || true)"
 [ -n "$commit" ] ||
     skip "this clone has neither the tag $PREVIOUS nor its commit $PREVIOUS_COMMIT (a shallow clone? git fetch --unshallow --tags)"
 
@@ -46,7 +51,7 @@ if [ ! -f "$OLD/built" ]; then
     echo "upgrade: building $PREVIOUS ($commit) into $OLD" >&2
     rm -rf "$OLD"
     mkdir -p "$OLD/src" "$OLD/handlers"
-    git -C "$SRC" archive "$commit" | tar -x -C "$OLD/src"
+    git archive "$commit" | tar -x -C "$OLD/src"
     cmake -S "$OLD/src" -B "$OLD/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOHORT_TESTS=OFF \
         >"$OLD/cmake.log" 2>&1 || { cat "$OLD/cmake.log" >&2; exit 1; }
     cmake --build "$OLD/build" -j2 --target cohortd cohortctl cohort_noop >>"$OLD/cmake.log" 2>&1 ||
