@@ -22,8 +22,8 @@
  * Checked: every task of `stream` and `long` succeeded on its first attempt, and the noop
  * journals hold each exactly once (none lost, none run twice); the completed_log has one line
  * per batch and their succeeded counts add up to every tracked task; each second of the
- * schedule's ledger has exactly one task, run once; no "stalled" reset in any log; for
- * `stream` and `beat`, sampled every 50 ms, no primary was absent, nor last_active left
+ * schedule's ledger has exactly one task, run once; no "stalled" reset in any log; for each
+ * service, sampled every 50 ms, no primary was absent, nor last_active left
  * unrefreshed, for more than 2 ticks (+ SLACK_MS). `upgrade finish` run while the last old
  * node is still live must refuse and name it.
  */
@@ -93,6 +93,18 @@ static cluster_node_t *next_old(cluster_t *c)
         if (c->nodes[i].cohortd)
             return &c->nodes[i];
     return NULL;
+}
+
+/* The release node n publishes in its `nodes` document ("?" if none). */
+static void node_version(cluster_t *c, cluster_node_t *n, char *out, size_t len)
+{
+    char filter[64];
+    snprintf(filter, sizeof filter, "{\"_id\": \"%s\"}", n->id);
+    bson_t doc;
+    snprintf(out, len, "?");
+    if (test_find_one(c->client, c->db, "nodes", filter, &doc))
+        cluster_doc_utf8(&doc, "version", out, len);
+    bson_destroy(&doc);
 }
 
 static void assert_primacy_held(cluster_t *c, const cluster_sampler_t *s)
@@ -223,11 +235,13 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
 
     cluster_sampler_t stream = {.service = STREAM, .enqueue = true, .created_by = "upgrade-test"};
     cluster_sampler_t beat = {.service = BEAT, .created_by = "upgrade-test"};
+    cluster_sampler_t lng = {.service = LONG, .created_by = "upgrade-test"};
     cluster_sampler_start(c, &stream);
     cluster_sampler_start(c, &beat);
+    cluster_sampler_start(c, &lng);
 
     int steps = 0;
-    char order[96] = "";
+    char order[256] = "", was[32], now[32];
     for (cluster_node_t *n; (n = next_old(c)) != NULL; steps++) {
         enqueue_step(c);
         test_sleep_ms(2000); /* the old cluster (then a mixed one) runs the step's work */
@@ -239,8 +253,7 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
              * while n, the last old node, is live, and name it. */
         }
         cluster_read_primacy(c, STREAM, &p);
-        snprintf(order + strlen(order), sizeof order - strlen(order), "%s%s%s", steps ? ", " : "",
-                 n->id, strcmp(p.primary, n->id) == 0 ? " (primary)" : "");
+        node_version(c, n, was, sizeof was);
         int64_t took = cluster_node_stop_ok(n, c->shutdown_grace_ms + 5000);
         cluster_assert(c, took <= c->shutdown_grace_ms,
                        "old %s took %lld ms to drain and exit, more than shutdown_grace_ms", n->id,
@@ -249,6 +262,10 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
         cluster_node_start(n);
         cluster_assert(c, cluster_wait_pinged_by_pid(c, n, 10000),
                        "the new %s did not register within 10 s", n->id);
+        node_version(c, n, now, sizeof now);
+        snprintf(order + strlen(order), sizeof order - strlen(order), "%s%s%s %s -> %s",
+                 steps ? ", " : "", n->id, strcmp(p.primary, n->id) == 0 ? " (primary)" : "", was,
+                 now);
     }
     /* MIGRATE/FINISH (upgrade25's commands): `cohortctl migrate`, then `cohortctl upgrade
      * finish`, both with this build's cohortctl. */
@@ -256,10 +273,12 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
     test_sleep_ms(3000); /* the new cluster runs on */
     cluster_sampler_stop(&stream);
     cluster_sampler_stop(&beat);
+    cluster_sampler_stop(&lng);
     fprintf(stderr, "upgrade: replaced %s in %d steps\n", order, steps);
     cluster_assert(c, steps == 3, "%d steps", steps);
     assert_primacy_held(c, &stream);
     assert_primacy_held(c, &beat);
+    assert_primacy_held(c, &lng);
 
     assert_each_ran_once(c, STREAM, stream.enqueued + (steps + 1) * N_TRACKED);
     assert_each_ran_once(c, LONG, (steps + 1) * N_LONG);
