@@ -252,6 +252,11 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
             /* MIGRATE/FINISH (upgrade25's commands): `cohortctl upgrade finish` must refuse
              * while n, the last old node, is live, and name it. */
         }
+        if (steps == 0) {
+            int64_t by_old = cluster_count_status(c, STREAM, "succeeded");
+            cluster_assert(c, by_old > 0, "the old nodes ran no task before the first step");
+            fprintf(stderr, "upgrade: the old nodes alone ran %lld tasks\n", (long long)by_old);
+        }
         cluster_read_primacy(c, STREAM, &p);
         node_version(c, n, was, sizeof was);
         int64_t took = cluster_node_stop_ok(n, c->shutdown_grace_ms + 5000);
