@@ -17,7 +17,8 @@
  * Each step stops one old node with SIGTERM (the primary of `stream` first: it steps down
  * and drains), starts this build's cohortd under the same node_id and config, and waits until
  * it has pinged. Then `cohortctl migrate` and `cohortctl upgrade finish` (this build's), and
- * the stream runs a little longer.
+ * the stream runs on until every node follows the new feature level (its `nodes` document's
+ * level_in_use; the nodes re-read the level every 30 s), and 3 s more.
  *
  * Checked: every task of `stream` and `long` succeeded on its first attempt, and the noop
  * journals hold each exactly once (none lost, none run twice); the completed_log has one line
@@ -107,6 +108,29 @@ static void node_version(cluster_t *c, cluster_node_t *n, char *out, size_t len)
     bson_destroy(&doc);
 }
 
+/* Polls until every node follows the feature level it knows (its `nodes` document's
+ * level_in_use = feature_level): after `upgrade finish`, within the nodes' 30 s re-read. */
+static bool wait_level_in_use(cluster_t *c, int64_t timeout_ms, int64_t *level)
+{
+    for (int64_t deadline = test_now_ms() + timeout_ms;; test_sleep_ms(200)) {
+        size_t following = 0;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+            char filter[64];
+            snprintf(filter, sizeof filter, "{\"_id\": \"%s\"}", c->nodes[i].id);
+            bson_t doc;
+            if (test_find_one(c->client, c->db, "nodes", filter, &doc)) {
+                *level = cluster_doc_number(&doc, "feature_level");
+                following += *level > 0 && cluster_doc_number(&doc, "level_in_use") == *level;
+            }
+            bson_destroy(&doc);
+        }
+        if (following == c->n_nodes)
+            return true;
+        if (test_now_ms() >= deadline)
+            return false;
+    }
+}
+
 static void assert_primacy_held(cluster_t *c, const cluster_sampler_t *s)
 {
     cluster_sampler_print(s, "upgrade");
@@ -194,6 +218,27 @@ static bool read_completions(cluster_t *c, int64_t *lines, int64_t *succeeded, c
     return ok;
 }
 
+/* Runs this build's cohortctl with args; returns its exit status and, in *said (caller frees),
+ * what it wrote to stdout and stderr (cohortctl.log's new part). */
+static int ctl_said(cluster_t *c, const char *const *args, char **said)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/cohortctl.log", c->dir);
+    char *before = test_try_read_file(log);
+    size_t skip = before ? strlen(before) : 0;
+    free(before);
+    char *out = NULL;
+    int rc = cluster_run_ctl_output(c, args, &out);
+    char *after = test_try_read_file(log);
+    const char *err = after && strlen(after) >= skip ? after + skip : "";
+    cr_assert(asprintf(said, "%s%s", out, err) >= 0, "out of memory");
+    free(after);
+    free(out);
+    fprintf(stderr, "upgrade: cohortctl %s%s%s: exit %d: %s", args[0], args[1] ? " " : "",
+            args[1] ? args[1] : "", rc, *said);
+    return rc;
+}
+
 Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_twice)
 {
     int64_t started = test_now_ms();
@@ -249,8 +294,14 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
         for (size_t i = 0; i < c->n_nodes; i++)
             last &= &c->nodes[i] == n || !c->nodes[i].cohortd;
         if (last) {
-            /* MIGRATE/FINISH (upgrade25's commands): `cohortctl upgrade finish` must refuse
-             * while n, the last old node, is live, and name it. */
+            /* The last old node is live: `upgrade finish` refuses, naming it. */
+            const char *finish[] = {"upgrade", "finish", NULL};
+            char *said = NULL;
+            int rc = ctl_said(c, finish, &said);
+            cluster_assert(c, rc != 0 && strstr(said, n->id),
+                           "cohortctl upgrade finish exited %d while old %s was live, saying: %s",
+                           rc, n->id, said);
+            free(said);
         }
         if (steps == 0) {
             int64_t by_old = cluster_count_status(c, STREAM, "succeeded");
@@ -272,10 +323,25 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
                  steps ? ", " : "", n->id, strcmp(p.primary, n->id) == 0 ? " (primary)" : "", was,
                  now);
     }
-    /* MIGRATE/FINISH (upgrade25's commands): `cohortctl migrate`, then `cohortctl upgrade
-     * finish`, both with this build's cohortctl. */
+    /* Every node is new: the migrations, then the feature level, with this build's cohortctl
+     * while the stream runs on. */
+    const char *migrate[] = {"migrate", NULL}, *finish[] = {"upgrade", "finish", NULL};
+    char *said = NULL;
+    int rc = ctl_said(c, migrate, &said);
+    cluster_assert(c, rc == 0, "cohortctl migrate exited %d: %s", rc, said);
+    free(said);
+    rc = ctl_said(c, finish, &said);
+    cluster_assert(c, rc == 0, "cohortctl upgrade finish exited %d with every node new: %s", rc,
+                   said);
+    free(said);
+    /* The stream runs on while the nodes take the new level up, and a little after. */
+    int64_t level = 0, finished_at = test_now_ms();
+    cluster_assert(c, wait_level_in_use(c, 45000, &level),
+                   "the nodes do not all follow the feature level 45 s after upgrade finish");
+    fprintf(stderr, "upgrade: every node follows feature level %lld after %lld ms\n",
+            (long long)level, (long long)(test_now_ms() - finished_at));
     enqueue_step(c);
-    test_sleep_ms(3000); /* the new cluster runs on */
+    test_sleep_ms(3000);
     cluster_sampler_stop(&stream);
     cluster_sampler_stop(&beat);
     cluster_sampler_stop(&lng);
