@@ -99,8 +99,20 @@ typedef struct run {
     int64_t changed;
 } run_t;
 
-/* Migration 2 on one queue collection: batches of ids without `weight`, each set to 1 by one
- * updateMany whose filter repeats the condition (a task given a weight meanwhile keeps it). */
+/* The last _id of the array `ids` (n > 0 entries) into *last. */
+static void last_id(const bson_t *ids, bson_value_t *last)
+{
+    bson_iter_t it, at;
+    bson_iter_init(&it, ids);
+    while (bson_iter_next(&it))
+        at = it;
+    bson_value_copy(bson_iter_value(&at), last);
+}
+
+/* Migration 2 on one queue collection, in _id order: a batch is the next `batch` ids without
+ * `weight` after the previous batch's last, and one updateMany sets weight 1 on the _id range
+ * it spans, repeating the condition (a task given a weight meanwhile keeps it). Both are
+ * range scans of the _id index; a resumed run scans the ids done before once more. */
 static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
 {
     mongoc_collection_t *queue = store_collection(r->store, r->client, name);
@@ -114,25 +126,39 @@ static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
         if (ok)
             r->changed += n;
     }
+    bson_value_t after = {.value_type = BSON_TYPE_MINKEY};
     while (ok && !r->dry_run) {
-        bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
-                                BCON_INT64(r->batch));
-        bson_t ids = BSON_INITIALIZER;
+        bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "sort", "{", "_id",
+                                BCON_INT32(1), "}", "limit", BCON_INT64(r->batch));
+        bson_t filter = BSON_INITIALIZER, range, ids = BSON_INITIALIZER;
+        BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &range);
+        BSON_APPEND_VALUE(&range, "$gt", &after);
+        bson_append_document_end(&filter, &range);
+        BSON_APPEND_DOCUMENT(&filter, "weight", absent);
         uint32_t n = 0;
-        ok = store_find_ids(queue, &missing, opts, &ids, &n, error);
+        ok = store_find_ids(queue, &filter, opts, &ids, &n, error);
         bson_destroy(opts);
+        bson_destroy(&filter);
         if (ok && n > 0) {
-            bson_t filter = BSON_INITIALIZER;
-            store_append_id_in(&filter, &ids);
-            BSON_APPEND_DOCUMENT(&filter, "weight", absent);
+            bson_value_t last;
+            last_id(&ids, &last);
             bson_t *update = BCON_NEW("$set", "{", "weight", BCON_INT32(1), "}");
+            bson_t span = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT_BEGIN(&span, "_id", &range);
+            BSON_APPEND_VALUE(&range, "$gt", &after);
+            BSON_APPEND_VALUE(&range, "$lte", &last);
+            bson_append_document_end(&span, &range);
+            BSON_APPEND_DOCUMENT(&span, "weight", absent);
             int64_t modified = 0;
-            ok = store_write(queue, STORE_UPDATE_MANY, &filter, update, NULL, "modifiedCount",
+            ok = store_write(queue, STORE_UPDATE_MANY, &span, update, NULL, "modifiedCount",
                              &modified, error) &&
                  record(r->meta, r->m, r->by, "running", modified, false, error);
             r->changed += modified;
+            bson_destroy(&span);
             bson_destroy(update);
-            bson_destroy(&filter);
+            if (after.value_type != BSON_TYPE_MINKEY)
+                bson_value_destroy(&after);
+            after = last;
             if (ok && r->progress)
                 r->progress(r->user, name, r->changed);
         }
@@ -140,6 +166,8 @@ static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
         if (n == 0)
             break;
     }
+    if (after.value_type != BSON_TYPE_MINKEY)
+        bson_value_destroy(&after);
     bson_destroy(&missing);
     bson_destroy(absent);
     mongoc_collection_destroy(queue);
