@@ -28,7 +28,7 @@ PACKAGES=(build-essential cmake pkg-config libmongoc-dev libbson-dev libevent-de
           tzdata dpkg-dev file)
 if [ "${COHORT_TEST_TOOLS:-0}" = 1 ]; then
     PACKAGES+=(clang libclang-rt-14-dev valgrind python3 python3-pymongo prometheus chromium
-               python3-websocket fonts-dejavu-core strace python3-jsonschema gcovr)
+               python3-websocket fonts-dejavu-core strace python3-jsonschema gcovr git)
     # Node.js and npm by command, not by package: a machine may have them from elsewhere
     # (NodeSource's nodejs bundles npm, and Debian's npm cannot be installed beside it).
     command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)

@@ -23,22 +23,16 @@
  *     holds when it prepares the service.)
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster.h"
+#include "primacy_sampler.h"
 #include "support.h"
-#include "store/store.h"
-#include "store/insert.h"
-#include "store/nodes.h"
-#include "store/services.h"
 
 #define SERVICE "roll"
 #define SLACK_MS 200
-#define SAMPLE_MS 50
 #define MAINTENANCE_MS 5000 /* the primary's maintenance cadence with a 600 s stall timeout */
 #define RELEASE_SLACK_MS 1000
 
@@ -123,134 +117,6 @@ Test(cluster_ops_rolling, sigterm_primary_steps_down_and_another_takes_over_with
 
 /* ---- (b) rolling restart ----------------------------------------------------------------- */
 
-/* The test's second thread: enqueues one task and reads the services document every
- * SAMPLE_MS. It has a store (and client) of its own and never asserts; the main thread
- * judges what it recorded once it has stopped. */
-typedef struct sampler {
-    const char *uri, *db;
-    atomic_bool stop;
-    /* results */
-    int64_t samples;
-    int64_t read_errors;
-    int64_t enqueued;
-    int64_t enqueue_errors;
-    char enqueue_error[600];
-    int64_t max_sample_interval_ms; /* the longest wait between two samples (test clock) */
-    int64_t max_refresh_gap_ms;     /* the longest time between refreshes of last_active
-                                     * (server clock) */
-    int64_t gap_at_epoch;           /* the epoch that ended that gap */
-    int64_t max_vacant_ms;          /* the longest run of samples naming no primary */
-    int64_t vacant_samples;
-    int64_t epochs_seen; /* distinct epochs */
-} sampler_t;
-
-static void sample_once(sampler_t *s, cohort_store_t *store, mongoc_client_t *client,
-                        int64_t *last_active, int64_t *last_epoch, int64_t *vacant_since)
-{
-    bson_t doc;
-    bool found = false;
-    bson_error_t error;
-    int64_t now = test_now_ms();
-    if (!cohort_store_read_service(store, client, SERVICE, &doc, &found, &error) || !found) {
-        s->read_errors++;
-        bson_destroy(&doc);
-        return;
-    }
-    s->samples++;
-    bson_iter_t it;
-    bool has_primary = bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it);
-    int64_t active = 0, epoch = 0;
-    if (bson_iter_init_find(&it, &doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it))
-        active = bson_iter_date_time(&it);
-    if (bson_iter_init_find(&it, &doc, "epoch") && BSON_ITER_HOLDS_NUMBER(&it))
-        epoch = bson_iter_as_int64(&it);
-    bson_destroy(&doc);
-
-    if (*last_active && active > *last_active && active - *last_active > s->max_refresh_gap_ms) {
-        s->max_refresh_gap_ms = active - *last_active;
-        s->gap_at_epoch = epoch;
-    }
-    if (active > *last_active)
-        *last_active = active;
-    if (epoch != *last_epoch) {
-        s->epochs_seen++;
-        *last_epoch = epoch;
-    }
-    /* A vacancy lasts from the first sample naming no primary to the first naming one. */
-    if (!has_primary) {
-        s->vacant_samples++;
-        if (!*vacant_since)
-            *vacant_since = now;
-    }
-    if (*vacant_since && (has_primary || atomic_load(&s->stop))) {
-        if (now - *vacant_since > s->max_vacant_ms)
-            s->max_vacant_ms = now - *vacant_since;
-        if (has_primary)
-            *vacant_since = 0;
-    }
-}
-
-static void enqueue_once(sampler_t *s, cohort_store_t *store, mongoc_client_t *client)
-{
-    bson_error_t error;
-    int64_t server_now = 0;
-    bson_t *data = BCON_NEW("seq", BCON_INT64(s->enqueued + 1));
-    cohort_new_task_t task = {.data = data, .created_by = "ops-rolling-test"};
-    bool ok = cohort_store_server_time(store, client, &server_now, &error);
-    task.now_ms = server_now;
-    ok = ok && cohort_store_insert_task(store, client, SERVICE, &task, NULL, NULL, NULL, &error);
-    bson_destroy(data);
-    if (ok) {
-        s->enqueued++;
-    } else {
-        s->enqueue_errors++;
-        snprintf(s->enqueue_error, sizeof s->enqueue_error, "%s", error.message);
-    }
-}
-
-static void *sampler_main(void *arg)
-{
-    sampler_t *s = arg;
-    bson_error_t error;
-    cohort_store_t *store = cohort_store_new(s->uri, s->db, "ops-rolling-test", &error);
-    if (!store) {
-        snprintf(s->enqueue_error, sizeof s->enqueue_error, "no store: %s", error.message);
-        s->enqueue_errors++;
-        return NULL;
-    }
-    mongoc_client_t *client = cohort_store_pop(store);
-    int64_t last_active = 0, last_epoch = 0, vacant_since = 0, previous = 0;
-    while (!atomic_load(&s->stop)) {
-        int64_t now = test_now_ms();
-        if (previous && now - previous > s->max_sample_interval_ms)
-            s->max_sample_interval_ms = now - previous;
-        previous = now;
-        sample_once(s, store, client, &last_active, &last_epoch, &vacant_since);
-        enqueue_once(s, store, client);
-        int64_t spent = test_now_ms() - now;
-        if (spent < SAMPLE_MS)
-            test_sleep_ms(SAMPLE_MS - spent);
-    }
-    cohort_store_push(store, client);
-    cohort_store_destroy(store);
-    return NULL;
-}
-
-/* Polls until the node's registry entry carries the pid of its running process. */
-static bool wait_pinged_by_pid(cluster_t *c, cluster_node_t *n, int64_t timeout_ms)
-{
-    int64_t deadline = test_now_ms() + timeout_ms;
-    char filter[128];
-    snprintf(filter, sizeof filter, "{\"_id\": \"%s\", \"pid\": %d}", n->id, (int)n->pid);
-    for (;;) {
-        if (test_count(c->client, c->db, "nodes", filter) == 1)
-            return true;
-        if (test_now_ms() >= deadline)
-            return false;
-        test_sleep_ms(20);
-    }
-}
-
 /* The node to restart next: the current primary if it has not been restarted yet, else the
  * first that has not. */
 static cluster_node_t *next_to_restart(cluster_t *c, const bool *restarted)
@@ -280,11 +146,8 @@ Test(cluster_ops_rolling, rolling_restart_loses_nothing_runs_nothing_twice_keeps
     cluster_primacy_t first;
     cluster_start_elected(c, 3, SERVICE, 5000, &first);
 
-    sampler_t s = {.uri = c->uri, .db = c->db};
-    atomic_init(&s.stop, false);
-    pthread_t thread;
-    cluster_assert(c, pthread_create(&thread, NULL, sampler_main, &s) == 0,
-                   "cannot start the sampler thread");
+    cluster_sampler_t s = {.service = SERVICE, .enqueue = true, .created_by = "ops-rolling-test"};
+    cluster_sampler_start(c, &s);
     test_sleep_ms(1000); /* pacing: the stream runs before the first restart */
 
     bool restarted[CLUSTER_MAX_NODES] = {false};
@@ -305,12 +168,11 @@ Test(cluster_ops_rolling, rolling_restart_loses_nothing_runs_nothing_twice_keeps
         restarted[n->index - 1] = true;
         /* The new process has pinged, so it takes part; whether it wins tasks from the stream
          * in the next second depends on the phase of its ticks against the others'. */
-        cluster_assert(c, wait_pinged_by_pid(c, n, 10000),
+        cluster_assert(c, cluster_wait_pinged_by_pid(c, n, 10000),
                        "%s did not register with its new pid within 10 s", n->id);
         test_sleep_ms(1000); /* pacing: a second of steady state between restarts */
     }
-    atomic_store(&s.stop, true);
-    pthread_join(thread, NULL);
+    cluster_sampler_stop(&s);
 
     fprintf(stderr,
             "ops_rolling: restarted %s; %lld tasks enqueued; %lld samples (longest interval "
@@ -332,7 +194,7 @@ Test(cluster_ops_rolling, rolling_restart_loses_nothing_runs_nothing_twice_keeps
     cluster_assert(c, s.max_vacant_ms <= c->tick_ms + SLACK_MS,
                    "the service had no primary for %lld ms, more than a tick + %d",
                    (long long)s.max_vacant_ms, SLACK_MS);
-    cluster_assert(c, s.max_sample_interval_ms <= 4 * SAMPLE_MS + SLACK_MS,
+    cluster_assert(c, s.max_sample_interval_ms <= 4 * CLUSTER_SAMPLE_MS + SLACK_MS,
                    "the sampler was starved (%lld ms between samples): gaps may be unseen",
                    (long long)s.max_sample_interval_ms);
 

@@ -392,11 +392,11 @@ static char *node_config(const cluster_t *c, const cluster_node_t *n)
             (long long)c->shutdown_grace_ms, n->id);
     for (size_t i = 0; i < c->n_services; i++) {
         char handler[256];
-        snprintf(handler, sizeof handler, "handlers/%s",
-                 c->services[i].handler ? c->services[i].handler : "cohort_noop.so");
-        bool external = c->services[i].handler && strcmp(c->services[i].handler, "external") == 0;
+        const char *file = c->services[i].handler ? c->services[i].handler : "cohort_noop.so";
+        snprintf(handler, sizeof handler, "handlers/%s", file);
+        bool external = strcmp(file, "external") == 0, absolute = file[0] == '/';
         fprintf(f, "\n[service:%s]\nhandler = %s\n", c->services[i].name,
-                external ? "external" : test_build_path(handler));
+                external || absolute ? file : test_build_path(handler));
         const char *settings = c->services[i].settings;
         for (const char *at = settings; at && *at;) {
             const char *mark = strstr(at, "@DIR@");
@@ -441,7 +441,7 @@ void cluster_node_start(cluster_node_t *n)
 {
     cluster_t *c = n->cluster;
     cr_assert_eq(n->pid, 0, "node %s is already running", n->id);
-    char *cohortd = xstrdup(test_build_path("cohortd"));
+    char *cohortd = xstrdup(n->cohortd ? n->cohortd : test_build_path("cohortd"));
     cr_assert_eq(access(cohortd, X_OK), 0, "%s is missing: build the project first", cohortd);
 
     const char *extra[CLUSTER_MAX_ENV + 2];

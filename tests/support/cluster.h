@@ -40,7 +40,7 @@ typedef struct cluster_service_spec {
      * stands for the cluster's directory. */
     const char *settings;
     /* The handler's file in build/handlers/ (NULL: "cohort_noop.so"; "external": the line
-     * `handler = external`). */
+     * `handler = external`; an absolute path: that file). */
     const char *handler;
 } cluster_service_spec_t;
 
@@ -65,6 +65,8 @@ typedef struct cluster_node {
     char *config_path;
     char *log_path;
     char *env[CLUSTER_MAX_ENV]; /* extra "KEY=VALUE" for the process; owned */
+    const char *cohortd;        /* the program started: NULL for this build's cohortd, else
+                                 * another's (another release's); not owned */
     pid_t pid;                  /* 0: not running (never started, or reaped) */
     bool paused;
     bool exited; /* reaped: see wait_status */
@@ -113,7 +115,8 @@ void cluster_cleanup_all(void);
  * proxy between the node and the database). The node is not started. */
 cluster_node_t *cluster_add_node(cluster_t *c, const char *const *env);
 
-/* Spawns the node (build/cohortd -c FILE); MONGODB_URI is set to the cluster's URI. */
+/* Spawns the node (build/cohortd -c FILE, or n->cohortd if set); MONGODB_URI is set to the
+ * cluster's URI. */
 void cluster_node_start(cluster_node_t *n);
 
 /* cluster_add_node() + cluster_node_start() for `count` nodes without extra environment. */
