@@ -43,7 +43,26 @@ function changesTable(changes) {
   ], changes, {id: "primacy"});
 }
 
-function servicesTable(list, histories) {
+// The live workers of each service, from the nodes' documents ({service: n} per node).
+function liveWorkers(nodes) {
+  const out = new Map();
+  for (const n of nodes) {
+    if (n.state !== "live" || !n.workers || typeof n.workers !== "object") continue;
+    for (const [svc, w] of Object.entries(n.workers)) {
+      if (typeof w === "number") out.set(svc, (out.get(svc) || 0) + w);
+    }
+  }
+  return out;
+}
+
+// The oldest due task's age when the service has due work and no live worker, else null.
+function idleWith(s, histories, workers) {
+  const hist = histories.get(s.name);
+  if (!hist || !hist.current || !hist.current.oldest_due_at || workers.get(s.name)) return null;
+  return oldestDue(hist);
+}
+
+function servicesTable(list, histories, workers) {
   if (!list.length) return h("p", null, "No service has run yet.");
   return table([
     ["service", (s) => h("a", {href: `#/services/${seg(s.name)}`}, s.name)],
@@ -52,7 +71,7 @@ function servicesTable(list, histories) {
         h("span", {class: "muted"}, ` epoch ${s.primary.epoch}, ` +
           `active ${ago(s.primary.last_active_ms_ago)}`))
       : h("span", {class: "muted"}, "none")],
-    ["state", (s) => stateBadge(s)],
+    ["state", (s) => stateBadge(s, idleWith(s, histories, workers))],
     ["oldest due", (s) => oldestDue(histories.get(s.name))],
     ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts))],
   ], [...list].sort((a, b) => a.name.localeCompare(b.name)), {id: "services"});
@@ -114,7 +133,7 @@ export async function overviewPage(root) {
     const names = [...charts.keys()];
     const drawn = await Promise.all(names.map((n) => charts.get(n).refresh()));
     const histories = new Map(names.map((n, i) => [n, drawn[i]]));
-    fill(svcBody, servicesTable(list, histories));
+    fill(svcBody, servicesTable(list, histories, liveWorkers(nodes.nodes)));
     fill(nodeBody, nodesTable(nodes.nodes, list));
     fill(changesBody, changesTable(primacyChanges(histories, list)));
   }
