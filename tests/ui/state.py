@@ -11,6 +11,7 @@ stale with its age and the other nodes' dashboards are offered.
 Usage: state.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI: the database to use)
 """
 
+import datetime
 import sys
 import time
 
@@ -90,7 +91,7 @@ def scenario(fx):
     b.wait("[...document.querySelectorAll('#services tr')].some((r) => "
            "r.textContent.startsWith('ext'))", what="the ext service listed", timeout=20)
     try:
-        b.wait("document.querySelector('#services [data-state=no-worker]')", timeout=10,
+        b.wait("document.querySelector('#services [data-state=no-worker]')", timeout=30,
                what="the warning")
         fx.check("oldest due" in b.text("#services [data-state=no-worker]"),
                  "a service with due work and no worker shows a warning with the oldest's age")
@@ -99,6 +100,28 @@ def scenario(fx):
                      ".find((t) => t.startsWith('ext'))")
         fx.check(False, f"a service with due work and no worker shows a warning: {row}")
     fx.screenshot("ui-state-overview.png")
+
+    # 5. The takeover's own time: the new primary recorded the dead one's missing minute
+    # (M-4) under its own epoch, but took over at M-3 + 14 s (the config's elected_at).
+    m = fx.now.replace(second=0, microsecond=0) - datetime.timedelta(minutes=5)
+    took = m + datetime.timedelta(minutes=2, seconds=14)
+    fx.db["services"].insert_one({"_id": "old", "primary": "ghost-2", "epoch": 2,
+                                  "last_active": fx.now, "elected_at": took, "lease_ms": 10000})
+    for i, (epoch, node) in enumerate([(1, "ghost-1"), (2, "ghost-2")]):
+        at = m + datetime.timedelta(minutes=i)
+        fx.db["history"].insert_one({
+            "_id": f"old/{int(at.timestamp() * 1000)}", "service": "old", "at": at,
+            "counts": {"pending": 0}, "enqueued": 0, "succeeded": 0, "failed": 0,
+            "timed_out": 0, "epoch": epoch, "primary": node})
+    try:
+        b.wait("[...document.querySelectorAll('#primacy tr')].some((r) => "
+               "r.textContent.startsWith('old'))", timeout=15, what="the change listed")
+        row = b.eval("[...document.querySelectorAll('#primacy tr')].map((r) => r.textContent)"
+                     ".find((t) => t.startsWith('old'))")
+    except cdp.BrowserError:
+        row = b.text("#primacy") or b.text("main")[-200:]
+    fx.check(row and f"{took.astimezone().strftime('%H:%M')}:14" in row,
+             f"the takeover shows its own time ({took.astimezone():%H:%M:%S}): {row}")
 
     # 3. One round at a time when replies take 3 s, and the data's age shown.
     b.eval(SLOW_FETCH)

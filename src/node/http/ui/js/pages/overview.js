@@ -14,14 +14,20 @@ function oldestDue(history) {
   return ago(Date.parse(history.now) - Date.parse(at)).replace(" ago", "");
 }
 
-// The changes of primary seen in each service's recorded minutes, newest first.
-function primacyChanges(histories, list) {
+// The changes of primary seen in each service's recorded minutes, newest first. A change to
+// the current epoch carries the takeover's own time (`elected` maps a service to the config
+// document's elected_at, from GET .../batches), not the start of the first minute the new
+// primary recorded (which may be the minute it took over, written under its epoch); older
+// changes are known to the minute only (the config document keeps no earlier elections).
+function primacyChanges(histories, list, elected) {
   const out = [];
   for (const s of list) {
     const minutes = (histories.get(s.name) || {minutes: []}).minutes.filter((m) => m.epoch);
     for (let i = 1; i < minutes.length; i++) {
       if (minutes[i].epoch !== minutes[i - 1].epoch) {
-        out.push({service: s.name, at: minutes[i].at, from: minutes[i - 1], to: minutes[i]});
+        const own = s.primary && minutes[i].epoch === s.primary.epoch && elected.get(s.name);
+        out.push({service: s.name, at: own || minutes[i].at, exact: !!own, from: minutes[i - 1],
+          to: minutes[i]});
       }
     }
     const last = minutes[minutes.length - 1];
@@ -37,7 +43,9 @@ function changesTable(changes) {
   if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the last hour.");
   return table([
     ["service", (c) => c.service],
-    ["minute", (c) => c.at ? when(c.at) : "since the last minute"],
+    ["when", (c) => !c.at ? "since the last minute"
+      : c.exact ? h("span", {class: "takeover-at"}, when(c.at))
+        : h("span", {class: "muted"}, `minute of ${when(c.at)}`)],
     ["from", (c) => `${c.from.primary} (epoch ${c.from.epoch})`],
     ["to", (c) => `${c.to.primary} (epoch ${c.to.epoch})`],
   ], changes, {id: "primacy"});
@@ -121,6 +129,23 @@ export async function overviewPage(root) {
     changesBody);
   root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard, changesCard);
   const charts = new Map(); // service -> chart, made once, then fed new data in place
+  const elections = new Map(); // "service/epoch" -> elected_at: read once per epoch
+  // The takeover time of each service whose current epoch began within the charted hour.
+  async function electedAt(list, histories) {
+    const out = new Map();
+    await Promise.all(list.map(async (s) => {
+      const minutes = (histories.get(s.name) || {minutes: []}).minutes;
+      if (!s.primary || !minutes.some((m) => m.epoch && m.epoch !== s.primary.epoch)) return;
+      const key = `${s.name}/${s.primary.epoch}`;
+      if (!elections.has(key)) {
+        const b = await api(`/services/${seg(s.name)}/batches`).catch(() => null);
+        if (!b || !b.elected_at) return;
+        elections.set(key, b.elected_at);
+      }
+      out.set(s.name, elections.get(key));
+    }));
+    return out;
+  }
   async function refresh() {
     const [list, nodes] = await Promise.all([services(), api("/nodes")]);
     for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
@@ -135,7 +160,8 @@ export async function overviewPage(root) {
     const histories = new Map(names.map((n, i) => [n, drawn[i]]));
     fill(svcBody, servicesTable(list, histories, liveWorkers(nodes.nodes)));
     fill(nodeBody, nodesTable(nodes.nodes, list));
-    fill(changesBody, changesTable(primacyChanges(histories, list)));
+    fill(changesBody, changesTable(primacyChanges(histories, list, await electedAt(list,
+      histories))));
   }
   await refresh();
   return {refresh};
