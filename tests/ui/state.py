@@ -101,6 +101,20 @@ def scenario(fx):
         fx.check(False, f"a service with due work and no worker shows a warning: {row}")
     fx.screenshot("ui-state-overview.png")
 
+    # History beyond an hour: the charts over the last day (the per-minute documents).
+    b.eval("(() => { const s = document.getElementById('chart-range'); if (!s) return false;"
+           " s.value = 'day'; s.dispatchEvent(new Event('change')); return true; })()")
+    try:
+        b.wait("[...document.querySelectorAll('.chart')].every((c) => c.dataset.range === 'day')"
+               " && document.querySelector('#charts').textContent.includes('last day')",
+               timeout=15, what="the day charts")
+        fx.check(True, "the charts show the last day")
+    except cdp.BrowserError:
+        fx.check(False, "the charts show the last day")
+    fx.screenshot("ui-state-day-chart.png")
+    b.eval("(() => { const s = document.getElementById('chart-range'); if (!s) return false;"
+           " s.value = 'hour'; s.dispatchEvent(new Event('change')); return true; })()")
+
     # 5. The takeover's own time: the new primary recorded the dead one's missing minute
     # (M-4) under its own epoch, but took over at M-3 + 14 s (the config's elected_at).
     m = fx.now.replace(second=0, microsecond=0) - datetime.timedelta(minutes=5)

@@ -3,7 +3,7 @@
 // order (by name) so nothing jumps under the reader.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
-import {serviceChart} from "./chart.js";
+import {RANGES, serviceChart} from "./chart.js";
 import {countCells, services, stateBadge} from "./common.js";
 
 // "12 s" since the oldest due pending task became due, from a history answer.
@@ -40,7 +40,7 @@ function primacyChanges(histories, list, elected) {
 }
 
 function changesTable(changes) {
-  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the last hour.");
+  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the charted span.");
   return table([
     ["service", (c) => c.service],
     ["when", (c) => !c.at ? "since the last minute"
@@ -113,7 +113,7 @@ function workers(w) {
     .join(", ");
 }
 
-export async function overviewPage(root) {
+export async function overviewPage(root, where, ctx) {
   root.dataset.title = "overview";
   const svcCard = h("section", {class: "card"}, h("h2", null, "Services"));
   const svcBody = h("div");
@@ -121,7 +121,16 @@ export async function overviewPage(root) {
   const nodeBody = h("div");
   svcCard.append(svcBody);
   nodeCard.append(nodeBody);
-  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"));
+  let range = "hour";
+  const rangeSelect = h("select", {id: "chart-range", onchange: async () => {
+    range = rangeSelect.value;
+    for (const c of charts.values()) c.setRange(range);
+    await refresh().catch((e) => ctx.say("Cannot redraw the charts: " + e.message, true));
+  }}, Object.entries(RANGES).map(([k, r]) => h("option", {value: k}, r.words)));
+  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"),
+    h("label", {class: "range"}, "span ", rangeSelect,
+      h("span", {class: "muted"}, " (per-minute documents, kept history_retention_ms: 1 day" +
+        " by default)")));
   const chartGrid = h("div", {class: "grid", id: "charts"});
   chartCard.append(chartGrid);
   const changesBody = h("div");
@@ -150,7 +159,7 @@ export async function overviewPage(root) {
     const [list, nodes] = await Promise.all([services(), api("/nodes")]);
     for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
       if (!charts.has(s.name)) {
-        const c = serviceChart(s.name);
+        const c = serviceChart(s.name, range);
         charts.set(s.name, c);
         chartGrid.append(c.el);
       }
