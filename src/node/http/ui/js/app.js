@@ -157,7 +157,7 @@ function markStale() {
   main.classList.add("stale");
   ctx.say(`STALE: the data on screen is ${age()} (last read ` +
     `${new Date(dataAt).toLocaleTimeString()}); refresh failed: ${failing.message}`, true);
-  statusLine.append(" ", othersLinks());
+  statusLine.append(". ", othersLinks());
 }
 
 // The refresh loop: one round at a time, the next one started only after the last ended.
