@@ -5,7 +5,9 @@
 #
 #   bash tests/bench/ui_pages.sh [--tasks N] [--repeat R]
 #
-# Prints a markdown table of the median and the slowest time per call. Builds with
+# Prints a markdown table of the median and the slowest time per call, then one of each page's
+# whole load: its calls in the rounds the page makes them (parallel within a round, as the
+# dashboard's Promise.all does), so a page time is what the reader waits for its data. Builds with
 # deploy/setup.sh; starts the local database unless MONGODB_URI is set (the local server
 # scans: these times are the worst case; real MongoDB answers the same queries from indexes).
 set -euo pipefail
@@ -23,7 +25,8 @@ while [ $# -gt 0 ]; do
 done
 log() { printf 'ui_pages: %s\n' "$*" >&2; }
 
-bash "$ROOT/deploy/setup.sh" "$BUILD" >/dev/null 2>&1
+# COHORT_BENCH_NO_BUILD=1: use the binaries already in $BUILD as they are.
+[ -n "${COHORT_BENCH_NO_BUILD:-}" ] || bash "$ROOT/deploy/setup.sh" "$BUILD" >/dev/null 2>&1
 export MONGOC_DISABLE_SHM=1
 DIR="$(mktemp -d)"
 NODE=""
@@ -96,4 +99,31 @@ t = [float(x) for x in t]
 print(f"| {page} | `{path.replace('/api/v1', '')}` | {statistics.median(t):.3f} | {max(t):.3f} |")
 EOF
 done
+# page|rounds: a round's calls run at once, rounds one after another (js/pages/*.js).
+python3 - "http://127.0.0.1:$PORT" "$TOKEN" "$REPEAT" <<'EOF'
+import concurrent.futures, statistics, sys, time, urllib.error, urllib.request
+base, token, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+v1 = "/api/v1/services/big"
+PAGES = {
+    "overview": [["/api/v1/services", "/api/v1/nodes"], [v1 + "/history?minutes=60"]],
+    "service": [["/api/v1/services", v1 + "/batches"],
+                [v1 + "/counts?by=kind", v1 + "/counts?by=group"], [v1 + "/settings"]],
+}
+def get(path):
+    req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
+    try:
+        urllib.request.urlopen(req, timeout=120).read()
+    except urllib.error.HTTPError:
+        pass  # a 404 (an older node without the call) still costs its round trip
+print("\n| page (whole load) | median (s) | slowest (s) |\n|---|---|---|")
+with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    for page, rounds in PAGES.items():
+        t = []
+        for _ in range(repeat):
+            start = time.monotonic()
+            for calls in rounds:
+                list(pool.map(get, calls))
+            t.append(time.monotonic() - start)
+        print(f"| {page} | {statistics.median(t):.3f} | {max(t):.3f} |")
+EOF
 log "commit $(git -C "$ROOT" rev-parse --short HEAD), $TASKS pending tasks, $REPEAT calls each"

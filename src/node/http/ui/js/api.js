@@ -1,5 +1,6 @@
 // api.js - the dashboard's one way to reach the node: fetch /api/v1 JSON with the session
-// cookie (same origin only). A 401 sends the browser to the sign-in page; any other error
+// cookie (same origin only). A 401 sends the browser to the sign-in page, which comes back to
+// the page the user was on (?next=#/...); any other error
 // becomes an ApiError carrying the API's code and message.
 
 export class ApiError extends Error {
@@ -24,7 +25,7 @@ export async function api(path, options = {}) {
     body = null;
   }
   if (r.status === 401 && !options.noRedirect) {
-    location.assign("/ui/login");
+    location.assign(signInUrl());
   }
   if (!r.ok) {
     const err = (body && body.error) || {};
@@ -35,3 +36,8 @@ export async function api(path, options = {}) {
 
 // A path segment, encoded.
 export const seg = encodeURIComponent;
+
+// The sign-in page's address, carrying the page to come back to.
+export function signInUrl() {
+  return "/ui/login" + (location.hash.startsWith("#/") ? "?next=" + seg(location.hash) : "");
+}

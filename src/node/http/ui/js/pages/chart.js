@@ -1,7 +1,9 @@
-// chart.js - a service's last hour per minute (GET .../history): tasks enqueued, succeeded
+// chart.js - a service's last hour (or day) per minute (GET .../history): tasks enqueued, succeeded
 // and failed per minute, and the queue's depth (pending + claimed) on a second axis, drawn by
 // the pinned uPlot (vendor/uplot). Series differ by dash as well as colour, and the legend
-// names them, so the chart reads without colour.
+// names them, so the chart reads without colour. The minute in progress counts only its
+// seconds so far: its rates are left out (drawn as a gap), only its queue depth is drawn.
+// Axis values are compact (12k, 1.2M) so 5-6 digit numbers fit beside the plot.
 import uPlot from "../../vendor/uplot/uPlot.esm.js";
 import {api, seg} from "../api.js";
 import {h} from "../dom.js";
@@ -19,36 +21,62 @@ function columns(history) {
   const minutes = [...history.minutes, history.current];
   const xs = minutes.map((m) => Date.parse(m.at) / 1000);
   const ys = SERIES.map((s) => minutes.map((m) =>
-    typeof s.value === "function" ? s.value(m) : m[s.value]));
+    m === history.current && !s.scale ? null
+      : typeof s.value === "function" ? s.value(m) : m[s.value]));
   return [xs, ...ys];
 }
 
-// A chart of `service` in a new element; returns {el, refresh} (refresh resolves to the
-// history it drew).
-export function serviceChart(service) {
-  const el = h("div", {class: "chart", "data-service": service});
+// 950, 12k, 1.2M: an axis value in at most 4 characters.
+export function compact(n) {
+  const a = Math.abs(n);
+  if (a >= 1e6) return `${+(n / 1e6).toFixed(a >= 1e7 ? 0 : 1)}M`;
+  if (a >= 1e3) return `${+(n / 1e3).toFixed(a >= 1e4 ? 0 : 1)}k`;
+  return String(+n.toFixed(2));
+}
+const axisValues = (u, splits) => splits.map(compact);
+
+// The spans a chart can show, all from the per-minute documents (history_retention_ms keeps
+// them 1 day by default; GET .../history serves at most 1,440 minutes, so no week).
+export const RANGES = {hour: {minutes: 60, words: "last hour"},
+  day: {minutes: 1440, words: "last day"}};
+
+// A chart of `service` in a new element; returns {el, refresh, setRange} (refresh resolves to
+// the history it drew; setRange("day") redraws it over another span of RANGES).
+export function serviceChart(service, range = "hour") {
+  const el = h("div", {class: "chart", "data-service": service, "data-range": range});
   let plot = null;
+  const fit = () => Math.max(240, Math.min(el.clientWidth || 600, 1200));
+  // Follow the card's width (the page is attached after the first draw; phones rotate).
+  new ResizeObserver(() => {
+    if (plot && Math.abs(plot.width - fit()) > 4) plot.setSize({width: fit(), height: 220});
+  }).observe(el);
+  function setRange(r) {
+    if (!RANGES[r] || r === range) return;
+    range = r;
+    el.dataset.range = r;
+    if (plot) plot.destroy();
+    plot = null;
+  }
   async function refresh() {
-    const history = await api(`/services/${seg(service)}/history?minutes=60`);
+    const history = await api(`/services/${seg(service)}/history?minutes=${RANGES[range].minutes}`);
     const data = columns(history);
+    // What became of the minute in progress (the browser test reads it).
+    el.dataset.partial = data[1][data[1].length - 1] === null ? "left out" : "drawn";
     if (plot) {
       plot.setData(data);
       return history;
     }
-    const fit = () => Math.max(240, Math.min(el.clientWidth || 600, 1200));
     plot = new uPlot({
-      title: `${service}: last hour, per minute`,
+      title: `${service}: ${RANGES[range].words}, per minute`,
       width: fit(), height: 220,
-      series: [{}, ...SERIES.map(({value, ...s}) => ({...s, points: {show: true, size: 4}}))],
+      series: [{}, ...SERIES.map(({value, ...s}) => ({...s,
+        points: {show: range === "hour", size: 4}}))],
       scales: {x: {time: true}, depth: {}},
-      axes: [{}, {label: "tasks/min"}, {scale: "depth", side: 1, label: "depth",
-        grid: {show: false}}],
+      axes: [{}, {label: "tasks/min", values: axisValues, size: 56},
+        {scale: "depth", side: 1, label: "depth", values: axisValues, size: 56,
+          grid: {show: false}}],
     }, data, el);
-    // Follow the card's width (the page is attached after the first draw; phones rotate).
-    new ResizeObserver(() => {
-      if (Math.abs(plot.width - fit()) > 4) plot.setSize({width: fit(), height: 220});
-    }).observe(el);
     return history;
   }
-  return {el, refresh};
+  return {el, refresh, setRange};
 }

@@ -16,9 +16,16 @@ export function serviceState(svc) {
   return "running";
 }
 
-// The state in words, in a badge coloured by its worst part.
-export function stateBadge(svc) {
+// The state in words, in a badge coloured by its worst part. `idle` (optional): the age of
+// the oldest due task when the service has due work and no live worker for it, which turns a
+// "running" service into a warning ("no worker, oldest due 5 min").
+export function stateBadge(svc, idle) {
   const s = serviceState(svc);
+  if (idle && s === "running") {
+    return h("span", {class: "badge s-warning", "data-state": "no-worker",
+      title: "tasks are due and no live node or external worker runs this service"},
+    `no worker, oldest due ${idle}`);
+  }
   const tone = s === "running" ? "running" : s.includes("blocked") ? "blocked" : "paused";
   return h("span", {class: `badge s-${tone}`}, s);
 }

@@ -3,7 +3,7 @@
 // order (by name) so nothing jumps under the reader.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
-import {serviceChart} from "./chart.js";
+import {RANGES, serviceChart} from "./chart.js";
 import {countCells, services, stateBadge} from "./common.js";
 
 // "12 s" since the oldest due pending task became due, from a history answer.
@@ -14,14 +14,20 @@ function oldestDue(history) {
   return ago(Date.parse(history.now) - Date.parse(at)).replace(" ago", "");
 }
 
-// The changes of primary seen in each service's recorded minutes, newest first.
-function primacyChanges(histories, list) {
+// The changes of primary seen in each service's recorded minutes, newest first. A change to
+// the current epoch carries the takeover's own time (`elected` maps a service to the config
+// document's elected_at, from GET .../batches), not the start of the first minute the new
+// primary recorded (which may be the minute it took over, written under its epoch); older
+// changes are known to the minute only (the config document keeps no earlier elections).
+function primacyChanges(histories, list, elected) {
   const out = [];
   for (const s of list) {
     const minutes = (histories.get(s.name) || {minutes: []}).minutes.filter((m) => m.epoch);
     for (let i = 1; i < minutes.length; i++) {
       if (minutes[i].epoch !== minutes[i - 1].epoch) {
-        out.push({service: s.name, at: minutes[i].at, from: minutes[i - 1], to: minutes[i]});
+        const own = s.primary && minutes[i].epoch === s.primary.epoch && elected.get(s.name);
+        out.push({service: s.name, at: own || minutes[i].at, exact: !!own, from: minutes[i - 1],
+          to: minutes[i]});
       }
     }
     const last = minutes[minutes.length - 1];
@@ -34,16 +40,37 @@ function primacyChanges(histories, list) {
 }
 
 function changesTable(changes) {
-  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the last hour.");
+  if (!changes.length) return h("p", {id: "primacy-none"}, "No change of primary in the charted span.");
   return table([
     ["service", (c) => c.service],
-    ["minute", (c) => c.at ? when(c.at) : "since the last minute"],
+    ["when", (c) => !c.at ? "since the last minute"
+      : c.exact ? h("span", {class: "takeover-at"}, when(c.at))
+        : h("span", {class: "muted"}, `minute of ${when(c.at)}`)],
     ["from", (c) => `${c.from.primary} (epoch ${c.from.epoch})`],
     ["to", (c) => `${c.to.primary} (epoch ${c.to.epoch})`],
   ], changes, {id: "primacy"});
 }
 
-function servicesTable(list, histories) {
+// The live workers of each service, from the nodes' documents ({service: n} per node).
+function liveWorkers(nodes) {
+  const out = new Map();
+  for (const n of nodes) {
+    if (n.state !== "live" || !n.workers || typeof n.workers !== "object") continue;
+    for (const [svc, w] of Object.entries(n.workers)) {
+      if (typeof w === "number") out.set(svc, (out.get(svc) || 0) + w);
+    }
+  }
+  return out;
+}
+
+// The oldest due task's age when the service has due work and no live worker, else null.
+function idleWith(s, histories, workers) {
+  const hist = histories.get(s.name);
+  if (!hist || !hist.current || !hist.current.oldest_due_at || workers.get(s.name)) return null;
+  return oldestDue(hist);
+}
+
+function servicesTable(list, histories, workers) {
   if (!list.length) return h("p", null, "No service has run yet.");
   return table([
     ["service", (s) => h("a", {href: `#/services/${seg(s.name)}`}, s.name)],
@@ -52,7 +79,7 @@ function servicesTable(list, histories) {
         h("span", {class: "muted"}, ` epoch ${s.primary.epoch}, ` +
           `active ${ago(s.primary.last_active_ms_ago)}`))
       : h("span", {class: "muted"}, "none")],
-    ["state", (s) => stateBadge(s)],
+    ["state", (s) => stateBadge(s, idleWith(s, histories, workers))],
     ["oldest due", (s) => oldestDue(histories.get(s.name))],
     ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts))],
   ], [...list].sort((a, b) => a.name.localeCompare(b.name)), {id: "services"});
@@ -86,7 +113,7 @@ function workers(w) {
     .join(", ");
 }
 
-export async function overviewPage(root) {
+export async function overviewPage(root, where, ctx) {
   root.dataset.title = "overview";
   const svcCard = h("section", {class: "card"}, h("h2", null, "Services"));
   const svcBody = h("div");
@@ -94,7 +121,16 @@ export async function overviewPage(root) {
   const nodeBody = h("div");
   svcCard.append(svcBody);
   nodeCard.append(nodeBody);
-  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"));
+  let range = "hour";
+  const rangeSelect = h("select", {id: "chart-range", onchange: async () => {
+    range = rangeSelect.value;
+    for (const c of charts.values()) c.setRange(range);
+    await refresh().catch((e) => ctx.say("Cannot redraw the charts: " + e.message, true));
+  }}, Object.entries(RANGES).map(([k, r]) => h("option", {value: k}, r.words)));
+  const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"),
+    h("label", {class: "range"}, "span ", rangeSelect,
+      h("span", {class: "muted"}, " (per-minute documents, kept history_retention_ms: 1 day" +
+        " by default)")));
   const chartGrid = h("div", {class: "grid", id: "charts"});
   chartCard.append(chartGrid);
   const changesBody = h("div");
@@ -102,11 +138,28 @@ export async function overviewPage(root) {
     changesBody);
   root.append(h("h1", null, "Overview"), svcCard, chartCard, nodeCard, changesCard);
   const charts = new Map(); // service -> chart, made once, then fed new data in place
+  const elections = new Map(); // "service/epoch" -> elected_at: read once per epoch
+  // The takeover time of each service whose current epoch began within the charted hour.
+  async function electedAt(list, histories) {
+    const out = new Map();
+    await Promise.all(list.map(async (s) => {
+      const minutes = (histories.get(s.name) || {minutes: []}).minutes;
+      if (!s.primary || !minutes.some((m) => m.epoch && m.epoch !== s.primary.epoch)) return;
+      const key = `${s.name}/${s.primary.epoch}`;
+      if (!elections.has(key)) {
+        const b = await api(`/services/${seg(s.name)}/batches`).catch(() => null);
+        if (!b || !b.elected_at) return;
+        elections.set(key, b.elected_at);
+      }
+      out.set(s.name, elections.get(key));
+    }));
+    return out;
+  }
   async function refresh() {
     const [list, nodes] = await Promise.all([services(), api("/nodes")]);
     for (const s of [...list].sort((a, b) => a.name.localeCompare(b.name))) {
       if (!charts.has(s.name)) {
-        const c = serviceChart(s.name);
+        const c = serviceChart(s.name, range);
         charts.set(s.name, c);
         chartGrid.append(c.el);
       }
@@ -114,9 +167,10 @@ export async function overviewPage(root) {
     const names = [...charts.keys()];
     const drawn = await Promise.all(names.map((n) => charts.get(n).refresh()));
     const histories = new Map(names.map((n, i) => [n, drawn[i]]));
-    fill(svcBody, servicesTable(list, histories));
+    fill(svcBody, servicesTable(list, histories, liveWorkers(nodes.nodes)));
     fill(nodeBody, nodesTable(nodes.nodes, list));
-    fill(changesBody, changesTable(primacyChanges(histories, list)));
+    fill(changesBody, changesTable(primacyChanges(histories, list, await electedAt(list,
+      histories))));
   }
   await refresh();
   return {refresh};

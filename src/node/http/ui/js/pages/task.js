@@ -2,7 +2,7 @@
 // every attempt of its history, and (scope operate) retry, cancel and delete through the
 // API's task actions.
 import {api, seg} from "../api.js";
-import {badge, h, table, when} from "../dom.js";
+import {badge, fill, h, table, when} from "../dom.js";
 import {actionButton} from "./common.js";
 
 const FIELDS = ["status", "kind", "group", "priority", "tracked", "attempts", "max_attempts",
@@ -46,7 +46,7 @@ export async function taskPage(root, {parts}, ctx) {
     ["outcome", (a) => a.outcome ? badge(a.outcome) : "-"],
     ["error", (a) => a.error || "-"],
   ], t.history, {id: "history"}) : h("p", null, "No attempt yet.");
-  root.append(
+  fill(root,
     h("h1", null, h("a", {href: `#/services/${seg(name)}/tasks`}, name), " · task ",
       h("span", {class: "mono"}, id)),
     actions,

@@ -3,7 +3,7 @@
 // shifts while the reader looks at it (this page is not refreshed live). An id goes straight
 // to its task.
 import {api, seg} from "../api.js";
-import {badge, h, table, when} from "../dom.js";
+import {badge, fill, h, table, when} from "../dom.js";
 import {STATUSES} from "./common.js";
 
 // Which bulk actions apply to tasks of a status (the API's rules, docs/API.md tasks:bulk).
@@ -102,7 +102,7 @@ export async function tasksPage(root, {parts, query}, ctx) {
     await tasksPage(again, {parts, query}, ctx);
     root.replaceChildren(...again.childNodes);
   };
-  root.append(
+  fill(root,
     h("h1", null, h("a", {href: `#/services/${seg(name)}`}, name), " · tasks"),
     form,
     bulkActions(ctx, name, query, reload),
