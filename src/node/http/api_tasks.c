@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/jsondoc.h"
 #include "core/status.h"
+#include "node/http/api_ops.h"
 #include "node/status/api_json.h"
 #include "node/status/service_status.h"
 #include "store/listing.h"
@@ -669,7 +670,7 @@ bool cohort_api_switch(cohort_api_call_t *call)
               cohort_api_parse_switch(&body, on, &kind, &reason, call->err);
     if (ok) {
         char by[100];
-        snprintf(by, sizeof by, "api token %s", call->caller->name);
+        cohort_api_author(call, by, sizeof by);
         bool found = false;
         bson_error_t error;
         ok = cohort_store_set_switch(call->store, call->client, call->route->service,
