@@ -45,13 +45,33 @@ def scenario(fx):
         {"event": "retried", "by": "cohortctl ann@ops-box", "at": t, "from": "failed"},
         {"event": "cancelled", "by": "bob via dashboard", "at": t},
         {"node": "ui-node-1", "attempt": 3, "started_at": now, "ended_at": now,
-         "outcome": "failed", "error": "x" * 120}])
+         "outcome": "failed",
+         "error": "noop: the upstream at 10.0.0.7 said no; connection reset by peer after 30 s"}])
     pending = fx.task("pending", kind="report", run_at=now + datetime.timedelta(days=1))
     done = fx.task("succeeded", kind="report", finished_at=now)
     b = fx.sign_in("operate")
+    for part in (lambda: pause_asks(fx, b), lambda: switch_buttons(fx, b),
+                 lambda: block_warns(fx, b), lambda: task_page(fx, b, failed, pending, done),
+                 lambda: cohortctl_audit(fx, b)):
+        try:  # each part is checked even when an earlier one failed (e.g. on older code)
+            part()
+        except uifix.cdp.BrowserError as e:
+            fx.check(False, f"BrowserError: {e}")
+            api_reset(fx)
+
+
+def api_reset(fx):
+    """No switch left by a part that failed half-way."""
+    for which in ("pause", "block"):
+        for kind in list((fx.db.services.find_one({"_id": SERVICE}) or {}).get(which) or {}):
+            undo = "resume" if which == "pause" else "unblock"
+            fx.api("POST", f"/api/v1/services/{SERVICE}/{undo}",
+                   {} if kind == "*" else {"kind": kind})
+
+
+def pause_asks(fx, b):
     b.go(f"#/services/{SERVICE}")
     b.wait("document.querySelector('#switch-controls')", what="service page")
-
     # ---- pausing the whole service asks, with a reason ----
     b.click("#switch-controls button[data-action=Pause]")
     fx.check(b.eval("!!document.getElementById('switch-confirm')"),
@@ -82,7 +102,11 @@ def scenario(fx):
     b.click("#notices .dismiss")
     fx.check(f"Paused {SERVICE}" not in b.eval(NOTICES), "dismissed, the result goes")
 
+
+
+def switch_buttons(fx, b):
     # ---- a Resume button per switch; an empty kind box never claims a kind's resume ----
+    fx.api("POST", f"/api/v1/services/{SERVICE}/pause", {"reason": "x"})
     b.go(f"#/services/{SERVICE}")
     b.wait("document.querySelector('#switches button[data-action=\"resume:*\"]')",
            what="the switch's own Resume")
@@ -93,7 +117,7 @@ def scenario(fx):
     fx.check(st == 200, "kind report paused through the API")
     b.wait("document.querySelector('#switches button[data-action=\"resume:report\"]')",
            what="the kind's own Resume (live refresh)")
-    b.click("#notices .dismiss")
+    b.eval("document.querySelectorAll('#notices .dismiss').forEach((x) => x.click())")
     b.click("#switch-controls button[data-action=Resume]")
     b.wait(f"{NOTICES}.includes('Resume failed')", what="Resume with an empty box refused")
     fx.check("report" in b.eval(NOTICES) and f"Resumed {SERVICE}" not in b.eval(NOTICES),
@@ -103,7 +127,11 @@ def scenario(fx):
     b.wait(f"{NOTICES}.includes('Resumed kind report')", what="the kind's resume")
     fx.check(switch(fx, "pause", "report") is None, "its own Resume resumed the kind")
 
+
+
+def block_warns(fx, b):
     # ---- blocking a kind nobody has warns ----
+    b.go(f"#/services/{SERVICE}")
     b.eval("document.querySelector('#switch-controls input[name=kind]').value = 'reprot'")
     b.click("#switch-controls button[data-action=Block]")
     fx.check("'reprot'" in (b.text("#switch-warning") or ""), "Block of an unknown kind warns")
@@ -112,6 +140,9 @@ def scenario(fx):
              not b.eval("!!document.getElementById('switch-confirm')"),
              "answered Cancel, nothing is blocked")
 
+
+
+def task_page(fx, b, failed, pending, done):
     # ---- only the actions that apply ----
     def offered(task_id):
         b.go(f"#/services/{SERVICE}/tasks/{task_id}")
@@ -154,6 +185,9 @@ def scenario(fx):
     fx.check(f"Task {done} of {SERVICE} deleted" in b.eval(NOTICES),
              "the 'deleted' result is still on the list page")
 
+
+
+def cohortctl_audit(fx, b):
     # ---- cohortctl actions are on the audit page ----
     fx.ctl("pause", SERVICE, "--kind", "mail", "--reason", "from the shell")
     b.go("#/audit")
