@@ -123,6 +123,17 @@ def switch_buttons(fx, b):
     fx.check("report" in b.eval(NOTICES) and f"Resumed {SERVICE}" not in b.eval(NOTICES),
              f"the empty box says the kind stays paused ({b.eval(NOTICES)!r})")
     fx.check(switch(fx, "pause", "report") is not None, "the kind is still paused")
+    st, body = fx.api("POST", f"/api/v1/services/{SERVICE}/resume", {})
+    fx.check(st == 200 and isinstance(body, dict) and body.get("changed") is False,
+             f"the API's resume of a switch not set answers changed: false ({body})")
+    entry = fx.db.audit.find_one({"path": f"/api/v1/services/{SERVICE}/resume"},
+                                 sort=[("_id", -1)]) or {}
+    fx.check(entry.get("changed") is False, f"the audit records it as no change ({entry})")
+    b.go("#/audit")
+    fx.check("no change" in (b.text("#audit") or ""), "the audit page shows 'no change'")
+    b.go(f"#/services/{SERVICE}")
+    b.wait("document.querySelector('#switches button[data-action=\"resume:report\"]')",
+           what="the kind's own Resume again")
     b.click("#switches button[data-action=\"resume:report\"]")
     b.wait(f"{NOTICES}.includes('Resumed kind report')", what="the kind's resume")
     fx.check(switch(fx, "pause", "report") is None, "its own Resume resumed the kind")

@@ -21,7 +21,8 @@ export async function auditPage(root, {query}) {
     ["when", (e) => when(e.at)],
     ["who", (e) => `${e.who || "(unknown)"} (${VIA[e.via] || e.via})`],
     ["what", (e) => h("span", {class: "mono"}, what(e))],
-    ["result", (e) => e.error ? badge("failed") : badge("succeeded")],
+    ["result", (e) => e.error ? badge("failed") : e.changed === false ? badge("no change")
+      : badge("succeeded")],
     ["status", (e) => e.via === "cohortctl" ? `exit ${e.status}`
       : `${e.status}${e.error ? " " + e.error : ""}`],
   ], page.entries, {id: "audit"}) : h("p", {id: "audit-empty"}, "No action yet.");
