@@ -175,6 +175,8 @@ def task_page(fx, b, failed, pending, done):
                  "no heartbeat" in r[5] for r in rows), "a crashed attempt: outcome, time, error")
     fx.check(not any(all(c.strip() in ("", "-") for c in r[1:]) for r in rows),
              "no row of '-' only")
+    b.eval("document.querySelectorAll('#notices .dismiss').forEach((x) => x.click());"
+           " document.getElementById('history').scrollIntoView()")
     fx.screenshot("actions-history.png")
     b.send("Emulation.setDeviceMetricsOverride", width=400, height=800, deviceScaleFactor=1,
            mobile=True)
@@ -205,6 +207,7 @@ def cohortctl_audit(fx, b):
     audit = b.text("#audit") or ""
     fx.check(f"cohortctl pause {SERVICE} --kind mail" in audit and "(cohortctl)" in audit,
              f"the audit page shows cohortctl's pause ({audit[:300]!r})")
+    b.eval("document.querySelectorAll('#notices .dismiss').forEach((x) => x.click())")
     fx.screenshot("audit.png")
 
 
