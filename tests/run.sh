@@ -43,14 +43,6 @@ else
     COHORT_TEST_TOOLS=1 bash "$ROOT/deploy/setup.sh" "$BUILD"
 fi
 
-# The suite's local servers answer empty change-stream getMores at once, as mongo-java-server
-# does: held (the default since issue 26), every insert makes each held getMore rescan the
-# library's emulated oplog in full, and over the suite's hundreds of tests on one server the
-# scans slowed task creation enough to fail cluster/leaderboard (its periods never drained).
-# cluster/doctor asks for holding where it checks it; the quick start
-# (deploy/local-cluster.sh) and the benchmarks hold. LOCALDB_HOLD_GETMORE=1 overrides this.
-export LOCALDB_HOLD_GETMORE="${LOCALDB_HOLD_GETMORE:-0}"
-
 if [ -z "${MONGODB_URI:-}" ]; then
     STATE="$BUILD/test-localdb"
     mkdir -p "$STATE"

@@ -151,5 +151,8 @@ int cmd_schedules(ctl_t *ctl, int argc, char **argv); /* ctl_schedules.c */
 int cmd_ui_link(ctl_t *ctl, int argc, char **argv); /* ctl_ui.c */
 int cmd_step_down(ctl_t *ctl, int argc, char **argv); /* ctl_stepdown.c */
 int cmd_doctor(ctl_t *ctl, int argc, char **argv);  /* ctl_doctor.c */
+int cmd_migrate(ctl_t *ctl, int argc, char **argv); /* ctl_upgrade.c */
+int cmd_upgrade(ctl_t *ctl, int argc, char **argv);
+int cmd_schema(ctl_t *ctl, int argc, char **argv);
 
 #endif

@@ -230,6 +230,37 @@ const cli_command_t ctl_commands[] = {
      "Exits 0 only when every check is ok, 1 otherwise. docs/OPERATING.md says what each "
      "check means and what to do when it warns.",
      json_options},
+    {"schema", cmd_schema, "[--json]",
+     "the database's schema version, the cluster's feature level, each live node's release "
+     "and level, and the migrations (applied: who and when; pending)",
+     "JSON: {database, recorded, feature_level, release, release_schema, "
+     "release_feature_level, nodes: [{node_id, release, schema, feature_level, level_in_use}], "
+     "migrations: [{version, name, state, by, finished_at, changed}]}. docs/OPERATING.md, "
+     "Upgrading.",
+     json_options},
+    {"migrate", cmd_migrate, "[--dry-run] [--to N] [--batch N]",
+     "run the schema migrations this release ships (online: nodes of the previous release "
+     "keep running)",
+     "Each migration is additive, idempotent and resumable: killed part way, run it again. It "
+     "reads --batch ids at a time (default 1000) and changes them with one update, and is "
+     "recorded in cohort_meta (who, when, how many). It does not raise the database's schema "
+     "version: `upgrade finish` does. --dry-run counts what each would change and writes "
+     "nothing; --to N stops at schema version N.",
+     (const cli_option_t[]){
+         {"dry-run", NULL, 'n', CLI_LONG_ONLY, "count what would change; write nothing", NULL},
+         {"to", "N", 't', CLI_LONG_ONLY, "run the migrations up to schema version N", NULL},
+         {"batch", "N", 'b', CLI_LONG_ONLY, "documents per update (1 to 100000; 1000)", NULL},
+         END_OPTIONS,
+     }},
+    {"upgrade", cmd_upgrade, "finish | lower --to N",
+     "finish: commit the database to this release (schema version and feature level); lower: "
+     "go back to level N before a downgrade",
+     "finish refuses while any live node does not know this release's feature level, naming "
+     "it; it runs the pending migrations, then raises the schema version and the feature "
+     "level together: live nodes use the new behaviour within 30 s, and nodes of older "
+     "releases refuse to start on the database. lower --to N sets both back to N, so that a "
+     "release serving N starts again. docs/OPERATING.md, Upgrading.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -98,6 +98,8 @@ typedef struct node {
     bool refused;                   /* another live process has node_id: exit non-zero */
     bool schema_checked;            /* the database's schema version is one this node serves */
     int64_t pinged_ms;              /* monotonic: when the last successful ping was sent, 0 */
+    int64_t feature_level;          /* the cluster's level it follows (0: not read yet) */
+    int64_t level_read_ms;          /* monotonic: when it was last read */
     uint64_t work_at_ping;          /* what it had done by then (node_work()) */
     int64_t ticks;                  /* ticks run (stats.ticks: commands per tick) */
     bool read_skipped;              /* the last tick pinged instead of reading */
@@ -185,6 +187,47 @@ static int64_t started_at_in_cluster_time(node_t *n)
     return n->registered_start_ms;
 }
 
+/* The highest feature level this build knows (core/version.h). COHORT_TEST_FEATURE_LEVEL, for
+ * tests only, makes it claim a lower one, as a node of an older release would. */
+static int64_t known_level(void)
+{
+    const char *env = getenv("COHORT_TEST_FEATURE_LEVEL");
+    long level = env ? strtol(env, NULL, 10) : 0;
+    return level >= 1 && level < COHORT_FEATURE_LEVEL ? level : COHORT_FEATURE_LEVEL;
+}
+
+/* Reads the cluster's feature level (store/meta.h) at start and every LEVEL_READ_MS after:
+ * `cohortctl upgrade finish` takes effect without a restart, for one find per half minute.
+ * A level above the one this build knows is followed as the highest it knows (finish refuses
+ * to raise it while such a node is live). A failed read keeps the level it follows. */
+#define LEVEL_READ_MS 30000
+static void follow_level(node_t *n, bool now)
+{
+    int64_t mono = cohort_clock_monotonic_ms();
+    if (!now && n->level_read_ms && mono - n->level_read_ms < LEVEL_READ_MS)
+        return;
+    n->level_read_ms = mono;
+    int64_t level = 0;
+    bson_error_t error;
+    if (!cohort_store_read_level(n->store, n->client, &level, &error)) {
+        cohort_log_node(COHORT_LOG_WARN, "%s; keeping feature level %lld", error.message,
+                        (long long)n->feature_level);
+        return;
+    }
+    if (level > known_level())
+        level = known_level();
+    if (level != n->feature_level)
+        cohort_log_node(COHORT_LOG_INFO, "feature level %lld in use (this release knows %lld)",
+                        (long long)level, (long long)known_level());
+    n->feature_level = level;
+    for (size_t i = 0; i < n->n_services; i++) {
+        cohort_service_t *s = n->services[i];
+        pthread_mutex_lock(&s->lock);
+        s->feature_level = level;
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 /* Registers the node and measures the cluster clock. False: the database is away. */
 static bool ping(node_t *n)
 {
@@ -194,6 +237,8 @@ static bool ping(node_t *n)
         .pid = getpid(),
         .version = COHORT_VERSION,
         .schema = COHORT_SCHEMA_VERSION,
+        .feature_level = known_level(),
+        .level_in_use = n->feature_level,
         .started_at_ms = started_at_in_cluster_time(n),
         .run_id = n->run.run_id,
         .run_since_ms = n->run.since_ms,
@@ -402,6 +447,7 @@ static cohort_run_start_t check_schema(node_t *n, bson_error_t *error)
                         "serving it",
                         (long long)db.version, COHORT_SCHEMA_VERSION);
     n->schema_checked = true;
+    follow_level(n, true);
     return COHORT_RUN_STARTED;
 }
 
@@ -554,6 +600,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         bool read = !pinging || worked || first || n->read_skipped;
         n->read_skipped = !read;
         tick_services(n, read);
+        follow_level(n, false);
         if (!n->stopping && all_prepared(n) && cohort_notify_ready())
             cohort_notify_status("running %zu service(s) on database '%s'", n->n_services,
                                  n->config->database);

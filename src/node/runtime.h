@@ -170,6 +170,8 @@ typedef struct cohort_service {
     bool weight_any;
     bool weight_missed; /* the last claim found nothing that fits the room: heavier may be due */
     int64_t capacity;
+    /* The cluster's feature level the node follows (core/version.h; set by node.c). */
+    int64_t feature_level;
 } cohort_service_t;
 
 /* Claims in flight and tasks being processed right now (takes the lock). */

@@ -58,8 +58,11 @@ static void claim_query(bson_t *query, int64_t now_ms, const cohort_claim_filter
     }
     if (filter->weight_room > 0 && !filter->weight_any_first) {
         /* weight <= room, or no weight at all (a task written before weights, which weighs
-         * 1): {$not: {$gt}} matches both in one predicate, no $or. */
-        bson_t *fits = BCON_NEW("$not", "{", "$gt", BCON_INT64(filter->weight_room), "}");
+         * 1): {$not: {$gt}} matches both in one predicate, no $or. Once every task carries a
+         * weight (feature level 2), the plain range. */
+        bson_t *fits = filter->weight_always_set
+                           ? BCON_NEW("$lte", BCON_INT64(filter->weight_room))
+                           : BCON_NEW("$not", "{", "$gt", BCON_INT64(filter->weight_room), "}");
         BSON_APPEND_DOCUMENT(query, "weight", fits);
         bson_destroy(fits);
     }

@@ -42,6 +42,10 @@ typedef struct cohort_claim_filter {
      * worker about to start it. 0: no limit (external workers). */
     int64_t weight_room;
     bool weight_any_first;
+    /* Every task carries `weight` (schema migration 2 ran and the cluster's feature level is
+     * 2 or more: store/migrate.h): the room is the plain range {weight: {$lte: room}}. False:
+     * {weight: {$not: {$gt: room}}}, which also matches a task without one. */
+    bool weight_always_set;
     /* Suspects (docs/SCHEMA.md `suspect`: tasks sent back with a node that may have died of
      * one of them) run alone, so that the next crash names its culprit. COHORT_SUSPECTS_ANY
      * (the default: external workers) claims them like any task; _SKIP (a node's claim beside

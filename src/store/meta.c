@@ -97,7 +97,7 @@ bool cohort_store_read_schema(cohort_store_t *store, mongoc_client_t *client, in
     bool ok = read_schema(meta, &state->version, &state->recorded, error);
     if (ok && !state->recorded)
         ok = holds_cohort_data(store, client, &any, error);
-    if (ok && !state->recorded && !any) {
+    if (ok && !state->recorded && !any && writer) {
         ok = record_schema(meta, version, writer, error) &&
              read_schema(meta, &state->version, &state->recorded, error);
         state->written = ok && state->recorded;
@@ -105,5 +105,72 @@ bool cohort_store_read_schema(cohort_store_t *store, mongoc_client_t *client, in
     mongoc_collection_destroy(meta);
     if (!ok)
         cohort_error_prefix(error, "reading the schema version (cohort_meta): ");
+    return ok;
+}
+
+/* The positive integer `key` of the cohort_meta document `id`; *found false without one. */
+static bool read_meta_number(mongoc_collection_t *meta, const char *id, const char *key,
+                             int64_t *value, bool *found, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(id));
+    bson_t doc;
+    bool ok = store_find_one(meta, filter, &doc, found, error);
+    bson_iter_t it;
+    if (ok && *found) {
+        if (bson_iter_init_find(&it, &doc, key) && BSON_ITER_HOLDS_NUMBER(&it) &&
+            bson_iter_as_int64(&it) > 0) {
+            *value = bson_iter_as_int64(&it);
+        } else {
+            bson_set_error(error, COHORT_DOMAIN_STORE, COHORT_CODE_INVALID,
+                           "cohort_meta {_id: \"%s\"} has no positive integer '%s'; restore it "
+                           "(docs/SCHEMA.md#cohort_meta)",
+                           id, key);
+            ok = false;
+        }
+    }
+    bson_destroy(&doc);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_read_level(cohort_store_t *store, mongoc_client_t *client, int64_t *level,
+                             bson_error_t *error)
+{
+    mongoc_collection_t *meta = store_collection(store, client, "cohort_meta");
+    bool found = false;
+    *level = 1;
+    bool ok = read_meta_number(meta, "features", "level", level, &found, error);
+    if (ok && !found)
+        ok = read_meta_number(meta, "schema", "version", level, &found, error);
+    mongoc_collection_destroy(meta);
+    if (!ok)
+        cohort_error_prefix(error, "reading the feature level (cohort_meta): ");
+    return ok;
+}
+
+static bool set_meta_number(mongoc_collection_t *meta, const char *id, const char *key,
+                            int64_t value, const char *by, bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(id));
+    bson_t *update = BCON_NEW("$set", "{", key, BCON_INT64(value), "written_by", BCON_UTF8(by),
+                              "release", BCON_UTF8(COHORT_VERSION), "}", "$currentDate", "{",
+                              "written_at", BCON_BOOL(true), "}");
+    bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
+    bool ok = mongoc_collection_update_one(meta, filter, update, opts, NULL, error);
+    bson_destroy(opts);
+    bson_destroy(update);
+    bson_destroy(filter);
+    return ok;
+}
+
+bool cohort_store_commit_level(cohort_store_t *store, mongoc_client_t *client, int64_t level,
+                               const char *by, bson_error_t *error)
+{
+    mongoc_collection_t *meta = store_collection(store, client, "cohort_meta");
+    bool ok = set_meta_number(meta, "schema", "version", level, by, error) &&
+              set_meta_number(meta, "features", "level", level, by, error);
+    mongoc_collection_destroy(meta);
+    if (!ok)
+        cohort_error_prefix(error, "recording level %lld (cohort_meta): ", (long long)level);
     return ok;
 }

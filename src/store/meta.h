@@ -28,11 +28,26 @@ typedef struct cohort_schema_state {
 /* Reads the database's schema version into `state`. With no schema document and no Cohort
  * collection in the database (services, nodes, tokens, ui_sessions, history, audit,
  * queue_*), records `version` with `writer` (borrowed: who writes it, e.g. a node id) and
- * this build's release; two nodes doing so at once record it once. A schema document whose
+ * this build's release; two nodes doing so at once record it once. A NULL `writer` only
+ * reads (a new database then reads as version 1, unrecorded). A schema document whose
  * version is not a positive integer is an error. False with `error` set if the database
  * failed. */
 bool cohort_store_read_schema(cohort_store_t *store, mongoc_client_t *client, int64_t version,
                               const char *writer, cohort_schema_state_t *state,
                               bson_error_t *error);
+
+/* The cluster's feature level (cohort_meta {_id: "features", level}): the newest behaviour
+ * every node may use, raised by `cohortctl upgrade finish` once every live node knows it and
+ * lowered by `cohortctl upgrade lower` before a downgrade. Without that document it is the
+ * database's schema version (1 for a database of 0.2.0 or older; a new database starts at
+ * this release's). */
+bool cohort_store_read_level(cohort_store_t *store, mongoc_client_t *client, int64_t *level,
+                             bson_error_t *error);
+
+/* Commits the database to `level`: sets {_id: "schema"}.version and {_id: "features"}.level
+ * together, with `by` (borrowed) and the server's time. The caller checks first that every
+ * live node serves it (`cohortctl upgrade`). */
+bool cohort_store_commit_level(cohort_store_t *store, mongoc_client_t *client, int64_t level,
+                               const char *by, bson_error_t *error);
 
 #endif

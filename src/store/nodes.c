@@ -37,6 +37,10 @@ static void append_identity(bson_t *set, const cohort_node_info_t *node, const b
     BSON_APPEND_UTF8(set, "release", node->version);
     if (node->schema > 0)
         BSON_APPEND_INT64(set, "schema", node->schema);
+    if (node->feature_level > 0)
+        BSON_APPEND_INT64(set, "feature_level", node->feature_level);
+    if (node->level_in_use > 0)
+        BSON_APPEND_INT64(set, "level_in_use", node->level_in_use);
     if (node->started_at_ms > 0) /* 0: not known on the cluster clock yet */
         BSON_APPEND_DATE_TIME(set, "started_at", node->started_at_ms);
     if (node->run_id)

@@ -24,6 +24,8 @@ typedef struct cohort_node_info {
     int64_t pid;
     const char *version;   /* its release, written as `version` and `release` */
     int64_t schema;        /* the schema version it writes (0: not published) */
+    int64_t feature_level; /* the highest feature level it knows (0: not published) */
+    int64_t level_in_use;  /* the cluster's level it follows (0: not read yet) */
     int64_t started_at_ms; /* cluster clock; 0: not written (the clock is not synced yet) */
     const char *const *services; /* the services it hosts (may be NULL) */
     const int64_t *workers;      /* their worker counts */

@@ -1,5 +1,5 @@
 # Shell helpers for the benchmark scripts in tests/bench/ (sourced, not run; run.sh, peers.sh,
-# growth.sh, profile.sh and explain.sh use them). The sourcing script sets ROOT (the checkout) and BUILD (the build
+# growth.sh, profile.sh, explain.sh and batched.sh use them). The sourcing script sets ROOT (the checkout) and BUILD (the build
 # directory) and names itself in BENCH_NAME, which prefixes its log lines (on stderr).
 
 log() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; }

@@ -4,7 +4,7 @@
  * does and nothing else (no process, no ticks, no election, no handler).
  *
  *   raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I] [--database NAME] [--keep]
- *            [--history] [--ordered]
+ *            [--history] [--ordered] [--batch B]
  *
  * It fills queue_noop of a fresh database with N pending tasks shaped like Cohort's (status,
  * data, tracked, created_at, created_by, run_at, attempts) and the same {status, run_at}
@@ -30,17 +30,33 @@
  * tasks with priority 0 and the claim_order index as Cohort creates it): the same sort the
  * server does for every Cohort claim, which on the local server costs more than one key.
  *
+ * --batch B is the batched raw loop, the limit of batch claims (tests/bench/batched.sh): each
+ * thread loops
+ *
+ *   find {status: pending, run_at <= now} sort {priority: -1, run_at: 1, _id: 1} limit B,
+ *       only the _ids (Cohort's claim order; implies --ordered)
+ *   updateMany {_id: {$in: those}, status: pending} -> status claimed, claimed_by = a fresh
+ *       token, attempts + 1, claimed_at = $currentDate
+ *   find {claimed_by: token, status: claimed}, only the _ids (what the token won)
+ *   one unordered bulk of updateOne {_id, status: claimed, claimed_by: token}
+ *       -> status succeeded, finished_at = $currentDate
+ *
+ * until the find returns nothing: four commands per B tasks. With --claims K it stops
+ * claiming once K are reserved (the last batch may take fewer).
+ *
  * --poll-ms I adds the load the benchmark's probe puts on a Cohort run: a thread with its
  * own client counts the succeeded tasks every I ms until all are done. Its commands are
  * counted apart (poll_commands).
  *
  * Prints one line of key=value pairs on stdout (tests/bench/run.sh reads it):
  *
- *   raw threads=T tasks=N seconds=S tasks_per_s=R active_seconds=A active_tasks_per_s=RA
+ *   raw batch=B threads=T tasks=N seconds=S tasks_per_s=R active_seconds=A active_tasks_per_s=RA
  *       commands=C commands_per_task=CPT steady_commands_per_task=SCPT cpu_ms=U polls=P
- *       poll_commands=PC
+ *       poll_commands=PC insert_seconds=I
  *
- * tasks is the number completed (K with --claims). cpu_ms is this process's CPU time (user +
+ * tasks is the number completed (K with --claims). insert_seconds is how long creating the
+ * indexes and inserting the N tasks took (not in `seconds`; batched.sh adds it to measure the
+ * loop as Cohort is measured, from the enqueue on). cpu_ms is this process's CPU time (user +
  * system) during the timed part. active_* is the span from the first claimed_at to the last
  * finished_at (server clock), the same measure run.sh reports for Cohort. The database is
  * dropped at the end unless --keep.
@@ -72,6 +88,7 @@ typedef struct run {
     int64_t poll_ms;                           /* 0: no poller */
     bool history;                              /* write history entries as Cohort does */
     bool ordered;                              /* Cohort's claim order */
+    int64_t batch;                             /* 0: one task per claim; else the batch size */
     int64_t polls;
     bench_counter_t poll_counter;
 } run_t;
@@ -196,6 +213,101 @@ static void complete(mongoc_collection_t *coll, const char *worker_name, bool hi
     bson_destroy(filter);
 }
 
+/* The batched loop's claim: up to `want` due ids in claim order, claimed with one updateMany
+ * under `token`, then read back. Fills `won` with the ids the token won; returns how many
+ * (0 when the queue has nothing due). */
+static int64_t claim_batch(mongoc_collection_t *coll, const char *token, int64_t want,
+                           bson_oid_t *won)
+{
+    bson_error_t error;
+    bson_t *query = BCON_NEW("status", BCON_UTF8("pending"), "run_at", "{", "$lte",
+                             BCON_DATE_TIME(bench_realtime_ms()), "}");
+    bson_t *opts = BCON_NEW("sort", "{", "priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                            "_id", BCON_INT32(1), "}", "projection", "{", "_id", BCON_INT32(1),
+                            "}", "limit", BCON_INT64(want), "batchSize", BCON_INT64(want));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(coll, query, opts, NULL);
+    bson_t ids;
+    bson_init(&ids);
+    const bson_t *doc;
+    bson_iter_t it;
+    int64_t found = 0;
+    char key[24];
+    while (mongoc_cursor_next(cursor, &doc))
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it)) {
+            snprintf(key, sizeof key, "%lld", (long long)found++);
+            BSON_APPEND_OID(&ids, key, bson_iter_oid(&it));
+        }
+    if (mongoc_cursor_error(cursor, &error))
+        bench_die("%s: finding due tasks failed: %s", token, error.message);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(query);
+    if (found == 0) {
+        bson_destroy(&ids);
+        return 0;
+    }
+
+    bson_t filter;
+    bson_init(&filter);
+    bson_t in;
+    BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+    BSON_APPEND_ARRAY(&in, "$in", &ids);
+    bson_append_document_end(&filter, &in);
+    BSON_APPEND_UTF8(&filter, "status", "pending");
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("claimed"), "claimed_by",
+                              BCON_UTF8(token), "}", "$inc", "{", "attempts", BCON_INT32(1), "}",
+                              "$currentDate", "{", "claimed_at", BCON_BOOL(true), "}");
+    if (!mongoc_collection_update_many(coll, &filter, update, NULL, NULL, &error))
+        bench_die("%s: claiming a batch failed: %s", token, error.message);
+    bson_destroy(update);
+    bson_destroy(&filter);
+    bson_destroy(&ids);
+
+    bson_t *mine = BCON_NEW("claimed_by", BCON_UTF8(token), "status", BCON_UTF8("claimed"));
+    bson_t *only_id = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "batchSize",
+                               BCON_INT64(want));
+    cursor = mongoc_collection_find_with_opts(coll, mine, only_id, NULL);
+    int64_t n = 0;
+    while (n < want && mongoc_cursor_next(cursor, &doc))
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it))
+            bson_oid_copy(bson_iter_oid(&it), &won[n++]);
+    if (mongoc_cursor_error(cursor, &error))
+        bench_die("%s: reading back a batch failed: %s", token, error.message);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(only_id);
+    bson_destroy(mine);
+    return n > 0 ? n : -1; /* -1: due tasks seen, all taken by another thread: look again */
+}
+
+/* Completes the `n` tasks `token` won in one unordered bulk write; dies unless all matched. */
+static void complete_batch(mongoc_collection_t *coll, const char *token, const bson_oid_t *won,
+                           int64_t n)
+{
+    bson_error_t error;
+    bson_t *bulk_opts = BCON_NEW("ordered", BCON_BOOL(false));
+    mongoc_bulk_operation_t *bulk = mongoc_collection_create_bulk_operation_with_opts(coll,
+                                                                                      bulk_opts);
+    bson_t *update = BCON_NEW("$set", "{", "status", BCON_UTF8("succeeded"), "}", "$currentDate",
+                              "{", "finished_at", BCON_BOOL(true), "}");
+    for (int64_t i = 0; i < n; i++) {
+        bson_t *filter = BCON_NEW("_id", BCON_OID(&won[i]), "status", BCON_UTF8("claimed"),
+                                  "claimed_by", BCON_UTF8(token));
+        if (!mongoc_bulk_operation_update_one_with_opts(bulk, filter, update, NULL, &error))
+            bench_die("%s: building the completion bulk: %s", token, error.message);
+        bson_destroy(filter);
+    }
+    bson_t reply;
+    if (!mongoc_bulk_operation_execute(bulk, &reply, &error))
+        bench_die("%s: completing a batch failed: %s", token, error.message);
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, &reply, "nMatched") || bson_iter_as_int64(&it) != n)
+        bench_die("%s: %lld tasks it had won were no longer claimed by it", token, (long long)n);
+    bson_destroy(&reply);
+    bson_destroy(update);
+    mongoc_bulk_operation_destroy(bulk);
+    bson_destroy(bulk_opts);
+}
+
 /* Notes the command count when the completed tasks reach the steady-state window's ends. */
 static void record_progress(run_t *run)
 {
@@ -206,6 +318,37 @@ static void record_progress(run_t *run)
         atomic_store(&run->commands_90, bench_counter_started(&run->counter));
 }
 
+/* The batched loop of one thread: claims of up to run->batch under a fresh token each, until
+ * nothing is due or (with --claims) the reservations run out. */
+static void run_batches(worker_t *w, mongoc_collection_t *coll)
+{
+    bson_oid_t *won = calloc((size_t)w->run->batch, sizeof *won);
+    if (!won)
+        bench_die("out of memory");
+    for (;;) {
+        int64_t left = w->run->claims - atomic_fetch_add(&w->run->reserved, w->run->batch);
+        if (left <= 0)
+            break;
+        char token[64];
+        bson_oid_t fresh;
+        bson_oid_init(&fresh, NULL);
+        bson_oid_to_string(&fresh, token);
+        int64_t n = claim_batch(coll, token, left < w->run->batch ? left : w->run->batch, won);
+        if (n == 0)
+            break;
+        if (n < 0) { /* all taken by other threads: give the reservation back, look again */
+            atomic_fetch_sub(&w->run->reserved, w->run->batch);
+            continue;
+        }
+        atomic_fetch_sub(&w->run->reserved, w->run->batch - n);
+        complete_batch(coll, token, won, n);
+        w->done += n;
+        for (int64_t i = 0; i < n; i++)
+            record_progress(w->run);
+    }
+    free(won);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -213,12 +356,15 @@ static void *worker_main(void *arg)
     mongoc_collection_t *coll = mongoc_client_get_collection(client, w->run->database, COLLECTION);
     pthread_barrier_wait(&w->run->start);
     bson_oid_t id;
-    while (atomic_fetch_add(&w->run->reserved, 1) < w->run->claims &&
-           claim(coll, w->name, w->run, &id)) {
-        complete(coll, w->name, w->run->history, &id);
-        w->done++;
-        record_progress(w->run);
-    }
+    if (w->run->batch > 0)
+        run_batches(w, coll);
+    else
+        while (atomic_fetch_add(&w->run->reserved, 1) < w->run->claims &&
+               claim(coll, w->name, w->run, &id)) {
+            complete(coll, w->name, w->run->history, &id);
+            w->done++;
+            record_progress(w->run);
+        }
     mongoc_collection_destroy(coll);
     mongoc_client_pool_push(w->run->pool, client);
     return NULL;
@@ -258,6 +404,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: raw_loop [--tasks N] [--claims K] [--threads T] [--poll-ms I]\n"
                     "                [--database NAME] [--keep] [--history] [--ordered]\n"
+                    "                [--batch B]\n"
                     "  MONGODB_URI names the server (default mongodb://127.0.0.1:27017).\n");
     exit(2);
 }
@@ -265,7 +412,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     bench_set_program("raw_loop");
-    int64_t tasks = 2000, claims = 0, threads = 1, poll_ms = 0;
+    int64_t tasks = 2000, claims = 0, threads = 1, poll_ms = 0, batch = 0;
     const char *database = NULL;
     bool keep = false, history = false, ordered = false;
     for (int i = 1; i < argc; i++) {
@@ -285,11 +432,15 @@ int main(int argc, char **argv)
             history = true;
         else if (strcmp(argv[i], "--ordered") == 0)
             ordered = true;
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+            batch = bench_parse_int("--batch", argv[++i], 1, 10000);
         else
             usage();
     }
     if (claims == 0 || claims > tasks)
         claims = tasks;
+    if (batch > 0)
+        ordered = true; /* the batched loop finds its ids in Cohort's claim order */
     char default_name[64];
     if (!database) {
         snprintf(default_name, sizeof default_name, "bench_raw_%ld_%lld", (long)getpid(),
@@ -305,11 +456,14 @@ int main(int argc, char **argv)
                  .mark_90 = claims * 9 / 10,
                  .poll_ms = poll_ms,
                  .history = history,
-                 .ordered = ordered};
+                 .ordered = ordered,
+                 .batch = batch};
     run.pool = bench_pool_new(&run.counter);
     mongoc_client_pool_max_size(run.pool, (uint32_t)threads + 1);
     mongoc_client_t *main_client = mongoc_client_pool_pop(run.pool);
+    int64_t insert_t0 = bson_get_monotonic_time();
     create_queue(main_client, database, tasks, ordered);
+    double insert_seconds = (double)(bson_get_monotonic_time() - insert_t0) / 1e6;
 
     worker_t *workers = calloc((size_t)threads, sizeof *workers);
     if (!workers)
@@ -355,9 +509,9 @@ int main(int argc, char **argv)
     double active = (double)(last_finish - first_claim) / 1e3;
     if (active <= 0)
         active = 0.001;
-    printf("raw threads=%lld tasks=%lld seconds=%.3f tasks_per_s=%.1f active_seconds=%.3f "
+    printf("raw batch=%lld threads=%lld tasks=%lld seconds=%.3f tasks_per_s=%.1f active_seconds=%.3f "
            "active_tasks_per_s=%.1f commands=%llu commands_per_task=%.3f",
-           (long long)threads, (long long)claims, seconds, (double)claims / seconds, active,
+           (long long)batch, (long long)threads, (long long)claims, seconds, (double)claims / seconds, active,
            (double)claims / active, (unsigned long long)commands, (double)commands / claims);
     if (run.mark_10 > 0 && run.mark_90 > run.mark_10)
         printf(" steady_commands_per_task=%.3f",
@@ -365,8 +519,9 @@ int main(int argc, char **argv)
                    (double)(run.mark_90 - run.mark_10));
     else
         printf(" steady_commands_per_task=n/a");
-    printf(" cpu_ms=%lld polls=%lld poll_commands=%llu\n", (long long)cpu, (long long)run.polls,
-           (unsigned long long)bench_counter_started(&run.poll_counter));
+    printf(" cpu_ms=%lld polls=%lld poll_commands=%llu insert_seconds=%.3f\n", (long long)cpu,
+           (long long)run.polls, (unsigned long long)bench_counter_started(&run.poll_counter),
+           insert_seconds);
 
     if (!keep) {
         mongoc_database_t *db = mongoc_client_get_database(main_client, database);

@@ -202,7 +202,7 @@ class Fixture:
         """Writes a task as a node would leave it; returns its id."""
         doc = {"status": status, "data": {"order": 42}, "created_at": self.now,
                "run_at": self.now, "attempts": 1, "priority": 0, "base_priority": 0,
-               "created_by": "uitest"}
+               "weight": 1, "created_by": "uitest"}
         doc.update(extra)
         return self.queue.insert_one(doc).inserted_id
 

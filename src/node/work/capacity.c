@@ -3,6 +3,7 @@
  */
 #include "node/work/capacity.h"
 
+#include "core/version.h"
 #include "store/claims.h"
 
 /* Lock held. */
@@ -28,6 +29,7 @@ void cohort_capacity_filter(cohort_service_t *s, cohort_claim_filter_t *filter)
     pthread_mutex_lock(&s->lock);
     filter->weight_room = s->weight_reserved > 0 ? s->weight_reserved : 1;
     filter->weight_any_first = s->weight_any;
+    filter->weight_always_set = s->feature_level >= COHORT_LEVEL_TASK_WEIGHT;
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -30,8 +30,9 @@ import io.netty.channel.Channel;
  * once, which turned a change stream into a poll: an idle node sent a getMore per tick. A held
  * getMore asks the backend again at once after an insert into its collection (or a drop or
  * rename of it, or of its database), and at most every 250 ms after updates and deletes
- * there: each look scans the library's emulated oplog in full, so a look per claim would cost
- * more than MongoDB's indexed oplog read. {@code --no-hold-getmore} (or
+ * there, so that a burst of claims does not wake every node's held getMore per claim. Each
+ * look reads only the oplog entries of its collection after its cursor's position
+ * ({@link OplogIndex}), not the whole oplog. {@code --no-hold-getmore} (or
  * {@code LOCALDB_HOLD_GETMORE=0}) answers at once again, as the library does: what
  * {@code cohortctl doctor} must warn about.</li>
  * </ul>
@@ -50,11 +51,13 @@ final class Commands {
     private static final Set<String> URGENT = Set.of("insert", "drop", "renamecollection");
     /** Writes whose events (updates, deletes) a held getMore picks up within LAZY_MS. */
     private static final Set<String> LAZY = Set.of("update", "delete", "findandmodify");
-    /** Each look scans the emulated oplog in full: after updates, look at most this often. */
+    /** After updates and deletes, a held getMore looks at most this often. */
     private static final long LAZY_MS = 250;
     private static final long DEFAULT_AWAIT_MS = 1000;
 
     private static volatile boolean holdGetMore = true;
+    /** Where a change stream's getMore reads the oplog from (null: the library's full scan). */
+    private static volatile OplogIndex oplogIndex;
     /** Writes per "database.collection": [0] urgent, [1] lazy; "*" counts dropDatabase. */
     private static final Map<String, long[]> WRITES = new HashMap<>();
     private static final Object WRITTEN = new Object(); // guards WRITES; notified on urgent ones
@@ -64,6 +67,10 @@ final class Commands {
 
     static void holdGetMore(boolean hold) {
         holdGetMore = hold;
+    }
+
+    static void oplogIndex(OplogIndex index) {
+        oplogIndex = index;
     }
 
     private static void written(String database, String command, Document query) {
@@ -116,7 +123,11 @@ final class Commands {
             synchronized (WRITTEN) {
                 before = seen(ns);
             }
-            Document reply = next.handle(channel, database, "getMore", query);
+            OplogIndex index = oplogIndex;
+            Document reply = index == null || !(query.get("getMore") instanceof Number id)
+                    ? next.handle(channel, database, "getMore", query)
+                    : index.reading(ns, id.longValue(),
+                            () -> next.handle(channel, database, "getMore", query));
             if (!holdGetMore || !emptyAndOpen(reply) || !channel.isActive()) {
                 return reply;
             }

@@ -24,6 +24,7 @@ import de.bwaldvogel.mongo.bson.BsonTimestamp;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
+import de.bwaldvogel.mongo.oplog.Oplog;
 import io.netty.channel.Channel;
 
 /**
@@ -45,8 +46,8 @@ import io.netty.channel.Channel;
  * instead of memory. Data is flushed by the MVStore background writer
  * (~1 s) and on clean shutdown; a SIGKILL may lose the last writes.</li>
  * <li>{@code --oplog}: enable mongo-java-server's oplog emulation
- * (needed only for change streams). Its oplog is a plain collection that
- * every change stream getMore scans in full, so entries older than
+ * (needed only for change streams). Its oplog is a plain collection, read
+ * through {@link OplogIndex}; entries older than
  * {@code LOCALDB_OPLOG_WINDOW_S} seconds (default 600) are removed every
  * 10 s, as a replica set's capped oplog drops its oldest entries.</li>
  * <li>{@code --no-hold-getmore} (or {@code LOCALDB_HOLD_GETMORE=0}): answer an empty
@@ -98,6 +99,7 @@ public final class LocalDb {
             }
         }
 
+        OplogIndex index = new OplogIndex();
         MongoBackend backend;
         try {
             if (h2File != null) {
@@ -112,6 +114,11 @@ public final class LocalDb {
                         return Commands.handle(channel, database, command, query,
                                 super::handleCommand);
                     }
+
+                    @Override
+                    protected Oplog createOplog() {
+                        return index.createOplog(this, getCursorRegistry());
+                    }
                 };
             } else {
                 backend = new MemoryBackend() {
@@ -121,6 +128,11 @@ public final class LocalDb {
                         return Commands.handle(channel, database, command, query,
                                 super::handleCommand);
                     }
+
+                    @Override
+                    protected Oplog createOplog() {
+                        return index.createOplog(this, getCursorRegistry());
+                    }
                 };
             }
         } catch (Exception e) {
@@ -129,10 +141,11 @@ public final class LocalDb {
         }
 
         Commands.holdGetMore(hold);
+        Commands.oplogIndex(index);
         LocalServer server = new LocalServer(backend);
         if (oplog) {
             server.enableOplog();
-            trimOplog(backend);
+            trimOplog(backend, index);
         }
         InetSocketAddress bound;
         try {
@@ -181,7 +194,7 @@ public final class LocalDb {
     }
 
     /** Removes the oplog's entries older than the window every 10 s (daemon thread). */
-    private static void trimOplog(MongoBackend backend) {
+    private static void trimOplog(MongoBackend backend, OplogIndex index) {
         long windowS = 600;
         String env = System.getenv("LOCALDB_OPLOG_WINDOW_S");
         if (env != null && !env.isEmpty()) {
@@ -201,8 +214,9 @@ public final class LocalDb {
             try {
                 MongoDatabase local = ((AbstractMongoBackend) backend).resolveDatabase("local");
                 MongoCollection<?> log = local.resolveCollection("oplog.rs", false);
+                BsonTimestamp before = new BsonTimestamp(Instant.now().minusSeconds(window), 0);
+                index.trim(before);
                 if (log != null) {
-                    BsonTimestamp before = new BsonTimestamp(Instant.now().minusSeconds(window), 0);
                     log.deleteDocuments(new Document("ts", new Document("$lt", before)), 0);
                 }
             } catch (RuntimeException e) {

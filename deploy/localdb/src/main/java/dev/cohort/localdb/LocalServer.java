@@ -1,5 +1,6 @@
 package dev.cohort.localdb;
 
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -30,7 +31,8 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
  * The wire server in front of the backend: mongo-java-server's own protocol handlers, bound as
  * its {@code MongoServer} binds them, with one difference: a {@code getMore} runs on a thread
  * of a pool of its own instead of on the event loop that its connection shares with others.
- * Every other command runs on the event loop, as before.
+ * Every other command runs on the event loop, as before. A connection its client reset is
+ * logged as one line ({@link Exceptions}).
  *
  * <p>Why: a held {@code getMore} (see {@link Commands}) waits up to its {@code maxTimeMS}, as
  * MongoDB's does. On a shared event loop that wait would stall every other connection of the
@@ -70,6 +72,23 @@ final class LocalServer {
         }
     }
 
+    /**
+     * The library's exception handler, but a connection its client reset (a node killed, a
+     * test's client gone) is one line instead of an ERROR with a stack trace per connection.
+     */
+    private static final class Exceptions extends MongoExceptionHandler {
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            if (!(cause instanceof IOException)) {
+                super.exceptionCaught(ctx, cause);
+                return;
+            }
+            System.err.println("cohort-localdb: connection " + ctx.channel().id() + " closed: "
+                    + cause.getMessage());
+            ctx.channel().close();
+        }
+    }
+
     LocalServer(MongoBackend backend) {
         this.backend = backend;
     }
@@ -95,7 +114,7 @@ final class LocalServer {
                         ch.pipeline().addLast(new MongoWireMessageEncoder());
                         ch.pipeline().addLast(new MongoWireProtocolHandler());
                         ch.pipeline().addLast(new Handler(backend, channels, getMores));
-                        ch.pipeline().addLast(new MongoExceptionHandler());
+                        ch.pipeline().addLast(new Exceptions());
                     }
                 });
         listener = bootstrap.bind().syncUninterruptibly().channel();
