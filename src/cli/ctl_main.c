@@ -35,8 +35,9 @@
 /* Whether `argv` (the command and its operands) changes state: what the audit records. */
 static bool is_operator_action(int argc, char **argv)
 {
-    static const char *const always[] = {"pause",  "resume", "block",     "unblock", "retry",
-                                         "cancel", "delete", "step-down", NULL};
+    static const char *const always[] = {"pause",     "resume",  "block",   "unblock", "retry",
+                                         "cancel",    "delete",  "step-down", "migrate",
+                                         "upgrade",   NULL};
     for (int i = 0; always[i]; i++)
         if (strcmp(argv[0], always[i]) == 0)
             return true;
@@ -69,10 +70,13 @@ static void audit_action(ctl_t *ctl, int argc, char **argv, int rc)
     BSON_APPEND_UTF8(&entry, "via", "cohortctl");
     BSON_APPEND_UTF8(&entry, "method", "cohortctl");
     BSON_APPEND_UTF8(&entry, "path", words);
-    if (argc > 1 && strcmp(argv[0], "settings") != 0 && strcmp(argv[0], "schedules") != 0)
-        BSON_APPEND_UTF8(&entry, "service", argv[1]);
-    else if (argc > 2)
-        BSON_APPEND_UTF8(&entry, "service", argv[2]);
+    /* The SERVICE operand: the first (the second after settings' and schedules' verb); none
+     * for the cluster-wide migrate and upgrade, or when an option came first. */
+    bool verb = strcmp(argv[0], "settings") == 0 || strcmp(argv[0], "schedules") == 0;
+    bool cluster = strcmp(argv[0], "migrate") == 0 || strcmp(argv[0], "upgrade") == 0;
+    const char *service = cluster || argc <= (verb ? 2 : 1) ? NULL : argv[verb ? 2 : 1];
+    if (service && service[0] != '-')
+        BSON_APPEND_UTF8(&entry, "service", service);
     BSON_APPEND_INT32(&entry, "status", rc == CTL_REFUSED ? CTL_USAGE : rc); /* as exited */
     if (rc != CTL_DONE)
         BSON_APPEND_UTF8(&entry, "error", "failed");
