@@ -11,6 +11,8 @@
  * (taskopts.h), with the service's defaults from FILE when it has the service.
  * Exit status: 0 done, 1 failed (database, missing task), 2 bad usage, 130 interrupted.
  * Every command parses its own flags with getopt_long; options may follow the operands.
+ * An operator action (pause, retry, settings set...) that reached the database is recorded in
+ * the audit as the API's are (store/audit.h): who USER@HOST, via "cohortctl", its words.
  */
 #include <mongoc/mongoc.h>
 #include <stdio.h>
@@ -20,11 +22,72 @@
 #include "cli/ctl.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "store/audit.h"
+#include "store/nodes.h"
 #include "store/store.h"
 
 #ifndef COHORT_VERSION
 #define COHORT_VERSION "0.0.0"
 #endif
+
+#define AUDIT_WORDS_MAX 32 /* the words of a command the audit records */
+
+/* Whether `argv` (the command and its operands) changes state: what the audit records. */
+static bool is_operator_action(int argc, char **argv)
+{
+    static const char *const always[] = {"pause",     "resume",  "block",   "unblock", "retry",
+                                         "cancel",    "delete",  "step-down", "migrate",
+                                         "upgrade",   NULL};
+    for (int i = 0; always[i]; i++)
+        if (strcmp(argv[0], always[i]) == 0)
+            return true;
+    if (argc < 2)
+        return false;
+    const char *sub = argv[1];
+    if (strcmp(argv[0], "settings") == 0)
+        return strcmp(sub, "set") == 0 || strcmp(sub, "unset") == 0;
+    if (strcmp(argv[0], "schedules") == 0)
+        return strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0;
+    return false;
+}
+
+/* The audit entry of a cohortctl action that reached the database (`argc`, `argv`: the command
+and its operands as typed, saved before the command's getopt_long permuted them): {who: USER@HOST, via:
+ * "cohortctl", method: "cohortctl", path: its words (at most 400 bytes), service, status: the
+ * exit status[, error]}. A failure to record is said on stderr and changes no exit status. */
+static void audit_action(ctl_t *ctl, int argc, char **argv, int rc)
+{
+    if (!ctl->store || rc == CTL_USAGE || !is_operator_action(argc, argv))
+        return;
+    char by[300], words[401] = "";
+    ctl_author(by, sizeof by);
+    size_t used = 0;
+    for (int i = 0; i < argc && used < sizeof words - 1; i++)
+        used += (size_t)snprintf(words + used, sizeof words - used, "%s%s", i ? " " : "",
+                                 argv[i]);
+    bson_t entry = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&entry, "who", strncmp(by, "cohortctl ", 10) == 0 ? by + 10 : by);
+    BSON_APPEND_UTF8(&entry, "via", "cohortctl");
+    BSON_APPEND_UTF8(&entry, "method", "cohortctl");
+    BSON_APPEND_UTF8(&entry, "path", words);
+    /* The SERVICE operand: the first (the second after settings' and schedules' verb); none
+     * for the cluster-wide migrate and upgrade, or when an option came first. */
+    bool verb = strcmp(argv[0], "settings") == 0 || strcmp(argv[0], "schedules") == 0;
+    bool cluster = strcmp(argv[0], "migrate") == 0 || strcmp(argv[0], "upgrade") == 0;
+    const char *service = cluster || argc <= (verb ? 2 : 1) ? NULL : argv[verb ? 2 : 1];
+    if (service && service[0] != '-')
+        BSON_APPEND_UTF8(&entry, "service", service);
+    BSON_APPEND_INT32(&entry, "status", rc == CTL_REFUSED ? CTL_USAGE : rc); /* as exited */
+    if (rc != CTL_DONE)
+        BSON_APPEND_UTF8(&entry, "error", "failed");
+    int64_t now = 0;
+    bson_error_t error;
+    if (!cohort_store_server_time(ctl->store, ctl->client, &now, &error) ||
+        !cohort_store_audit(ctl->store, ctl->client, &entry, now, &error))
+        fprintf(stderr, "cohortctl: cannot record the action in the audit: %s\n",
+                error.message);
+    bson_destroy(&entry);
+}
 
 /* `help [COMMAND]`: everything, or one command. Needs no database. */
 int cmd_help(ctl_t *ctl, int argc, char **argv)
@@ -136,7 +199,11 @@ int main(int argc, char **argv)
         ctl.uri = env && *env ? env : "mongodb://127.0.0.1:27017";
         ctl.database = database ? database : "cohort";
     }
+    char *typed[AUDIT_WORDS_MAX]; /* the words as typed: getopt_long permutes argv */
+    int ntyped = argc - optind < AUDIT_WORDS_MAX ? argc - optind : AUDIT_WORDS_MAX;
+    memcpy(typed, argv + optind, (size_t)ntyped * sizeof *typed);
     rc = command->run(&ctl, argc - optind, argv + optind);
+    audit_action(&ctl, ntyped, typed, rc);
     if (rc == CTL_USAGE)
         fprintf(stderr, "usage: cohortctl %s %s\n", command->name, command->synopsis);
     else if (rc == CTL_REFUSED)

@@ -147,6 +147,22 @@ bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, co
     return ok;
 }
 
+bool cohort_store_switch_is_set(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *which, const char *kind,
+                                bool *set, bson_error_t *error)
+{
+    char path[96];
+    snprintf(path, sizeof path, "%s.%s", which, kind);
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), path, "{", "$exists", BCON_BOOL(true),
+                              "}");
+    int64_t n = mongoc_collection_count_documents(services, filter, NULL, NULL, NULL, error);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    *set = n > 0;
+    return n >= 0;
+}
+
 bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *which, const char *kind, bool on, const char *reason,
                              const char *by, bool *found, bson_error_t *error)

@@ -50,6 +50,12 @@ bool cohort_store_set_setting(cohort_store_t *store, mongoc_client_t *client, co
  * `kind` ("*": the whole service). With `on`, sets pause.<kind> / block.<kind> to {at: server
  * time, reason (may be NULL), by}; otherwise removes it. *found is false if the service has
  * no config document. */
+/* Whether the service's switch `which` ("pause" or "block") for `kind` ("*": the whole
+ * service) is set, into *set (false too when the service has no config document). */
+bool cohort_store_switch_is_set(cohort_store_t *store, mongoc_client_t *client,
+                                const char *service, const char *which, const char *kind,
+                                bool *set, bson_error_t *error);
+
 bool cohort_store_set_switch(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *which, const char *kind, bool on, const char *reason,
                              const char *by, bool *found, bson_error_t *error);

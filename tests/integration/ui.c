@@ -734,7 +734,7 @@ Test(ui, block_and_unblock_set_the_operators_switch)
     bson_t doc;
     test_read_service(store, client, SERVICE, &doc);
     cr_assert_str_eq(test_doc_str(&doc, "block.mail.reason"), "smtp down");
-    cr_assert_str_eq(test_doc_str(&doc, "block.mail.by"), "api token ui tester");
+    cr_assert_str_eq(test_doc_str(&doc, "block.mail.by"), "tester via dashboard");
     bson_destroy(&doc);
 
     r = post("/api/v1/services/" SERVICE "/unblock", headers, "{\"kind\": \"mail\"}");

@@ -129,12 +129,14 @@ def scenario(fx):
     b.eval("document.querySelector('#switch-controls input[name=reason]').value ="
            " 'deploy in progress'")
     b.click("#switch-controls button[data-action=Pause]")
+    b.click("#switch-confirm button[data-action=confirm]")  # the question (issue 28)
     b.wait("document.querySelector('#switches') &&"
            " document.querySelector('#switches').textContent.includes('deploy in progress')",
            what="the pause shown")
     doc = db.services.find_one({"_id": SERVICE}) or {}
     sw = (doc.get("pause") or {}).get("*") or {}
-    fx.check(sw.get("reason") == "deploy in progress" and "ui " in (sw.get("by") or ""),
+    fx.check(sw.get("reason") == "deploy in progress" and
+             (sw.get("by") or "").endswith(" via dashboard"),
              f"service: Pause paused it in the database, who and why recorded ({sw})")
     fx.check("paused" in b.text("#service-state"), "service: the state says paused")
     fx.screenshot("service.png")
@@ -146,6 +148,7 @@ def scenario(fx):
     b.eval("document.querySelector('#switch-controls input[name=kind]').value = 'report'")
     b.eval("document.querySelector('#switch-controls input[name=reason]').value = 'disk full'")
     b.click("#switch-controls button[data-action=Block]")
+    b.click("#switch-confirm button[data-action=confirm]")
     b.wait("document.querySelector('#switches') &&"
            " document.querySelector('#switches').textContent.includes('disk full')",
            what="the block shown")

@@ -222,7 +222,7 @@ static void audit_unknown(cohort_api_t *api, mongoc_client_t *client,
     cohort_api_caller_t nobody = {.name = "",
                                   .session = !request->authorization && request->cookie};
     cohort_api_ui_audit(api->options.store, client, request, &nobody, &route, err->status,
-                        err->code, unrecorded);
+                        err->code, unrecorded, NULL);
 }
 
 /* Replaces whatever the endpoint began with the error document. */
@@ -303,7 +303,7 @@ static void answer(cohort_api_t *api, mongoc_client_t *client, const cohort_api_
     /* Every operator action, done or refused, in the audit trail (node/http/api_ui.h). */
     if (route.scope == COHORT_SCOPE_OPERATE && caller.name[0])
         cohort_api_ui_audit(api->options.store, client, request, &caller, &route, reply->status,
-                            ok ? NULL : err.code, 0);
+                            ok ? NULL : err.code, 0, ok ? &reply->body : NULL);
 }
 
 void cohort_api_handle(cohort_api_t *api, mongoc_client_t *client,

@@ -5,7 +5,7 @@
  * The work is the store's, as for cohortctl: cohort_store_change_task() re-checks the status
  * it read, cohort_store_change_tasks() walks a selection in pages of COHORT_OPERATOR_PAGE
  * ids; a request changes at most COHORT_API_BULK_MAX tasks so it holds the node's loop for a
- * bounded time. The author in a task's history is "api token NAME", as for pause and resume.
+ * bounded time. The author in a task's history is cohort_api_author's, as for pause and resume.
  * A refusal of the store (COHORT_DOMAIN_USAGE) becomes 404 or 409 with its message.
  */
 #include "node/http/api_ops.h"
@@ -19,10 +19,18 @@
 #include "store/operator.h"
 #include "store/services.h"
 
-/* The author for a task's history and the switches: "api token NAME". */
-static void author(const cohort_api_call_t *call, char *by, size_t len)
+void cohort_api_author(const cohort_api_call_t *call, char *by, size_t len)
 {
-    snprintf(by, len, "api token %s", call->caller->name);
+    const char *name = call->caller->name;
+    if (!call->caller->session) {
+        snprintf(by, len, "api token %s", name);
+        return;
+    }
+    /* A session's name is "ui USER@HOST" (cohortctl ui-link) or "token NAME" (signed in
+     * with a token): the person, then how they acted. */
+    if (strncmp(name, "ui ", 3) == 0)
+        name += 3;
+    snprintf(by, len, "%s via dashboard", name);
 }
 
 /* A store refusal as the API's status: 404 no such task, 409 anything else it refused. */
@@ -66,7 +74,7 @@ bool cohort_api_change_task(cohort_api_call_t *call)
     if (!ok || !cohort_api_service_exists(call) || !server_now(call, &now))
         return false;
     char by[100];
-    author(call, by, sizeof by);
+    cohort_api_author(call, by, sizeof by);
     cohort_task_change_t change = {.action = action, .by = by, .now_ms = now};
     bson_error_t error;
     if (!cohort_store_change_task(call->store, call->client, call->route->service, &change,
@@ -110,7 +118,7 @@ bool cohort_api_change_tasks(cohort_api_call_t *call)
     int64_t changed = 0;
     if (ok) {
         char by[100];
-        author(call, by, sizeof by);
+        cohort_api_author(call, by, sizeof by);
         cohort_task_change_t change = {
             .action = bulk.action, .by = by, .now_ms = now, .dry_run = bulk.dry_run};
         cohort_task_selection_t selection = {.status = bulk.status,

@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/jsondoc.h"
 #include "core/status.h"
+#include "node/http/api_ops.h"
 #include "node/status/api_json.h"
 #include "node/status/service_status.h"
 #include "store/listing.h"
@@ -667,15 +668,20 @@ bool cohort_api_switch(cohort_api_call_t *call)
     const char *kind = NULL, *reason = NULL;
     bool ok = read_body(call, true, &body) &&
               cohort_api_parse_switch(&body, on, &kind, &reason, call->err);
+    bool changed = true; /* false: a resume or unblock of a switch that was not set */
     if (ok) {
         char by[100];
-        snprintf(by, sizeof by, "api token %s", call->caller->name);
+        cohort_api_author(call, by, sizeof by);
         bool found = false;
         bson_error_t error;
-        ok = cohort_store_set_switch(call->store, call->client, call->route->service,
+        ok = on || cohort_store_switch_is_set(call->store, call->client, call->route->service,
+                                              blocking ? "block" : "pause", kind ? kind : "*",
+                                              &changed, &error) ||
+             cohort_api_fail_store(call->err, &error, "cannot read the switch");
+        ok = ok && (cohort_store_set_switch(call->store, call->client, call->route->service,
                                      blocking ? "block" : "pause", kind ? kind : "*", on, reason,
                                      by, &found, &error) ||
-             cohort_api_fail_store(call->err, &error, "cannot set the switch");
+                    cohort_api_fail_store(call->err, &error, "cannot set the switch"));
         if (ok && !found)
             ok = cohort_api_fail_no_service(call);
     }
@@ -683,6 +689,7 @@ bool cohort_api_switch(cohort_api_call_t *call)
         BSON_APPEND_UTF8(&call->reply->body, "service", call->route->service);
         BSON_APPEND_UTF8(&call->reply->body, "kind", kind ? kind : "*");
         BSON_APPEND_BOOL(&call->reply->body, blocking ? "blocked" : "paused", on);
+        BSON_APPEND_BOOL(&call->reply->body, "changed", changed);
         call->reply->status = 200;
     }
     bson_destroy(&body);

@@ -271,7 +271,7 @@ static bool history(cohort_api_call_t *call)
 void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
                          const cohort_api_request_t *request, const cohort_api_caller_t *caller,
                          const cohort_api_route_t *route, int status, const char *code,
-                         int64_t unrecorded)
+                         int64_t unrecorded, const bson_t *reply_body)
 {
     bson_t entry = BSON_INITIALIZER, body;
     BSON_APPEND_UTF8(&entry, "who", caller->name);
@@ -296,6 +296,10 @@ void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_UTF8(&entry, "error", code);
     if (unrecorded > 0)
         BSON_APPEND_INT64(&entry, "unrecorded", unrecorded);
+    bson_iter_t it; /* a resume or unblock that found nothing to undo: not "succeeded" */
+    if (reply_body && bson_iter_init_find(&it, reply_body, "changed") &&
+        BSON_ITER_HOLDS_BOOL(&it) && !bson_iter_bool(&it))
+        BSON_APPEND_BOOL(&entry, "changed", false);
     if (!cohort_store_audit(store, client, &entry, cohort_clock_cluster_ms(), &error))
         cohort_log_node(COHORT_LOG_WARN, "api: cannot record %s %s by '%s' in the audit: %s",
                         request->method, request->path, caller->name, error.message);
@@ -331,8 +335,8 @@ static bool one_entry(void *user, const bson_t *doc, bson_error_t *error)
     }
     if (bson_iter_init_find(&it, doc, "at") && BSON_ITER_HOLDS_DATE_TIME(&it))
         cohort_json_append_time(&out, "at", bson_iter_date_time(&it));
-    static const char *const keys[] = {"who",     "via",  "method", "path",       "service",
-                                       "task_id", "body", "body_bytes", "status", "error"};
+    static const char *const keys[] = {"who",  "via",        "method", "path",  "service", "task_id",
+                                       "body", "body_bytes", "status", "error", "changed"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         copy_key(doc, keys[i], &out);
     bson_append_document_end(w->array, &out);

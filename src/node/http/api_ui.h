@@ -36,11 +36,12 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call);
 /* Records an operator's request (an endpoint of scope operate) and how it ended (`status`;
  * `code`: the error's, NULL if it succeeded) in the `audit` collection (store/audit.h).
  * `unrecorded` > 0: as many refusals like it were left out of the audit before it (api.c
- * bounds those of unknown callers). A failure to record is logged; the request's answer
- * stands. */
+ * bounds those of unknown callers). `reply_body` (may be NULL; borrowed): a success's answer;
+ * its `"changed": false` (a resume or unblock with nothing to undo) is recorded as `changed:
+ * false`. A failure to record is logged; the request's answer stands. */
 void cohort_api_ui_audit(cohort_store_t *store, mongoc_client_t *client,
                          const cohort_api_request_t *request, const cohort_api_caller_t *caller,
                          const cohort_api_route_t *route, int status, const char *code,
-                         int64_t unrecorded);
+                         int64_t unrecorded, const bson_t *reply_body);
 
 #endif

@@ -1,10 +1,13 @@
-// audit.js - every operator action taken through the API (pause, resume, retry, cancel,
-// delete...), done or refused: who, what, when, how it ended; newest first, 50 a page,
+// audit.js - every operator action taken through the API or cohortctl (pause, resume, retry,
+// cancel, delete...), done or refused: who, what, when, how it ended; newest first, 50 a page,
 // "Older" following the API's cursor. Not refreshed live, so rows stay put.
 import {api} from "../api.js";
 import {badge, h, table, when} from "../dom.js";
 
+const VIA = {session: "dashboard", token: "API token", cohortctl: "cohortctl"};
+
 function what(e) {
+  if (e.via === "cohortctl") return `cohortctl ${e.path}`;
   const body = e.body && Object.keys(e.body).length ? " " + JSON.stringify(e.body) : "";
   return `${e.method} ${e.path.replace(/^\/api\/v1/, "")}${body}`;
 }
@@ -16,10 +19,12 @@ export async function auditPage(root, {query}) {
   const page = await api(`/audit?${q}`);
   const rows = page.entries.length ? table([
     ["when", (e) => when(e.at)],
-    ["who", (e) => `${e.who} (${e.via})`],
+    ["who", (e) => `${e.who || "(unknown)"} (${VIA[e.via] || e.via})`],
     ["what", (e) => h("span", {class: "mono"}, what(e))],
-    ["result", (e) => e.error ? badge("failed") : badge("succeeded")],
-    ["status", (e) => `${e.status}${e.error ? " " + e.error : ""}`],
+    ["result", (e) => e.error ? badge("failed") : e.changed === false ? badge("no change")
+      : badge("succeeded")],
+    ["status", (e) => e.via === "cohortctl" ? `exit ${e.status}`
+      : `${e.status}${e.error ? " " + e.error : ""}`],
   ], page.entries, {id: "audit"}) : h("p", {id: "audit-empty"}, "No action yet.");
   root.append(h("h1", null, "Audit"),
     h("section", {class: "card"}, rows,

@@ -2,6 +2,7 @@
 // status, and the buttons of an action that asks first and reports what the API said.
 import {api} from "../api.js";
 import {h} from "../dom.js";
+import {notify} from "../notices.js";
 
 export const STATUSES = ["pending", "claimed", "succeeded", "failed", "timed_out", "cancelled"];
 
@@ -40,18 +41,19 @@ export function countCells(service, counts) {
 }
 
 // A button that runs `action` (an async function returning a message) after confirm(`ask`)
-// (if given), shows the result on the status line and then calls `after`.
+// (if given), shows the result as a notice that stays until dismissed (notices.js) and then
+// calls `after`. `ask` may be an async function: false or null from it cancels.
 export function actionButton(ctx, label, ask, action, after, danger) {
   return h("button", {type: "button", class: danger ? "danger" : null, "data-action": label,
     onclick: async (ev) => {
-      if (ask && !window.confirm(ask)) return;
+      if (typeof ask === "function" ? !(await ask()) : ask && !window.confirm(ask)) return;
       ev.target.disabled = true;
       try {
         const msg = await action();
-        ctx.say(msg || `${label}: done`);
+        notify(msg || `${label}: done`);
         if (after) await after();
       } catch (e) {
-        ctx.say(`${label} failed: ${e.message}` +
+        notify(`${label} failed: ${e.message}` +
           (e.status === 404 || e.status === 405 ? " (this node's API lacks it)" : ""), true);
       } finally {
         ev.target.disabled = false;

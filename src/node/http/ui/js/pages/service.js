@@ -5,7 +5,37 @@ import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {actionButton, countCells, services, stateBadge} from "./common.js";
 
-function switchesTable(svc) {
+// An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
+// reason box (required when `needReason`) and the confirming and cancelling buttons, in `box`.
+// Resolves to the reason given ("" for none) or null when cancelled.
+function askSwitch(box, {question, warning, needReason, verb, initial}) {
+  return new Promise((resolve) => {
+    const reason = h("input", {name: "confirm-reason", size: 30, value: initial || "",
+      placeholder: needReason ? "why (required, recorded)" : "why (optional, recorded)"});
+    const note = h("span", {class: "confirm-note"});
+    const done = (v) => {
+      box.replaceChildren();
+      resolve(v);
+    };
+    fill(box, h("div", {class: "confirm", id: "switch-confirm", role: "dialog"},
+      h("p", null, question),
+      warning ? h("p", {class: "warning", id: "switch-warning"}, warning) : null,
+      h("label", null, "reason", reason), note,
+      h("div", {class: "actions"},
+        h("button", {type: "button", class: "danger", "data-action": "confirm", onclick: () => {
+          if (needReason && !reason.value.trim()) {
+            note.textContent = "A reason is required to stop the whole service.";
+            return;
+          }
+          done(reason.value.trim());
+        }}, verb),
+        h("button", {type: "button", "data-action": "cancel-confirm", onclick: () => done(null)},
+          "Cancel"))));
+    reason.focus();
+  });
+}
+
+function switchesTable(svc, undo) {
   const rows = [
     ...(svc.paused || []).map((s) => ({...s, which: "paused"})),
     ...(svc.blocked || []).map((s) => ({...s, which: "blocked"})),
@@ -17,6 +47,7 @@ function switchesTable(svc) {
     ["reason", (s) => s.reason || "-"],
     ["by", (s) => s.by || "-"],
     ["since", (s) => when(s.at)],
+    ["", (s) => undo ? undo(s) : null],
   ], rows, {id: "switches"});
 }
 
@@ -51,6 +82,9 @@ export async function servicePage(root, {parts}, ctx) {
   const settingsBody = h("div", {id: "settings"});
   const byKind = h("div");
   const byGroup = h("div");
+  let svcNow = null; // the service as last read (its switches)
+  let knownKinds = new Set(); // the kinds some task has (counts by kind)
+  const confirmBox = h("div");
   root.append(
     h("h1", null, "Service ", name),
     h("p", null, h("a", {href: `#/services/${seg(name)}/tasks`}, "Tasks"), " · ",
@@ -63,35 +97,74 @@ export async function servicePage(root, {parts}, ctx) {
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
       h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
 
+
+  // Pause or block, after the question: the whole service needs a reason; a kind no task has
+  // gets a warning first (a typo would otherwise stop nothing and look done).
+  function stopButton(label, verb, path, kind, reason) {
+    let said = "";
+    return actionButton(ctx, label, async () => {
+      const k = kind.value.trim();
+      const warning = k && !knownKinds.has(k) ? `No task of ${name} has kind '${k}' (check ` +
+        "the spelling): the switch would stop nothing today." : null;
+      const r = await askSwitch(confirmBox, {
+        question: k ? `${verb} kind ${k} of ${name}?` : `${verb} the whole service ${name}? ` +
+          "No kind runs until it is undone.",
+        warning, needReason: !k, verb: `${verb} ${k ? k : name}`, initial: reason.value.trim()});
+      if (r === null) return false;
+      said = r;
+      return true;
+    }, async () => {
+      const b = {};
+      if (kind.value.trim()) b.kind = kind.value.trim();
+      if (said) b.reason = said;
+      await api(`/services/${seg(name)}/${path}`, {method: "POST", body: b});
+      return `${verb === "Pause" ? "Paused" : "Blocked"} ` +
+        (b.kind ? `kind ${b.kind} of ${name}` : name);
+    }, refresh, true);
+  }
+
+  // Resume or unblock of the kind box; an empty box undoes only the whole-service switch, and
+  // says so (never "Resumed") when only kinds are stopped: their own buttons undo them.
+  function undoButton(label, path, which, kind) {
+    const list = () => (svcNow && svcNow[which]) || [];
+    return actionButton(ctx, label, null, async () => {
+      const k = kind.value.trim() || "*";
+      if (!list().some((s) => s.kind === k)) {
+        const others = list().map((s) => s.kind).filter((x) => x !== "*");
+        const e = new Error(k === "*" ? `${name} as a whole is not ${which}` +
+          (others.length ? `; kind(s) ${others.join(", ")} stay ${which}: use the ${label} ` +
+            "button beside each switch" : "") : `kind ${k} of ${name} is not ${which}`);
+        throw e;
+      }
+      return undoSwitch(label, path, k);
+    }, refresh);
+  }
+
+  async function undoSwitch(label, path, k) {
+    await api(`/services/${seg(name)}/${path}`, {method: "POST", body: k === "*" ? {} : {kind: k}});
+    return `${label === "Resume" ? "Resumed" : "Unblocked"} ` +
+      (k === "*" ? name : `kind ${k} of ${name}`);
+  }
+
+  // The Resume or Unblock button beside one switch of the table.
+  function undoOne(s) {
+    if (!ctx.canOperate) return null;
+    const [label, path] = s.which === "paused" ? ["Resume", "resume"] : ["Unblock", "unblock"];
+    const b = actionButton(ctx, label, null, () => undoSwitch(label, path, s.kind), refresh);
+    b.dataset.action = `${path}:${s.kind}`;
+    return b;
+  }
+
   function controls() {
     if (!ctx.canOperate) return null;
     const kind = h("input", {name: "kind", placeholder: "all kinds", size: 12});
     const reason = h("input", {name: "reason", placeholder: "why (recorded)", size: 24});
-    const body = (pause) => {
-      const b = {};
-      if (kind.value.trim()) b.kind = kind.value.trim();
-      if (pause && reason.value.trim()) b.reason = reason.value.trim();
-      return b;
-    };
-    const what = () => kind.value.trim() ? `kind ${kind.value.trim()} of ${name}` : name;
-    return h("div", {class: "filters", id: "switch-controls"},
+    return h("div", null, h("div", {class: "filters", id: "switch-controls"},
       h("label", null, "kind", kind), h("label", null, "reason", reason),
-      actionButton(ctx, "Pause", null, async () => {
-        await api(`/services/${seg(name)}/pause`, {method: "POST", body: body(true)});
-        return `Paused ${what()}`;
-      }, refresh, true),
-      actionButton(ctx, "Resume", null, async () => {
-        await api(`/services/${seg(name)}/resume`, {method: "POST", body: body(false)});
-        return `Resumed ${what()}`;
-      }, refresh),
-      actionButton(ctx, "Block", null, async () => {
-        await api(`/services/${seg(name)}/block`, {method: "POST", body: body(true)});
-        return `Blocked ${what()}`;
-      }, refresh, true),
-      actionButton(ctx, "Unblock", null, async () => {
-        await api(`/services/${seg(name)}/unblock`, {method: "POST", body: body(false)});
-        return `Unblocked ${what()}`;
-      }, refresh));
+      stopButton("Pause", "Pause", "pause", kind, reason),
+      undoButton("Resume", "resume", "paused", kind),
+      stopButton("Block", "Block", "block", kind, reason),
+      undoButton("Unblock", "unblock", "blocked", kind)), confirmBox);
   }
 
   async function refresh() {
@@ -105,7 +178,8 @@ export async function servicePage(root, {parts}, ctx) {
       ["state", (s) => stateBadge(s)],
       ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts))],
     ], [svc], {id: "service-state"}));
-    fill(switches, switchesTable(svc));
+    svcNow = svc;
+    fill(switches, switchesTable(svc, undoOne));
     fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
   }
   await refresh();
@@ -125,6 +199,7 @@ export async function servicePage(root, {parts}, ctx) {
       ? "This node's API does not serve the live settings (GET .../settings) yet."
       : "Cannot read the live settings: " + e.message);
   }
+  knownKinds = new Set(kinds.rows.map((r) => r.kind).filter((k) => k !== null));
   fill(byKind, breakdown("kind", kinds.rows));
   fill(byGroup, breakdown("group", groups.rows));
   return {refresh};
