@@ -34,8 +34,8 @@ static bool find_idempotent(cohort_store_t *store, mongoc_client_t *client, cons
 
 bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, const cohort_new_task_t *task,
-                                   bson_oid_t *oid, bool *replayed, bool *exists,
-                                   bool *coalesced, bson_error_t *error)
+                                   bson_oid_t *oid, bool *replayed, bool *exists, bool *coalesced,
+                                   bson_error_t *error)
 {
     *replayed = false;
     if (cohort_store_insert_task(store, client, service, task, oid, exists, coalesced, error))
@@ -76,8 +76,8 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
     BSON_APPEND_UTF8(&filter, "status", "pending");
     mongoc_collection_t *tasks = store_queue(store, client, service);
     int64_t count = 0;
-    bool ok = store_write(tasks, STORE_DELETE_MANY, &filter, NULL, NULL, "deletedCount", &count,
-                          error);
+    bool ok =
+        store_write(tasks, STORE_DELETE_MANY, &filter, NULL, NULL, "deletedCount", &count, error);
     if (ok)
         *deleted = count;
     mongoc_collection_destroy(tasks);
@@ -85,31 +85,63 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
     return ok;
 }
 
+/* The filter of a page: its equality filters and view, and with `cursor` its keyset bound. */
+static void task_page_filter(const cohort_task_page_t *page, bool cursor, bson_t *filter)
+{
+    if (page->status)
+        BSON_APPEND_UTF8(filter, "status", page->status);
+    if (page->kind)
+        BSON_APPEND_UTF8(filter, "kind", page->kind);
+    if (page->group)
+        BSON_APPEND_UTF8(filter, "group", page->group);
+    if (page->view != COHORT_TASK_VIEW_ALL) {
+        bson_t cond;
+        bool retrying = page->view == COHORT_TASK_VIEW_RETRYING;
+        if (!page->status)
+            BSON_APPEND_UTF8(filter, "status", "pending");
+        BSON_APPEND_DOCUMENT_BEGIN(filter, "attempts", &cond);
+        BSON_APPEND_INT32(&cond, retrying ? "$gte" : "$lt", 1);
+        bson_append_document_end(filter, &cond);
+        if (!retrying) {
+            BSON_APPEND_DOCUMENT_BEGIN(filter, "not_before", &cond);
+            BSON_APPEND_BOOL(&cond, "$exists", true);
+            bson_append_document_end(filter, &cond);
+        }
+    }
+    if (cursor && page->after) {
+        bson_t bound;
+        BSON_APPEND_DOCUMENT_BEGIN(filter, "_id", &bound);
+        BSON_APPEND_OID(&bound, page->newest_first ? "$lt" : "$gt", page->after);
+        bson_append_document_end(filter, &bound);
+    }
+}
+
 bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, const cohort_task_page_t *page,
                                  cohort_store_doc_fn fn, void *user, bson_error_t *error)
 {
     bson_t filter = BSON_INITIALIZER;
-    if (page->status)
-        BSON_APPEND_UTF8(&filter, "status", page->status);
-    if (page->kind)
-        BSON_APPEND_UTF8(&filter, "kind", page->kind);
-    if (page->group)
-        BSON_APPEND_UTF8(&filter, "group", page->group);
-    if (page->after) {
-        bson_t gt;
-        BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &gt);
-        BSON_APPEND_OID(&gt, "$gt", page->after);
-        bson_append_document_end(&filter, &gt);
-    }
+    task_page_filter(page, true, &filter);
     /* Small batches: a page ends at COHORT_API_PAGE_BYTES, so a batch of up to 16 MB (the
      * server's default for a limit of 500) would be read mostly to be thrown away. */
-    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(1), "}", "limit",
-                            BCON_INT64(page->limit), "batchSize", BCON_INT32(PAGE_BATCH),
+    bson_t *opts = BCON_NEW("sort", "{", "_id", BCON_INT32(page->newest_first ? -1 : 1), "}",
+                            "limit", BCON_INT64(page->limit), "batchSize", BCON_INT32(PAGE_BATCH),
                             "projection", "{", "history", BCON_INT32(0), "}");
-    bool ok = store_walk_find(store_queue(store, client, service), &filter, opts, fn, user,
-                              error);
+    bool ok = store_walk_find(store_queue(store, client, service), &filter, opts, fn, user, error);
     bson_destroy(opts);
     bson_destroy(&filter);
     return ok;
+}
+
+bool cohort_store_count_task_page(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const cohort_task_page_t *page,
+                                  int64_t *total, bson_error_t *error)
+{
+    bson_t filter = BSON_INITIALIZER;
+    task_page_filter(page, false, &filter);
+    mongoc_collection_t *tasks = store_queue(store, client, service);
+    *total = mongoc_collection_count_documents(tasks, &filter, NULL, NULL, NULL, error);
+    mongoc_collection_destroy(tasks);
+    bson_destroy(&filter);
+    return *total >= 0;
 }
