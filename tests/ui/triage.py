@@ -6,7 +6,9 @@ that matters"), in headless Chromium against one node:
     continues where the first ended while tasks arrive (keyset);
   - views of retrying tasks (in backoff, with their next run time) and scheduled (delayed)
     tasks;
-  - rows can be selected for Retry (and Cancel, Delete), beside "all matching".
+  - rows can be selected for Retry (and Cancel, Delete), beside "all matching";
+  - the service page's "By group" table holds the 20 groups with the most tasks, sorted by
+    count, and says how many more there are.
 
 Usage: tests/ui/triage.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI as for every test)
 """
@@ -109,6 +111,23 @@ def scenario(fx):
     fx.check(fx.queue.count_documents({"status": "failed"}) == N_FAILED + 3 - 2,
              "selection: every other failure left alone")
     fx.screenshot("tasks-selection.png")
+
+    # ---- By group: bounded, sorted by count ----
+    fx.queue.insert_many([{"status": "succeeded", "group": f"g{i:02}", "data": {},
+                           "created_at": fx.now, "run_at": fx.now, "finished_at": fx.now,
+                           "attempts": 1, "priority": 0}
+                          for i in range(25) for _ in range(i + 1)])
+    b.go(f"#/services/{svc}")
+    b.wait("document.querySelector('table.breakdown[data-by=group]')", what="service page")
+    groups = b.eval("[...document.querySelectorAll('table.breakdown[data-by=group] tbody tr')]"
+                    ".map(tr => tr.children[0].textContent + ':' + tr.children[1].textContent)")
+    ungrouped = fx.queue.count_documents({"group": None})  # the tasks above: the most
+    want = [f"(none):{ungrouped}"] + [f"g{i:02}:{i + 1}" for i in range(24, 5, -1)]
+    fx.check(groups == want, f"by group: the 20 with the most tasks, by count ({groups[:3]}...)")
+    more = b.eval("(document.querySelector('.breakdown-more[data-by=group]') || {}).textContent")
+    fx.check(bool(more) and more.startswith("6 more groups with 21 task(s)"),
+             f"by group: a note of the rest ({more})")
+    fx.screenshot("service-by-group.png")
 
 
 sys.exit(uifix.run(scenario, nodes=1))
