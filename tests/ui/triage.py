@@ -8,7 +8,8 @@ that matters"), in headless Chromium against one node:
     tasks;
   - rows can be selected for Retry (and Cancel, Delete), beside "all matching";
   - the service page's "By group" table holds the 20 groups with the most tasks, sorted by
-    count, and says how many more there are.
+    count, and says how many more there are;
+  - the schedules page: each schedule's spec, time zone, state, next slot.
 
 Usage: tests/ui/triage.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI as for every test)
 """
@@ -129,5 +130,19 @@ def scenario(fx):
              f"by group: a note of the rest ({more})")
     fx.screenshot("service-by-group.png")
 
+    # ---- schedules page ----
+    b.click("a[href$='/schedules']")
+    b.wait("document.querySelector('#schedules')", what="schedules page")
+    row = b.eval("[...document.querySelector('#schedules tbody tr').children]"
+                 ".map(td => td.textContent)")
+    fx.check(row[0] == "nightly" and "0 3 * * *" in row[2] and row[3] == "Europe/Berlin",
+             f"schedules: id, spec and time zone ({row[:4]})")
+    fx.check(row[5] not in ("", "-") and row[1] in ("active", "not started"),
+             f"schedules: state and next slot ({row[1]}, {row[5]})")
+    fx.check("cohortctl schedules pause web nightly" in row[-1],
+             "schedules: how to pause it, for an operator")
+    fx.screenshot("schedules.png")
 
-sys.exit(uifix.run(scenario, nodes=1))
+
+sys.exit(uifix.run(scenario, nodes=1,
+                   extra_ini="schedule.nightly = 0 3 * * * ; tz=Europe/Berlin ; catch_up=none"))

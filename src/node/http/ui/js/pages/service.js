@@ -69,7 +69,8 @@ export async function servicePage(root, {parts}, ctx) {
   root.append(
     h("h1", null, "Service ", name),
     h("p", null, h("a", {href: `#/services/${seg(name)}/tasks`}, "Tasks"), " · ",
-      h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks")),
+      h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks"), " · ",
+      h("a", {href: `#/services/${seg(name)}/schedules`}, "Schedules")),
     h("section", {class: "card"}, h("h2", null, "State"), head),
     h("section", {class: "card"}, h("h2", null, "Switches"), switches, controls()),
     h("section", {class: "card"}, h("h2", null, "Tracked batches"), batchBody),
