@@ -50,7 +50,12 @@ typedef struct cohort_task_page {
     const bson_oid_t *after; /* NULL: from the first */
     bool newest_first;       /* _id descending (newest first) instead of ascending */
     int64_t limit;           /* documents handed to `fn`, at most */
+    /* A search by task data (NULL: none): data.<data_path> equal to data_value (as a string,
+     * or as a number if it reads as an integer). No index serves it, so the page looks at
+     * most COHORT_TASK_SEARCH_SCAN tasks past `after` that match the other filters. */
+    const char *data_path, *data_value;
 } cohort_task_page_t;
+#define COHORT_TASK_SEARCH_SCAN 10000
 
 /* The service's tasks matching `page` in _id order (ascending, or descending if
  * newest_first), each handed to `fn`, without their history (the single-task read has it). */

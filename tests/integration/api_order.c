@@ -2,7 +2,9 @@
  * api_order.c - GET .../tasks for triage (issue 28): order=newest pages from the newest task
  * down through the keyset cursor, every task once and page 1 unchanged when a task arrives;
  * total=true counts the matching tasks; view=retrying and view=scheduled narrow to pending
- * tasks waiting for a retry or created with a delay; bad values are clear 400s.
+ * tasks waiting for a retry or created with a delay; data_path and data_value search the
+ * task data (a string, or an integer as a number too) over a bounded scan; bad values are
+ * clear 400s.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -147,6 +149,51 @@ Test(api_order, retrying_and_scheduled_views)
     bson_destroy(&body);
 }
 
+/* Inserts a task numbered `n` whose data.customer.id is `id` (a BSON value of `doc`). */
+static void insert_customer(int n, const bson_t *customer)
+{
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
+    bson_t *doc = BCON_NEW("status", "failed", "data", "{", "n", BCON_INT32(n), "customer",
+                           BCON_DOCUMENT(customer), "}");
+    bson_error_t error;
+    cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error), "%s", error.message);
+    bson_destroy(doc);
+    mongoc_collection_destroy(queue);
+}
+
+Test(api_order, search_by_task_data)
+{
+    bson_t *s42 = BCON_NEW("id", BCON_UTF8("42")), *n42 = BCON_NEW("id", BCON_INT32(42));
+    bson_t *other = BCON_NEW("id", BCON_UTF8("7"));
+    insert_customer(1, s42);
+    insert_customer(2, other);
+    insert_customer(3, n42);
+    insert_task(4, 0, false); /* no customer at all */
+    bson_t body;
+    int ns[8];
+    cr_assert_eq(get(TASKS "?data_path=customer.id&data_value=42&order=newest", &body), 200);
+    cr_assert_eq(item_numbers(&body, ns, 8), 2);
+    cr_assert(ns[0] == 3 && ns[1] == 1, "found %d, %d", ns[0], ns[1]);
+    cr_assert_eq(test_doc_int(&body, "searched_max"), 10000, "the bound is stated");
+    bson_destroy(&body);
+    cr_assert_eq(get(TASKS "?data_path=customer.id&data_value=7&status=failed", &body), 200);
+    cr_assert_eq(item_numbers(&body, ns, 8), 1);
+    cr_assert_eq(ns[0], 2);
+    bson_destroy(&body);
+    cr_assert_eq(get(TASKS "?data_path=customer.id&data_value=42&limit=1", &body), 200);
+    cr_assert(test_doc_has(&body, "next") && item_numbers(&body, ns, 8) == 1 && ns[0] == 1);
+    char path[256];
+    snprintf(path, sizeof path, TASKS "?data_path=customer.id&data_value=42&limit=1&after=%s",
+             test_doc_str(&body, "next"));
+    bson_destroy(&body);
+    cr_assert_eq(get(path, &body), 200);
+    cr_assert(item_numbers(&body, ns, 8) == 1 && ns[0] == 3, "page 2 of the search");
+    bson_destroy(&body);
+    bson_destroy(s42);
+    bson_destroy(n42);
+    bson_destroy(other);
+}
+
 Test(api_order, bad_values_are_clear_400s)
 {
     static const char *const bad[] = {"?order=desc",
@@ -154,7 +201,15 @@ Test(api_order, bad_values_are_clear_400s)
                                       "?view=failed",
                                       "?total=yes",
                                       "?order=newest&order=oldest",
-                                      "?view=retrying&status=failed"};
+                                      "?view=retrying&status=failed",
+                                      "?data_path=customer.id",
+                                      "?data_value=1",
+                                      "?data_path=.x&data_value=1",
+                                      "?data_path=a..b&data_value=1",
+                                      "?data_path=$where&data_value=1",
+                                      "?data_path=a.b.c.d.e.f.g.h.i&data_value=1",
+                                      "?data_path=a&data_value=",
+                                      "?data_path=a&data_value=1&total=true"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char path[128];
         bson_t body;

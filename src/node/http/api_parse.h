@@ -161,13 +161,14 @@ typedef struct cohort_api_list {
     int64_t limit;
     bool has_after;
     bson_oid_t after;
-    bool newest_first;       /* order=newest (default oldest: _id ascending) */
-    cohort_task_view_t view; /* view=retrying|scheduled narrows to pending tasks */
-    bool total;              /* total=true: the reply counts every matching task */
+    bool newest_first;                  /* order=newest (default oldest: _id ascending) */
+    cohort_task_view_t view;            /* view=retrying|scheduled narrows to pending tasks */
+    bool total;                         /* total=true: the reply counts every matching task */
+    const char *data_path, *data_value; /* a search by task data (both or neither) */
 } cohort_api_list_t;
-/* status, kind, group, limit, after, order, view, total */
+/* status, kind, group, limit, after, order, view, total, data_path, data_value */
 extern const char *const cohort_api_list_params[];
-#define COHORT_API_LIST_PARAMS 8
+#define COHORT_API_LIST_PARAMS 10
 bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_api_error_t *err);
 
 /* The opaque cursor `next` of a page ending at task `last`, and its reverse. */

@@ -576,7 +576,9 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
                                    .view = list.view,
                                    .after = list.has_after ? &list.after : NULL,
                                    .newest_first = list.newest_first,
-                                   .limit = list.limit + 1};
+                                   .limit = list.limit + 1,
+                                   .data_path = list.data_path,
+                                   .data_value = list.data_value};
         bson_error_t error;
         ok = cohort_store_each_task_page(call->store, call->client, call->route->service, &page,
                                          page_item, &w, &error) ||
@@ -590,6 +592,8 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
     if (ok && list.total)
         BSON_APPEND_INT64(&call->reply->body, "total", total);
     BSON_APPEND_UTF8(&call->reply->body, "order", list.newest_first ? "newest" : "oldest");
+    if (ok && list.data_path)
+        BSON_APPEND_INT64(&call->reply->body, "searched_max", COHORT_TASK_SEARCH_SCAN);
     if (ok && w.more) {
         char next[40];
         cohort_api_cursor_encode(&w.last, next, sizeof next);
