@@ -4,6 +4,7 @@ that matters"), in headless Chromium against one node:
   - the tasks list is newest first by default, with the total of matching tasks and each
     task's finished time; oldest first is selectable; in either order the next page
     continues where the first ended while tasks arrive (keyset);
+  - a search by task data (field path and value), its bound stated;
   - views of retrying tasks (in backoff, with their next run time) and scheduled (delayed)
     tasks;
   - rows can be selected for Retry (and Cancel, Delete), beside "all matching";
@@ -18,6 +19,7 @@ import datetime
 import sys
 
 import uifix
+from bson import ObjectId
 
 N_FAILED = 55  # more than a page (50)
 
@@ -85,6 +87,19 @@ def scenario(fx):
     wait_rows(b, N_FAILED - 50 + 3, "page 2, oldest first")
     fx.check(ids_on_page(b)[:5] == failed[50:], "tasks: oldest first, page 2 continues, new at the end")
 
+    # ---- search by task data ----
+    fx.queue.update_one({"_id": ObjectId(failed[7])}, {"$set": {"data": {"customer": {"id": 42}}}})
+    b.go(f"#/services/{svc}/tasks")
+    b.wait("document.querySelector('#task-filters input[name=data_path]')", what="filters")
+    b.eval("document.querySelector('#task-filters input[name=data_path]').value = 'customer.id';"
+           "document.querySelector('#task-filters input[name=data_value]').value = '42'")
+    b.click("#task-filters button[type=submit]")
+    wait_first(b, failed[7], "search by data")
+    fx.check(ids_on_page(b) == [failed[7]], "search: the one task whose data.customer.id is 42")
+    fx.check("among the 10000 newest tasks" in b.text("#tasks-searched"),
+             "search: the bound is stated (" + b.text("#tasks-searched") + ")")
+    fx.screenshot("tasks-search.png")
+
     # ---- retrying and scheduled views ----
     b.go(f"#/services/{svc}/tasks?view=retrying")
     wait_first(b, retrying, "retrying view")
@@ -105,7 +120,6 @@ def scenario(fx):
                     ".map(c => { c.click(); return c.dataset.id; })")
     fx.check(b.text("#selected-count") == "2 selected", "selection: the count of ticked rows")
     b.click("#selection-actions button[data-selected=retry]")  # confirm() is accepted
-    from bson import ObjectId
     ok = fx.wait_db(lambda: all(fx.queue.find_one({"_id": ObjectId(i)})["status"] != "failed"
                                 for i in chosen), what="selected retried")
     fx.check(ok, "selection: Retry selected re-queued exactly the ticked tasks")

@@ -1,5 +1,5 @@
-// tasks.js - a service's tasks filtered by status, kind, group or a view (retrying: in
-// backoff; scheduled: delayed), newest first unless the reader picks oldest first, a page at a
+// tasks.js - a service's tasks filtered by status, kind, group, task data (a bounded search)
+// or a view (retrying: in backoff; scheduled: delayed), newest first unless the reader picks oldest first, a page at a
 // time through the API's keyset cursor: the next page continues where this one ended whatever
 // arrived meanwhile (this page is not refreshed live). The total of matching tasks heads the
 // list; rows can be selected for Retry, Cancel or Delete, beside "all matching". An id goes
@@ -101,6 +101,10 @@ export async function tasksPage(root, {parts, query}, ctx) {
   const kind = h("input", {name: "kind", value: query.get("kind") || "", size: 12});
   const group = h("input", {name: "group", value: query.get("group") || "", size: 12});
   const id = h("input", {name: "id", placeholder: "24 hex digits", size: 26});
+  const dataPath = h("input", {name: "data_path", value: query.get("data_path") || "", size: 14,
+    placeholder: "customer.id"});
+  const dataValue = h("input", {name: "data_value", value: query.get("data_value") || "",
+    size: 10});
   const order = h("select", {name: "order"}, h("option", {value: "newest"}, "newest first"),
     h("option", {value: "oldest"}, "oldest first"));
   order.value = query.get("order") === "oldest" ? "oldest" : "newest";
@@ -118,17 +122,26 @@ export async function tasksPage(root, {parts, query}, ctx) {
     if (kind.value.trim()) q.set("kind", kind.value.trim());
     if (group.value.trim()) q.set("group", group.value.trim());
     if (view.value) q.set("view", view.value);
+    if (dataPath.value.trim()) q.set("data_path", dataPath.value.trim());
+    if (dataValue.value) q.set("data_value", dataValue.value);
     if (order.value === "oldest") q.set("order", "oldest");
     ctx.go(`${base}?${q}`);
   }}, h("label", null, "status", status), h("label", null, "view", view),
   h("label", null, "kind", kind), h("label", null, "group", group),
+  h("label", null, "data", dataPath), h("label", null, "=", dataValue),
   h("label", null, "order", order), h("label", null, "or id", id),
   h("button", {type: "submit"}, "Show"));
 
   const q = new URLSearchParams({limit: String(LIMIT), order: order.value});
   for (const k of ["status", "kind", "group", "after"]) if (query.get(k)) q.set(k, query.get(k));
   if (view.value) q.set("view", view.value);
-  if (!query.get("after")) q.set("total", "true"); // counted once, on the first page
+  const search = query.get("data_path") && query.get("data_value");
+  if (search) {
+    q.set("data_path", query.get("data_path"));
+    q.set("data_value", query.get("data_value"));
+  } else if (!query.get("after")) {
+    q.set("total", "true"); // counted once, on the first page (not with a bounded search)
+  }
   const page = await api(`/services/${seg(name)}/tasks?${q}`);
   const picked = new Map(); // id -> status of the rows ticked
   const reload = async () => {
@@ -170,12 +183,18 @@ export async function tasksPage(root, {parts, query}, ctx) {
         ? "that ran before and wait for another attempt at their next run)"
         : "created with a delay that never ran)") : ""))
     : null;
+  const searched = typeof page.searched_max === "number"
+    ? h("p", {id: "tasks-searched"}, `Search by data: data.${query.get("data_path")} = ` +
+      `${query.get("data_value")}, among the ${page.searched_max} ${orderWords.split(" ")[0]} ` +
+      `tasks ${query.get("after") ? "after the previous page" : ""} matching the other ` +
+      "filters (task data has no index: narrow by status, kind or group, or page on).")
+    : null;
   root.append(
     h("h1", null, h("a", {href: `#/services/${seg(name)}`}, name), " · tasks"),
     form,
     bulkActions(ctx, name, query, reload),
     selection ? selection.bar : null,
-    h("section", {class: "card"}, total, rows,
+    h("section", {class: "card"}, total, searched, rows,
       h("p", {class: "pager"}, query.get("after")
         ? h("a", {href: `${base}${first ? "?" + first : ""}`}, "← First page") : null,
       " ", nextLink, ` (${page.items.length} shown, ${orderWords})`)));
