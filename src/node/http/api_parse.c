@@ -89,8 +89,8 @@ static bool route_tasks(const char *method, cohort_api_route_t *route, cohort_ap
     if (strcmp(method, "GET") == 0)
         return pick(method, "GET", COHORT_API_TASKS_LIST, COHORT_SCOPE_READ, "GET, POST", route,
                     err);
-    return pick(method, "POST", COHORT_API_TASKS_CREATE, COHORT_SCOPE_ENQUEUE, "GET, POST", route,
-                err);
+    return pick(method, "POST", COHORT_API_TASKS_CREATE, COHORT_SCOPE_ENQUEUE, "GET, POST",
+                route, err);
 }
 
 /* .../tasks/{id} (GET, DELETE) and .../tasks/{id}/retry|cancel (POST); `rest` follows the id */
@@ -101,7 +101,8 @@ static bool route_task(const char *method, const char *rest, cohort_api_route_t 
         if (strcmp(method, "DELETE") == 0)
             return pick(method, "DELETE", COHORT_API_TASK_DELETE, COHORT_SCOPE_OPERATE,
                         "GET, DELETE", route, err);
-        return pick(method, "GET", COHORT_API_TASK, COHORT_SCOPE_READ, "GET, DELETE", route, err);
+        return pick(method, "GET", COHORT_API_TASK, COHORT_SCOPE_READ, "GET, DELETE", route,
+                    err);
     }
     if (strcmp(rest, "retry") == 0)
         return pick(method, "POST", COHORT_API_TASK_RETRY, COHORT_SCOPE_OPERATE, "POST", route,
@@ -113,12 +114,13 @@ static bool route_task(const char *method, const char *rest, cohort_api_route_t 
 }
 
 /* .../settings: GET reads (read); PATCH or POST changes (operate). */
-static bool route_settings(const char *method, cohort_api_route_t *route, cohort_api_error_t *err)
+static bool route_settings(const char *method, cohort_api_route_t *route,
+                           cohort_api_error_t *err)
 {
     static const char allow[] = "GET, PATCH, POST";
     if (strcmp(method, "PATCH") == 0 || strcmp(method, "POST") == 0)
-        return pick(method, method, COHORT_API_SETTINGS_WRITE, COHORT_SCOPE_OPERATE, allow, route,
-                    err);
+        return pick(method, method, COHORT_API_SETTINGS_WRITE, COHORT_SCOPE_OPERATE, allow,
+                    route, err);
     return pick(method, "GET", COHORT_API_SETTINGS, COHORT_SCOPE_READ, allow, route, err);
 }
 
@@ -216,8 +218,8 @@ bool cohort_api_route(const char *method, const char *path, cohort_api_route_t *
 
 void cohort_lease_token_format(const cohort_lease_ref_t *ref, char *out, size_t len)
 {
-    snprintf(out, len, LEASE_PREFIX "%s.%s.%d.%s", ref->service, ref->task_id, (int)ref->attempt,
-             ref->claim);
+    snprintf(out, len, LEASE_PREFIX "%s.%s.%d.%s", ref->service, ref->task_id,
+             (int)ref->attempt, ref->claim);
 }
 
 /* The next '.'-separated part of *p into `out` (1 to len - 1 bytes). */
@@ -401,8 +403,6 @@ bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_
         list->has_after = true;
     }
     list->status = status;
-    list->kind = kind;
-    list->group = group;
     if (!parse_list_shape(values[5], values[6], values[7], list, err))
         return false;
     if (!parse_data_search(values[8], values[9], list, err))
@@ -410,6 +410,8 @@ bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_
     if (list->view != COHORT_TASK_VIEW_ALL && status && strcmp(status, "pending") != 0)
         return bad_request(err, "query parameter 'view' lists pending tasks: drop 'status' "
                                 "or make it pending");
+    list->kind = kind;
+    list->group = group;
     return true;
 }
 
@@ -436,7 +438,8 @@ bool cohort_api_parse_object(const char *body, size_t len, bool empty_ok, bson_t
     while (skip < len && strchr(" \t\r\n", body[skip]) && body[skip])
         skip++;
     if (skip == len) {
-        return empty_ok || bad_request(err, "the body must be a JSON object, like {\"data\": {}}");
+        return empty_ok ||
+               bad_request(err, "the body must be a JSON object, like {\"data\": {}}");
     }
     if (body[skip] != '{')
         return bad_request(err, "the body must be a JSON object, not another JSON value");
@@ -459,9 +462,8 @@ static bool time_field(bson_iter_t *it, const cohort_task_option_t *r, const cha
     int64_t ms = 0;
     if (BSON_ITER_HOLDS_UTF8(it)) {
         if (!cohort_time_parse(bson_iter_utf8(it, NULL), &ms))
-            return bad_request(err,
-                               "field '%s%s' must be ms since the epoch or a UTC time like "
-                               "2026-11-21T10:00:00Z",
+            return bad_request(err, "field '%s%s' must be ms since the epoch or a UTC time like "
+                                    "2026-11-21T10:00:00Z",
                                where, bson_iter_key(it));
         return BSON_APPEND_INT64(one, r->name, ms);
     }
@@ -552,8 +554,8 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
     return true;
 }
 
-bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind, const char **reason,
-                             cohort_api_error_t *err)
+bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
+                             const char **reason, cohort_api_error_t *err)
 {
     *kind = *reason = NULL;
     bson_iter_t it;

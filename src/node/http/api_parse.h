@@ -26,7 +26,7 @@
  * holds at least one task, whatever its size. */
 #define COHORT_API_PAGE_BYTES (1024 * 1024)
 #define COHORT_API_BATCH_MAX 1000
-#define COHORT_API_KEY_MAX 256 /* Idempotency-Key */
+#define COHORT_API_KEY_MAX 256   /* Idempotency-Key */
 #define COHORT_API_REASON_MAX 1000
 
 /* A request as the API reads it, and its answer (http.c converts from and to evhttp). */
@@ -48,8 +48,8 @@ typedef struct cohort_api_request {
 
 typedef struct cohort_api_reply {
     int status;
-    bson_t body;       /* the JSON document to send; cohort_api_handle() initialises it, the
-                          caller destroys it */
+    bson_t body; /* the JSON document to send; cohort_api_handle() initialises it, the
+                    caller destroys it */
     const char *allow; /* for a 405: the Allow header (static text); else NULL */
     /* > 0: a claim that found nothing and may wait this long: hold the request and run it
      * again on work for `held_service` (api_pool.h); the body is the reply if none comes. */
@@ -87,20 +87,20 @@ bool cohort_api_fail(cohort_api_error_t *err, int status, const char *code, cons
     __attribute__((format(printf, 4, 5)));
 
 typedef enum cohort_api_endpoint {
-    COHORT_API_SERVICES,        /* GET  /api/v1/services */
-    COHORT_API_TASKS_LIST,      /* GET  /api/v1/services/{svc}/tasks */
-    COHORT_API_TASKS_CREATE,    /* POST /api/v1/services/{svc}/tasks */
-    COHORT_API_TASKS_BATCH,     /* POST /api/v1/services/{svc}/tasks:batch */
-    COHORT_API_TASK,            /* GET  /api/v1/services/{svc}/tasks/{id} */
-    COHORT_API_COUNTS,          /* GET  /api/v1/services/{svc}/counts */
-    COHORT_API_PAUSE,           /* POST /api/v1/services/{svc}/pause */
-    COHORT_API_RESUME,          /* POST /api/v1/services/{svc}/resume */
-    COHORT_API_CLAIMS,          /* POST /api/v1/services/{svc}/claims (external workers) */
+    COHORT_API_SERVICES,     /* GET  /api/v1/services */
+    COHORT_API_TASKS_LIST,   /* GET  /api/v1/services/{svc}/tasks */
+    COHORT_API_TASKS_CREATE, /* POST /api/v1/services/{svc}/tasks */
+    COHORT_API_TASKS_BATCH,  /* POST /api/v1/services/{svc}/tasks:batch */
+    COHORT_API_TASK,         /* GET  /api/v1/services/{svc}/tasks/{id} */
+    COHORT_API_COUNTS,       /* GET  /api/v1/services/{svc}/counts */
+    COHORT_API_PAUSE,        /* POST /api/v1/services/{svc}/pause */
+    COHORT_API_RESUME,       /* POST /api/v1/services/{svc}/resume */
+    COHORT_API_CLAIMS,       /* POST /api/v1/services/{svc}/claims (external workers) */
     COHORT_API_LEASE_HEARTBEAT, /* POST /api/v1/leases/{token}/heartbeat */
     COHORT_API_LEASE_SUCCEED,   /* POST /api/v1/leases/{token}/succeed */
     COHORT_API_LEASE_FAIL,      /* POST /api/v1/leases/{token}/fail */
     COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
-    COHORT_API_SCHEDULES,       /* GET  /api/v1/services/{svc}/schedules */
+    COHORT_API_SCHEDULES,    /* GET  /api/v1/services/{svc}/schedules */
     /* operators' changes (api_ops.c) */
     COHORT_API_TASK_RETRY,     /* POST   /api/v1/services/{svc}/tasks/{id}/retry */
     COHORT_API_TASK_CANCEL,    /* POST   /api/v1/services/{svc}/tasks/{id}/cancel */
@@ -109,8 +109,8 @@ typedef enum cohort_api_endpoint {
     COHORT_API_SETTINGS,       /* GET    /api/v1/services/{svc}/settings */
     COHORT_API_SETTINGS_WRITE, /* PATCH (or POST) /api/v1/services/{svc}/settings */
     /* The dashboard's (node/http/api_ui.h routes them) */
-    COHORT_API_WHOAMI,  /* GET /api/v1/whoami */
-    COHORT_API_NODES,   /* GET /api/v1/nodes */
+    COHORT_API_WHOAMI, /* GET /api/v1/whoami */
+    COHORT_API_NODES,  /* GET /api/v1/nodes */
     COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
     COHORT_API_AUDIT,   /* GET /api/v1/audit */
     COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
@@ -122,11 +122,11 @@ typedef enum cohort_api_endpoint {
 
 typedef struct cohort_api_route {
     cohort_api_endpoint_t endpoint;
-    uint32_t scope;           /* the scope it needs (core/token.h) */
-    char service[65];         /* "" for /services */
+    uint32_t scope;      /* the scope it needs (core/token.h) */
+    char service[65];    /* "" for /services */
     cohort_lease_ref_t lease; /* COHORT_API_LEASE_* only (its service is `service` too) */
-    char task_id[25];         /* COHORT_API_TASK and COHORT_API_TASK_{RETRY,CANCEL,DELETE} */
-    const char *allow;        /* for a 405: the methods the path takes */
+    char task_id[25];    /* COHORT_API_TASK and COHORT_API_TASK_{RETRY,CANCEL,DELETE} */
+    const char *allow;   /* for a 405: the methods the path takes */
 } cohort_api_route_t;
 
 /* A lease token is "l1.SERVICE.TASK.ATTEMPT.CLAIM": the service, the task's id (24 hex
@@ -199,8 +199,8 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
 
 /* POST .../pause|resume: {"kind": K, "reason": R}, both optional (reason only for pause).
  * Views into `body`. */
-bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind, const char **reason,
-                             cohort_api_error_t *err);
+bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
+                             const char **reason, cohort_api_error_t *err);
 
 /* GET .../counts?by=status|kind|group: "status" if absent. */
 bool cohort_api_parse_counts_by(const char *by, const char **field, cohort_api_error_t *err);
