@@ -38,8 +38,8 @@ static bool find_idempotent(cohort_store_t *store, mongoc_client_t *client, cons
 
 bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, const cohort_new_task_t *task,
-                                   bson_oid_t *oid, bool *replayed, bool *exists, bool *coalesced,
-                                   bson_error_t *error)
+                                   bson_oid_t *oid, bool *replayed, bool *exists,
+                                   bool *coalesced, bson_error_t *error)
 {
     *replayed = false;
     if (cohort_store_insert_task(store, client, service, task, oid, exists, coalesced, error))
@@ -80,8 +80,8 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
     BSON_APPEND_UTF8(&filter, "status", "pending");
     mongoc_collection_t *tasks = store_queue(store, client, service);
     int64_t count = 0;
-    bool ok =
-        store_write(tasks, STORE_DELETE_MANY, &filter, NULL, NULL, "deletedCount", &count, error);
+    bool ok = store_write(tasks, STORE_DELETE_MANY, &filter, NULL, NULL, "deletedCount", &count,
+                          error);
     if (ok)
         *deleted = count;
     mongoc_collection_destroy(tasks);

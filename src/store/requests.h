@@ -24,8 +24,8 @@
  * (then false is returned). *coalesced (may be NULL) as cohort_store_insert_task() says. */
 bool cohort_store_insert_task_once(cohort_store_t *store, mongoc_client_t *client,
                                    const char *service, const cohort_new_task_t *task,
-                                   bson_oid_t *oid, bool *replayed, bool *exists, bool *coalesced,
-                                   bson_error_t *error);
+                                   bson_oid_t *oid, bool *replayed, bool *exists,
+                                   bool *coalesced, bson_error_t *error);
 
 /* Undoes part of a request that failed part way: deletes those of the `n` tasks `ids` that
  * are still pending (a node may have claimed one meanwhile: it stays). *deleted counts them. */

@@ -78,8 +78,8 @@ static bool one_service(void *user, const char *name, bson_error_t *error)
     services_walk_t *w = user;
     bson_t svc;
     cohort_json_array_begin_document(w->array, &w->n, &svc);
-    bool ok =
-        cohort_service_status(w->call->store, w->call->client, name, w->now, &svc, NULL, error);
+    bool ok = cohort_service_status(w->call->store, w->call->client, name, w->now, &svc, NULL,
+                                    error);
     bson_append_document_end(w->array, &svc);
     return ok;
 }
@@ -113,7 +113,8 @@ typedef struct new_task {
 } new_task_t;
 
 /* Parses one task of the body into `t` (destroy t->options after). */
-static bool read_task(cohort_api_call_t *call, const bson_t *body, const char *where, new_task_t *t)
+static bool read_task(cohort_api_call_t *call, const bson_t *body, const char *where,
+                      new_task_t *t)
 {
     if (!cohort_api_parse_task(body, where, &t->data, &t->has_data, &t->options, call->err))
         return false;
@@ -305,27 +306,23 @@ static void undo_batch(cohort_api_call_t *call, uint32_t failed, const bson_oid_
     bson_strncpy(why, call->err->message, sizeof why);
     int64_t deleted = 0;
     bson_error_t error;
-    bool undone = cohort_store_delete_pending_tasks(call->store, call->client, call->route->service,
-                                                    ids, n, &deleted, &error);
+    bool undone = cohort_store_delete_pending_tasks(call->store, call->client,
+                                                    call->route->service, ids, n, &deleted,
+                                                    &error);
     char *msg = call->err->message;
     size_t room = sizeof call->err->message;
     if (n == 0)
         snprintf(msg, room, "tasks[%u]: %.300s (nothing was created)", failed, why);
     else if (!undone)
-        snprintf(msg, room,
-                 "tasks[%u]: %.200s (the %zu tasks before it were created and could "
-                 "not be removed: %.150s)",
-                 failed, why, n, error.message);
+        snprintf(msg, room, "tasks[%u]: %.200s (the %zu tasks before it were created and could "
+                 "not be removed: %.150s)", failed, why, n, error.message);
     else if ((size_t)deleted < n)
-        snprintf(msg, room,
-                 "tasks[%u]: %.200s (of the %zu tasks created before it, %lld were "
-                 "removed; %lld were claimed already and stay)",
-                 failed, why, n, (long long)deleted, (long long)n - (long long)deleted);
+        snprintf(msg, room, "tasks[%u]: %.200s (of the %zu tasks created before it, %lld were "
+                 "removed; %lld were claimed already and stay)", failed, why, n,
+                 (long long)deleted, (long long)n - (long long)deleted);
     else
-        snprintf(msg, room,
-                 "tasks[%u]: %.300s (the %zu tasks created before it were removed: "
-                 "nothing was created)",
-                 failed, why, n);
+        snprintf(msg, room, "tasks[%u]: %.300s (the %zu tasks created before it were removed: "
+                 "nothing was created)", failed, why, n);
 }
 
 /* Inserts the checked tasks in order; on a refusal part way, undoes the ones created. */
@@ -463,7 +460,8 @@ static void append_history(const bson_t *doc, bson_t *out)
 }
 
 /* A task as the API shows it (docs/API.md); with its history for the single read. */
-static void append_task(const cohort_api_call_t *call, const bson_t *doc, bool history, bson_t *out)
+static void append_task(const cohort_api_call_t *call, const bson_t *doc, bool history,
+                        bson_t *out)
 {
     bson_iter_t it;
     if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it)) {
@@ -630,7 +628,8 @@ static bool counts_by_status(cohort_api_call_t *call)
 {
     cohort_status_counts_t counts;
     bson_error_t error;
-    if (!cohort_store_count_tasks(call->store, call->client, call->route->service, &counts, &error))
+    if (!cohort_store_count_tasks(call->store, call->client, call->route->service, &counts,
+                                  &error))
         return cohort_api_fail_store(call->err, &error, "cannot count the tasks");
     bson_t c;
     BSON_APPEND_UTF8(&call->reply->body, "by", "status");
