@@ -166,6 +166,33 @@ static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
         if (n == 0)
             break;
     }
+    /* $gt compares within one BSON type only: tasks whose _id is of another type than the
+     * ones walked (inserted by hand, not by Cohort) are left; a second pass takes them by
+     * their ids, so that "done" means every task carries a weight. Normally it finds none. */
+    while (ok && !r->dry_run) {
+        bson_t *opts = BCON_NEW("projection", "{", "_id", BCON_INT32(1), "}", "limit",
+                                BCON_INT64(r->batch));
+        bson_t ids = BSON_INITIALIZER;
+        uint32_t n = 0;
+        ok = store_find_ids(queue, &missing, opts, &ids, &n, error);
+        bson_destroy(opts);
+        if (ok && n > 0) {
+            bson_t filter = BSON_INITIALIZER;
+            store_append_id_in(&filter, &ids);
+            BSON_APPEND_DOCUMENT(&filter, "weight", absent);
+            bson_t *update = BCON_NEW("$set", "{", "weight", BCON_INT32(1), "}");
+            int64_t modified = 0;
+            ok = store_write(queue, STORE_UPDATE_MANY, &filter, update, NULL, "modifiedCount",
+                             &modified, error) &&
+                 record(r->meta, r->m, r->by, "running", modified, false, error);
+            r->changed += modified;
+            bson_destroy(update);
+            bson_destroy(&filter);
+        }
+        bson_destroy(&ids);
+        if (n == 0)
+            break;
+    }
     if (after.value_type != BSON_TYPE_MINKEY)
         bson_value_destroy(&after);
     bson_destroy(&missing);

@@ -33,17 +33,40 @@ bool cohort_store_delete_pending_tasks(cohort_store_t *store, mongoc_client_t *c
                                        const char *service, const bson_oid_t *ids, size_t n,
                                        int64_t *deleted, bson_error_t *error);
 
-/* Which tasks a page holds: equality filters (NULL: any) and the id to start after. */
+/* A view narrowing a listing to pending tasks of one sort, without a clock: RETRYING holds
+ * those that ran before (attempts >= 1) and wait for another attempt at run_at; SCHEDULED
+ * those never run that were created with a delay (not_before set, attempts 0). */
+typedef enum cohort_task_view {
+    COHORT_TASK_VIEW_ALL = 0,
+    COHORT_TASK_VIEW_RETRYING,
+    COHORT_TASK_VIEW_SCHEDULED,
+} cohort_task_view_t;
+
+/* Which tasks a page holds: equality filters (NULL: any), a view, and the id to start after
+ * (the last one of the previous page, in the page's order). */
 typedef struct cohort_task_page {
     const char *status, *kind, *group;
+    cohort_task_view_t view;
     const bson_oid_t *after; /* NULL: from the first */
+    bool newest_first;       /* _id descending (newest first) instead of ascending */
     int64_t limit;           /* documents handed to `fn`, at most */
+    /* A search by task data (NULL: none): data.<data_path> equal to data_value (as a string,
+     * or as a number if it reads as an integer). No index serves it, so the page looks at
+     * most COHORT_TASK_SEARCH_SCAN tasks past `after` that match the other filters. */
+    const char *data_path, *data_value;
 } cohort_task_page_t;
+#define COHORT_TASK_SEARCH_SCAN 10000
 
-/* The service's tasks matching `page` in _id order, each handed to `fn`, without their
- * history (the single-task read has it). */
+/* The service's tasks matching `page` in _id order (ascending, or descending if
+ * newest_first), each handed to `fn`, without their history (the single-task read has it). */
 bool cohort_store_each_task_page(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, const cohort_task_page_t *page,
                                  cohort_store_doc_fn fn, void *user, bson_error_t *error);
+
+/* How many of the service's tasks match `page`'s filters and view (its cursor and limit
+ * aside) into *total: one countDocuments, served by the status/kind/group indexes. */
+bool cohort_store_count_task_page(cohort_store_t *store, mongoc_client_t *client,
+                                  const char *service, const cohort_task_page_t *page,
+                                  int64_t *total, bson_error_t *error);
 
 #endif

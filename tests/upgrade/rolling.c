@@ -248,6 +248,9 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
         .tag = "upgrade",
         .tick_ms = 200,
         .takeover_ms = 1500,
+        /* A drain waits for the 2.5 s long tasks; on a loaded 2-core machine an old node took
+         * 5.5 s, past the default 5 s grace: the grace is what the drain is checked against. */
+        .shutdown_grace_ms = 15000,
         .services =
             {
                 {.name = STREAM,

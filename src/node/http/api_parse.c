@@ -7,6 +7,7 @@
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <sys/queue.h>
 #include <stdio.h>
@@ -294,7 +295,9 @@ bool cohort_api_query(const char *query, const char *const *known, char **values
     return ok;
 }
 
-const char *const cohort_api_list_params[] = {"status", "kind", "group", "limit", "after", NULL};
+const char *const cohort_api_list_params[] = {"status",    "kind",       "group", "limit",
+                                              "after",     "order",      "view",  "total",
+                                              "data_path", "data_value", NULL};
 
 void cohort_api_cursor_encode(const bson_oid_t *last, char *out, size_t len)
 {
@@ -319,6 +322,56 @@ static bool filter_value(const char *name, const char *value, cohort_api_error_t
     size_t n = strlen(value);
     return (n >= 1 && n <= 512) ||
            bad_request(err, "query parameter '%s' must be 1 to 512 bytes", name);
+}
+
+/* The listing's order, view and total parameters (each optional). */
+static bool parse_list_shape(const char *order, const char *view, const char *total,
+                             cohort_api_list_t *list, cohort_api_error_t *err)
+{
+    if (order && strcmp(order, "newest") != 0 && strcmp(order, "oldest") != 0)
+        return bad_request(err, "query parameter 'order' must be newest or oldest");
+    list->newest_first = order && strcmp(order, "newest") == 0;
+    if (view && strcmp(view, "retrying") == 0)
+        list->view = COHORT_TASK_VIEW_RETRYING;
+    else if (view && strcmp(view, "scheduled") == 0)
+        list->view = COHORT_TASK_VIEW_SCHEDULED;
+    else if (view)
+        return bad_request(err, "query parameter 'view' must be retrying or scheduled");
+    if (total && strcmp(total, "true") != 0 && strcmp(total, "false") != 0)
+        return bad_request(err, "query parameter 'total' must be true or false");
+    list->total = total && strcmp(total, "true") == 0;
+    return true;
+}
+
+/* A search by task data: data_path is 1-8 dot-separated names of [A-Za-z0-9_-] (at most 200
+ * bytes), data_value 1-512 bytes; both or neither, and no total (the search is bounded). */
+static bool parse_data_search(const char *path, const char *value, cohort_api_list_t *list,
+                              cohort_api_error_t *err)
+{
+    if (!path && !value)
+        return true;
+    if (!path || !value)
+        return bad_request(err, "query parameters 'data_path' and 'data_value' go together");
+    size_t n = strlen(path), names = 1;
+    bool ok = n >= 1 && n <= 200 && path[0] != '.' && path[n - 1] != '.';
+    for (size_t i = 0; ok && i < n; i++) {
+        if (path[i] == '.')
+            ok = path[i + 1] != '.' && ++names <= 8;
+        else
+            ok = isalnum((unsigned char)path[i]) || path[i] == '_' || path[i] == '-';
+    }
+    if (!ok)
+        return bad_request(err, "query parameter 'data_path' must be 1-8 names of "
+                                "[A-Za-z0-9_-] joined by '.' (at most 200 bytes), e.g. "
+                                "customer.id");
+    if (!filter_value("data_value", value, err))
+        return false;
+    if (list->total)
+        return bad_request(err, "query parameter 'total' is not available with a data search "
+                                "(it looks at a bounded number of tasks)");
+    list->data_path = path;
+    list->data_value = value;
+    return true;
 }
 
 bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_api_error_t *err)
@@ -350,6 +403,13 @@ bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_
         list->has_after = true;
     }
     list->status = status;
+    if (!parse_list_shape(values[5], values[6], values[7], list, err))
+        return false;
+    if (!parse_data_search(values[8], values[9], list, err))
+        return false;
+    if (list->view != COHORT_TASK_VIEW_ALL && status && strcmp(status, "pending") != 0)
+        return bad_request(err, "query parameter 'view' lists pending tasks: drop 'status' "
+                                "or make it pending");
     list->kind = kind;
     list->group = group;
     return true;

@@ -18,6 +18,7 @@
 #include "core/taskopts.h"
 #include "store/claims.h"
 #include "store/leases.h"
+#include "store/requests.h"
 
 #define COHORT_API_LIST_DEFAULT 50
 #define COHORT_API_LIST_MAX 500
@@ -154,17 +155,21 @@ bool cohort_api_query(const char *query, const char *const *known, char **values
                       cohort_api_error_t *err);
 void cohort_api_query_free(char **values, size_t n);
 
-/* GET .../tasks: ?status=&kind=&group=&limit=&after= */
+/* GET .../tasks: ?status=&kind=&group=&limit=&after=&order=&view=&total= */
 typedef struct cohort_api_list {
     const char *status, *kind, *group; /* views into the query values; NULL: any */
     int64_t limit;
     bool has_after;
     bson_oid_t after;
+    bool newest_first;                  /* order=newest (default oldest: _id ascending) */
+    cohort_task_view_t view;            /* view=retrying|scheduled narrows to pending tasks */
+    bool total;                         /* total=true: the reply counts every matching task */
+    const char *data_path, *data_value; /* a search by task data (both or neither) */
 } cohort_api_list_t;
-extern const char *const cohort_api_list_params[]; /* status, kind, group, limit, after */
-#define COHORT_API_LIST_PARAMS 5
-bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list,
-                           cohort_api_error_t *err);
+/* status, kind, group, limit, after, order, view, total, data_path, data_value */
+extern const char *const cohort_api_list_params[];
+#define COHORT_API_LIST_PARAMS 10
+bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_api_error_t *err);
 
 /* The opaque cursor `next` of a page ending at task `last`, and its reverse. */
 void cohort_api_cursor_encode(const bson_oid_t *last, char *out, size_t len);

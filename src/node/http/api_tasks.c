@@ -567,19 +567,32 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
     bson_t items;
     BSON_APPEND_ARRAY_BEGIN(&call->reply->body, "items", &items);
     page_walk_t w = {.call = call, .items = &items, .limit = list.limit};
+    int64_t total = 0;
     if (ok) {
         cohort_task_page_t page = {.status = list.status,
                                    .kind = list.kind,
                                    .group = list.group,
+                                   .view = list.view,
                                    .after = list.has_after ? &list.after : NULL,
-                                   .limit = list.limit + 1};
+                                   .newest_first = list.newest_first,
+                                   .limit = list.limit + 1,
+                                   .data_path = list.data_path,
+                                   .data_value = list.data_value};
         bson_error_t error;
         ok = cohort_store_each_task_page(call->store, call->client, call->route->service, &page,
                                          page_item, &w, &error) ||
-             w.full ||
-             cohort_api_fail_store(call->err, &error, "cannot list the tasks");
+             w.full || cohort_api_fail_store(call->err, &error, "cannot list the tasks");
+        if (ok && list.total)
+            ok = cohort_store_count_task_page(call->store, call->client, call->route->service,
+                                              &page, &total, &error) ||
+                 cohort_api_fail_store(call->err, &error, "cannot count the tasks");
     }
     bson_append_array_end(&call->reply->body, &items);
+    if (ok && list.total)
+        BSON_APPEND_INT64(&call->reply->body, "total", total);
+    BSON_APPEND_UTF8(&call->reply->body, "order", list.newest_first ? "newest" : "oldest");
+    if (ok && list.data_path)
+        BSON_APPEND_INT64(&call->reply->body, "searched_max", COHORT_TASK_SEARCH_SCAN);
     if (ok && w.more) {
         char next[40];
         cohort_api_cursor_encode(&w.last, next, sizeof next);

@@ -10,6 +10,7 @@ import {api} from "./api.js";
 import {fill, h} from "./dom.js";
 import {auditPage} from "./pages/audit.js";
 import {overviewPage} from "./pages/overview.js";
+import {schedulesPage} from "./pages/schedules.js";
 import {servicePage} from "./pages/service.js";
 import {tasksPage} from "./pages/tasks.js";
 import {taskPage} from "./pages/task.js";
@@ -56,6 +57,9 @@ async function route() {
   else if (parts[0] === "audit" && parts.length === 1) page = auditPage;
   else if (parts[0] === "services" && parts.length === 2) page = servicePage;
   else if (parts[0] === "services" && parts.length === 3 && parts[2] === "tasks") page = tasksPage;
+  else if (parts[0] === "services" && parts.length === 3 && parts[2] === "schedules") {
+    page = schedulesPage;
+  }
   else if (parts[0] === "services" && parts.length === 4 && parts[2] === "tasks") page = taskPage;
   current = null;
   ctx.say("");

@@ -51,14 +51,29 @@ function switchesTable(svc, undo) {
   ], rows, {id: "switches"});
 }
 
+// A breakdown by kind or group: one row per value with a cell per status, the values with the
+// most tasks first and at most BREAKDOWN_MAX of them (97 groups made a 3,900 px page), then a
+// note of how many more there are and how many tasks they hold.
+const BREAKDOWN_MAX = 20;
 function breakdown(by, rows) {
   if (!rows.length) return h("p", null, `No task has a ${by}.`);
-  const keys = [...new Set(rows.map((r) => r[by] === null ? "(none)" : r[by]))].sort();
+  const name = (r) => r[by] === null ? "(none)" : r[by];
   const statuses = [...new Set(rows.map((r) => r.status))].sort();
-  const cell = {};
-  for (const r of rows) cell[`${r[by] === null ? "(none)" : r[by]}\u0000${r.status}`] = r.count;
-  return table([[by, (k) => k], ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
-    keys, {class: "breakdown"});
+  const cell = {}, total = new Map();
+  for (const r of rows) {
+    cell[`${name(r)}\u0000${r.status}`] = r.count;
+    total.set(name(r), (total.get(name(r)) || 0) + r.count);
+  }
+  const keys = [...total.keys()].sort((a, b) => total.get(b) - total.get(a) || (a < b ? -1 : 1));
+  const shown = keys.slice(0, BREAKDOWN_MAX);
+  const rest = keys.slice(BREAKDOWN_MAX);
+  const restTasks = rest.reduce((n, k) => n + total.get(k), 0);
+  return [table([[by, (k) => k], ["total", (k) => total.get(k)],
+    ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
+  shown, {class: "breakdown", "data-by": by}),
+  rest.length ? h("p", {class: "breakdown-more", "data-by": by}, `${rest.length} more ` +
+    `${by}s with ${restTasks} task(s) not shown (the ${BREAKDOWN_MAX} with the most tasks ` +
+    `are); filter the task list by ${by} to see one.`) : null];
 }
 
 function batchesTable(b) {
@@ -88,7 +103,8 @@ export async function servicePage(root, {parts}, ctx) {
   root.append(
     h("h1", null, "Service ", name),
     h("p", null, h("a", {href: `#/services/${seg(name)}/tasks`}, "Tasks"), " · ",
-      h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks")),
+      h("a", {href: `#/services/${seg(name)}/tasks?status=failed`}, "Failed tasks"), " · ",
+      h("a", {href: `#/services/${seg(name)}/schedules`}, "Schedules")),
     h("section", {class: "card"}, h("h2", null, "State"), head),
     h("section", {class: "card"}, h("h2", null, "Switches"), switches, controls()),
     h("section", {class: "card"}, h("h2", null, "Tracked batches"), batchBody),
