@@ -46,9 +46,9 @@
 #define N_TRACKED 10
 #define LONG_PER_STEP "2"
 #define N_LONG 2
-#define SLEEP_MS 2500
+#define SLEEP_MS 3500
 #define STALL_MS 1000
-#define SLACK_MS 200
+#define SLACK_MS 400
 
 TestSuite(upgrade_rolling, .fini = cluster_cleanup_all, .timeout = 300);
 
@@ -246,9 +246,9 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
     char *old_noop = old_path("build/handlers/cohort_noop.so");
     cluster_options_t options = {
         .tag = "upgrade",
-        .tick_ms = 200,
-        .takeover_ms = 1500,
-        /* A drain waits for the 2.5 s long tasks; on a loaded 2-core machine an old node took
+        .tick_ms = 500,
+        .takeover_ms = 3000,
+        /* A drain waits for the 3.5 s long tasks; on a loaded 2-core machine an old node took
          * 5.5 s, past the default 5 s grace: the grace is what the drain is checked against. */
         .shutdown_grace_ms = 15000,
         .services =
@@ -259,7 +259,7 @@ Test(upgrade_rolling, three_old_nodes_replaced_by_new_lose_nothing_run_nothing_t
                              "completed_log = @DIR@/completed.txt"},
                 {.name = LONG,
                  .handler = old_noop,
-                 .settings = "workers = 2\nstall_timeout_ms = 1000\nsleep_ms = 2500\n"
+                 .settings = "workers = 2\nstall_timeout_ms = 2000\nsleep_ms = 3500\n" /* SLEEP_MS */
                              "journal = @DIR@/" LONG ".journal"},
                 {.name = BEAT,
                  .handler = old_noop,

@@ -176,11 +176,6 @@ export async function tasksPage(root, {parts, query}, ctx) {
     n.set("after", page.next);
     nextLink = h("a", {href: `${base}?${n}`, id: "next-page"}, "Next page →");
   }
-  const reload = async () => {
-    const again = h("div", {class: "page"});
-    await tasksPage(again, {parts, query}, ctx);
-    root.replaceChildren(...again.childNodes);
-  };
   const orderWords = order.value === "oldest" ? "oldest first" : "newest first";
   const total = typeof page.total === "number"
     ? h("p", {id: "tasks-total"}, `${page.total} task(s) match, ${orderWords}` +
