@@ -587,6 +587,22 @@ class CheckerTest(unittest.TestCase):
         d["completed"]["n2"].append(f"3 1 0 1 n2 {T0 + 46000}")  # after the drop: strict
         self.assertReports(d, "callback for batch 3, never closed")
 
+    def test_deposed_primary_logging_its_old_epoch_after_a_drop(self):
+        d = baseline()  # n2 (epoch 2) deposed by the drop logs epoch 2 after it; n1 begins 1
+        d["logs"]["n2"].append("2027-01-15T08:00:27.000Z WARN  node=n2 service=noop "
+                               "role=primary epoch=2 | renewing primacy failed")
+        d["logs"]["n1"].append("2027-01-15T08:00:26.000Z INFO  node=n1 service=noop "
+                               "role=primary epoch=1 | became primary (epoch 1, previous "
+                               "primary: none)")
+        d["services"][0]["epoch"] = 1
+        self.drop(d)
+        found = self.violations(d)
+        self.assertFalse(any("logs show epoch" in v or "nodes acted" in v for v in found), found)
+        d["logs"]["n1"].append("2027-01-15T08:00:28.000Z INFO  node=n1 service=noop "
+                               "role=primary epoch=2 | became primary (epoch 2, previous "
+                               "primary: n1)")  # the new era's epoch 2: the database has 1
+        self.assertReports(d, "logs show epoch 2, the database only 1")
+
     def test_no_convergence(self):
         d = baseline()
         d["events"] = [e for e in d["events"] if e["kind"] != "converged"]
