@@ -707,7 +707,10 @@ class Checker:
         back at `at_ms` (`why`: the history entry's error); skewed if only the time corrected
         by the runner's clock skew fits."""
         restart = "restarted" in (why or "")
-        for i, at in enumerate(self.unskewed(runner, at_ms)):
+        # Only a restart's release is stamped by the runner itself (its new process, whose
+        # cluster clock may not be measured yet); a stall reset or a node's expiry is stamped
+        # by the primary's cluster clock, so the runner's skew says nothing about its time.
+        for i, at in enumerate(self.unskewed(runner, at_ms) if restart else [at_ms]):
             found = self.explaining(runner, at, windows, poison_ok, restart)
             if found:
                 return found, i > 0
