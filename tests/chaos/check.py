@@ -253,21 +253,25 @@ class Checker:
         service = self.ev.run["service"]  # each service has its own epochs
         for node, lines in self.ev.logs.items():
             last = (0, 0)
+            begun_in = {}  # epoch -> the era this node began it in
             for d in lines:
                 if d["service"] != service:
                     continue
                 era = self.ev.era(d["ms"])
-                if d["role"] == "primary" and d["epoch"] > 0:
-                    acted[era, d["epoch"]].add(node)
                 m = BECAME.match(d["msg"])
                 if m:
                     epoch = int(m.group(1))
                     became.append((era, epoch))
+                    begun_in[epoch] = era
                     if (era, epoch) <= last:
                         self.fail("1 epochs", f"{node} became primary of epoch {epoch} after "
                                               f"epoch {last[1]}{self.era_name(era)}: epochs "
                                               f"must only increase")
                     last = (era, epoch)
+                if d["role"] == "primary" and d["epoch"] > 0:
+                    # A primary deposed by a drop may log its old epoch after the drop: the
+                    # line belongs to the era the node began that epoch in.
+                    acted[begun_in.get(d["epoch"], era), d["epoch"]].add(node)
         for (era, epoch), nodes in sorted(acted.items()):
             if len(nodes) > 1:
                 self.fail("1 epochs", f"epoch {epoch}{self.era_name(era)}: {len(nodes)} nodes "
@@ -703,7 +707,10 @@ class Checker:
         back at `at_ms` (`why`: the history entry's error); skewed if only the time corrected
         by the runner's clock skew fits."""
         restart = "restarted" in (why or "")
-        for i, at in enumerate(self.unskewed(runner, at_ms)):
+        # Only a restart's release is stamped by the runner itself (its new process, whose
+        # cluster clock may not be measured yet); a stall reset or a node's expiry is stamped
+        # by the primary's cluster clock, so the runner's skew says nothing about its time.
+        for i, at in enumerate(self.unskewed(runner, at_ms) if restart else [at_ms]):
             found = self.explaining(runner, at, windows, poison_ok, restart)
             if found:
                 return found, i > 0

@@ -359,10 +359,23 @@ class CheckerTest(unittest.TestCase):
         d["events"].append({"t": T0S + 33, "kind": "fault", "fault": "kill", "node": "n1"})
         d["events"].append({"t": T0S + 35, "kind": "start", "node": "n1", "skew_ms": 300000})
         self.rerun_long_task(d, T0 + 336000)
+        d["work_tasks"][0]["history"][0]["error"] = "released: its node restarted while running it"
         found = self.violations(d)
         self.assertTrue(any("[4 clock]" in v and "off by n1's clock skew" in v for v in found),
                         found)
         self.assertFalse(any("[7 re-run]" in v for v in found), found)
+
+    def test_stall_reset_is_stamped_by_the_primary_not_the_runner(self):
+        d = baseline()  # n1 ran 5 minutes ahead earlier; killed at +33 and back; its claim is
+        # reset as stalled at +334 by the primary (cluster clock): the kill 300 s before, seen
+        # through n1's old skew, must not make it a skewed stamp (the 26eda68 run's 5 cases)
+        d["events"].append({"t": T0S + 32, "kind": "start", "node": "n1", "skew_ms": 300000})
+        d["events"].append({"t": T0S + 33, "kind": "fault", "fault": "kill", "node": "n1"})
+        d["events"].append({"t": T0S + 35, "kind": "start", "node": "n1", "skew_ms": 0})
+        self.rerun_long_task(d, T0 + 334000)
+        found = self.violations(d)
+        self.assertFalse(any("[4 clock]" in v for v in found), found)
+        self.assertTrue(any("[7 re-run]" in v for v in found), found)
 
     def test_a_fault_ended_late_by_the_driver_still_explains(self):
         d = baseline()  # a 2 s pause at +22 that the driver only ended at +30 (timers ran late)
@@ -586,6 +599,22 @@ class CheckerTest(unittest.TestCase):
         self.assertRegex(out.getvalue(), r"epochs started again after a drop +\| 1 ")
         d["completed"]["n2"].append(f"3 1 0 1 n2 {T0 + 46000}")  # after the drop: strict
         self.assertReports(d, "callback for batch 3, never closed")
+
+    def test_deposed_primary_logging_its_old_epoch_after_a_drop(self):
+        d = baseline()  # n2 (epoch 2) deposed by the drop logs epoch 2 after it; n1 begins 1
+        d["logs"]["n2"].append("2027-01-15T08:00:27.000Z WARN  node=n2 service=noop "
+                               "role=primary epoch=2 | renewing primacy failed")
+        d["logs"]["n1"].append("2027-01-15T08:00:26.000Z INFO  node=n1 service=noop "
+                               "role=primary epoch=1 | became primary (epoch 1, previous "
+                               "primary: none)")
+        d["services"][0]["epoch"] = 1
+        self.drop(d)
+        found = self.violations(d)
+        self.assertFalse(any("logs show epoch" in v or "nodes acted" in v for v in found), found)
+        d["logs"]["n1"].append("2027-01-15T08:00:28.000Z INFO  node=n1 service=noop "
+                               "role=primary epoch=2 | became primary (epoch 2, previous "
+                               "primary: n1)")  # the new era's epoch 2: the database has 1
+        self.assertReports(d, "logs show epoch 2, the database only 1")
 
     def test_no_convergence(self):
         d = baseline()
