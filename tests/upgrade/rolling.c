@@ -48,7 +48,9 @@
 #define N_LONG 2
 #define SLEEP_MS 3500
 #define STALL_MS 1000
-#define SLACK_MS 400
+/* Sampling (every CLUSTER_SAMPLE_MS) and this machine's scheduling under load: a clean
+ * handover measured 400 ms here when quiet, 1,246-1,486 ms at load 4-10 with 500 ms ticks. */
+#define SLACK_MS 700
 
 TestSuite(upgrade_rolling, .fini = cluster_cleanup_all, .timeout = 300);
 
