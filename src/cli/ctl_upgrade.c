@@ -114,10 +114,15 @@ static bool run_migrations(ctl_t *ctl, const char *command, int64_t to, bool dry
     snprintf(by, sizeof by, "%s (%s)", who, COHORT_VERSION);
     const char *env = getenv("COHORT_TEST_MIGRATE_EXIT_AFTER");
     progress_t p = {.command = command, .exit_after = env ? atoll(env) : 0};
+    cohort_schema_state_t db;
+    if (!cohort_store_read_schema(ctl->store, ctl->client, COHORT_SCHEMA_VERSION, NULL, &db,
+                                  error))
+        return false;
     int ran = 0;
     for (size_t i = 0; i < n && m[i].version <= to; i++) {
-        bool done = false;
-        if (!cohort_store_migration_done(ctl->store, ctl->client, m[i].version, &done, error))
+        bool done = db.recorded && db.version >= m[i].version; /* created at that layout */
+        if (!done &&
+            !cohort_store_migration_done(ctl->store, ctl->client, m[i].version, &done, error))
             return false;
         if (done && !dry_run)
             continue;
@@ -263,7 +268,8 @@ int cmd_upgrade(ctl_t *ctl, int argc, char **argv)
 
 /* ---- schema [--json] ---------------------------------------------------------------------- */
 
-static void append_migrations(ctl_t *ctl, bson_t *out, bool json, bson_error_t *error, bool *ok)
+static void append_migrations(ctl_t *ctl, int64_t db_version, bson_t *out, bool json,
+                              bson_error_t *error, bool *ok)
 {
     size_t n;
     const cohort_migration_t *m = cohort_migrations(&n);
@@ -274,7 +280,11 @@ static void append_migrations(ctl_t *ctl, bson_t *out, bool json, bson_error_t *
         bool found = false;
         *ok = cohort_store_migration_record(ctl->store, ctl->client, m[i].version, &rec, &found,
                                             error);
-        const char *state = found ? doc_text(&rec, "state", "running") : "pending";
+        /* A database recorded at this version or later (created by a release that wrote
+         * the new layout from the start) never needs it. */
+        const char *state = found                      ? doc_text(&rec, "state", "running")
+                            : db_version >= m[i].version ? "not needed"
+                                                         : "pending";
         char key[16];
         const char *k;
         bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
@@ -345,7 +355,7 @@ int cmd_schema(ctl_t *ctl, int argc, char **argv)
                        (long long)ctl_doc_int(d, "level_in_use", 1));
         }
         bson_append_array_end(&out, &arr);
-        append_migrations(ctl, &out, json, &error, &ok);
+        append_migrations(ctl, db.recorded ? db.version : 1, &out, json, &error, &ok);
     }
     free_live(&l);
     return ctl_finish_listing(&out, json, ok, "cohortctl schema", &error);
