@@ -65,6 +65,10 @@ int ctl_unknown_service(ctl_t *ctl, const char *service, const char *command);
  * service), the message printed. */
 int ctl_check_service(ctl_t *ctl, const char *service, const char *command);
 
+/* ctl_check_service() for the commands that read a queue: a queue without a config document
+ * (tasks enqueued by another program before any node ran) counts as existing. */
+int ctl_check_queue(ctl_t *ctl, const char *service, const char *command);
+
 /* Who is running this command, as switches and the task history record it:
  * "cohortctl USER@HOST". */
 void ctl_author(char *buf, size_t len);

@@ -9,6 +9,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -78,6 +79,37 @@ int ctl_unknown_service(ctl_t *ctl, const char *service, const char *command)
             command, service);
     print_known_services(ctl);
     return CTL_REFUSED;
+}
+
+typedef struct queue_seek {
+    const char *name;
+    bool found;
+} queue_seek_t;
+
+static bool seek_queue(void *user, const char *name, bson_error_t *error)
+{
+    (void)error;
+    queue_seek_t *q = user;
+    q->found = q->found || strcmp(q->name, name) == 0;
+    return !q->found;
+}
+
+int ctl_check_queue(ctl_t *ctl, const char *service, const char *command)
+{
+    queue_seek_t q = {.name = service};
+    bson_error_t error;
+    bson_t doc;
+    bool found = false;
+    bool ok = cohort_store_read_service(ctl->store, ctl->client, service, &doc, &found, &error);
+    bson_destroy(&doc);
+    if (ok && !found)
+        ok = cohort_store_each_queue(ctl->store, ctl->client, seek_queue, &q, &error);
+    if (!ok) {
+        fprintf(stderr, "cohortctl %s: cannot read service '%s': %s\n", command, service,
+                error.message);
+        return CTL_FAILED;
+    }
+    return found || q.found ? CTL_DONE : ctl_unknown_service(ctl, service, command);
 }
 
 int ctl_check_service(ctl_t *ctl, const char *service, const char *command)

@@ -179,6 +179,9 @@ int cmd_counts(ctl_t *ctl, int argc, char **argv)
     }
     if (!ctl_reach_database(ctl, NULL))
         return CTL_FAILED;
+    int known = ctl_check_queue(ctl, service, "counts");
+    if (known != CTL_DONE)
+        return known;
     if (strcmp(by, "status") == 0)
         return counts_by_status(ctl, service, json);
     return counts_by_field(ctl, service, by, json);
@@ -273,6 +276,9 @@ int cmd_tasks(ctl_t *ctl, int argc, char **argv)
         return CTL_USAGE;
     if (!ctl_reach_database(ctl, NULL))
         return CTL_FAILED;
+    int known = ctl_check_queue(ctl, service, "tasks");
+    if (known != CTL_DONE)
+        return known;
     bson_t out = BSON_INITIALIZER, tasks;
     BSON_APPEND_UTF8(&out, "service", service);
     BSON_APPEND_ARRAY_BEGIN(&out, "tasks", &tasks);
@@ -309,6 +315,9 @@ int cmd_task(ctl_t *ctl, int argc, char **argv)
     }
     if (!ctl_reach_database(ctl, NULL))
         return CTL_FAILED;
+    int known = ctl_check_queue(ctl, service, "task");
+    if (known != CTL_DONE)
+        return known;
     bson_t doc;
     bool found = false;
     bson_error_t error;

@@ -106,6 +106,11 @@ Test(ctl_services, every_command_refuses_an_unknown_service_and_names_the_known_
         (const char *const[]){"settings", "set", "mial", "tick_ms", "500", NULL},
         (const char *const[]){"data", "get", "mial", "k", NULL},
         (const char *const[]){"data", "set", "mial", "k", "1", NULL},
+        /* The readers too: a typo was an empty table and exit 0 (found by a new user). */
+        (const char *const[]){"tasks", "mial", NULL},
+        (const char *const[]){"tasks", "mial", "--json", NULL},
+        (const char *const[]){"counts", "mial", NULL},
+        (const char *const[]){"task", "mial", "0123456789abcdef01234567", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_run_result_t r = test_ctl_run(db, NULL, cases[i]);
