@@ -19,20 +19,6 @@
 #include "store/operator.h"
 #include "store/services.h"
 
-void cohort_api_author(const cohort_api_call_t *call, char *by, size_t len)
-{
-    const char *name = call->caller->name;
-    if (!call->caller->session) {
-        snprintf(by, len, "api token %s", name);
-        return;
-    }
-    /* A session's name is "ui USER@HOST" (cohortctl ui-link) or "token NAME" (signed in
-     * with a token): the person, then how they acted. */
-    if (strncmp(name, "ui ", 3) == 0)
-        name += 3;
-    snprintf(by, len, "%s via dashboard", name);
-}
-
 /* A store refusal as the API's status: 404 no such task, 409 anything else it refused. */
 static bool fail_change(cohort_api_call_t *call, const bson_error_t *error)
 {

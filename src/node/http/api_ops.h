@@ -59,10 +59,6 @@ bool cohort_api_parse_settings(const bson_t *body, cohort_api_settings_patch_t *
 /* POST .../tasks/{id}/retry, .../cancel, DELETE .../tasks/{id} */
 bool cohort_api_change_task(cohort_api_call_t *call);
 
-/* The author recorded in a task's history and the switches, into `by` (`len` bytes): "api
- * token NAME" for a token, "USER@HOST via dashboard" for a dashboard session of cohortctl
- * ui-link ("token NAME via dashboard" for one signed in with a token). */
-void cohort_api_author(const cohort_api_call_t *call, char *by, size_t len);
 /* POST .../tasks:bulk */
 bool cohort_api_change_tasks(cohort_api_call_t *call);
 /* GET .../settings */

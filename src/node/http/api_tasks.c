@@ -15,7 +15,6 @@
 #include "core/clock.h"
 #include "core/jsondoc.h"
 #include "core/status.h"
-#include "node/http/api_ops.h"
 #include "node/status/api_json.h"
 #include "node/status/service_status.h"
 #include "store/listing.h"
@@ -710,6 +709,20 @@ bool cohort_api_switch(cohort_api_call_t *call)
 }
 
 /* ---- shared with the other endpoints (api_ops.c) ---------------------------------------- */
+
+void cohort_api_author(const cohort_api_call_t *call, char *by, size_t len)
+{
+    const char *name = call->caller->name;
+    if (!call->caller->session) {
+        snprintf(by, len, "api token %s", name);
+        return;
+    }
+    /* A session's name is "ui USER@HOST" (cohortctl ui-link) or "token NAME" (signed in
+     * with a token): the person, then how they acted. */
+    if (strncmp(name, "ui ", 3) == 0)
+        name += 3;
+    snprintf(by, len, "%s via dashboard", name);
+}
 
 bool cohort_api_service_exists(cohort_api_call_t *call)
 {

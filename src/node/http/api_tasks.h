@@ -39,6 +39,10 @@ bool cohort_api_fail_no_service(cohort_api_call_t *call);
 
 /* The call added due tasks to its service: claims held for it run again (api_pool.h). */
 void cohort_api_wake(cohort_api_call_t *call);
+/* The author recorded in a task's history and the switches, into `by` (`len` bytes): "api
+ * token NAME" for a token, "USER@HOST via dashboard" for a dashboard session of cohortctl
+ * ui-link ("token NAME via dashboard" for one signed in with a token). */
+void cohort_api_author(const cohort_api_call_t *call, char *by, size_t len);
 /* True if the route's service has its config document; else 404 (or 503/500) in call->err. */
 bool cohort_api_service_exists(cohort_api_call_t *call);
 
