@@ -85,6 +85,14 @@ static const char *doc_text(const bson_t *doc, const char *key, const char *fall
     return ctl_doc_string(doc, key, &s) ? s : fallback;
 }
 
+/* Who writes into cohort_meta: "cohortctl USER@HOST (RELEASE)". */
+static void upgrade_author(char *by, size_t len)
+{
+    char who[260];
+    ctl_author(who, sizeof who);
+    snprintf(by, len, "%s (%s)", who, COHORT_VERSION);
+}
+
 /* ---- migrate ------------------------------------------------------------------------------ */
 
 typedef struct progress {
@@ -109,9 +117,8 @@ static bool run_migrations(ctl_t *ctl, const char *command, int64_t to, bool dry
 {
     size_t n;
     const cohort_migration_t *m = cohort_migrations(&n);
-    char by[300], who[260];
-    ctl_author(who, sizeof who);
-    snprintf(by, sizeof by, "%s (%s)", who, COHORT_VERSION);
+    char by[300];
+    upgrade_author(by, sizeof by);
     const char *env = getenv("COHORT_TEST_MIGRATE_EXIT_AFTER");
     progress_t p = {.command = command, .exit_after = env ? atoll(env) : 0};
     cohort_schema_state_t db;
@@ -207,9 +214,8 @@ static int upgrade_finish(ctl_t *ctl)
         return CTL_REFUSED;
     if (!run_migrations(ctl, "upgrade finish", COHORT_SCHEMA_VERSION, false, 1000, &error))
         goto failed;
-    char by[300], who[260];
-    ctl_author(who, sizeof who);
-    snprintf(by, sizeof by, "%s (%s)", who, COHORT_VERSION);
+    char by[300];
+    upgrade_author(by, sizeof by);
     if (!cohort_store_commit_level(ctl->store, ctl->client, COHORT_FEATURE_LEVEL, by, &error))
         goto failed;
     printf("schema version and feature level %d (was %lld): every live node follows it within "
@@ -235,9 +241,8 @@ static int upgrade_lower(ctl_t *ctl, int64_t to)
                 (long long)level, (long long)to);
         return CTL_REFUSED;
     }
-    char by[300], who[260];
-    ctl_author(who, sizeof who);
-    snprintf(by, sizeof by, "%s (%s)", who, COHORT_VERSION);
+    char by[300];
+    upgrade_author(by, sizeof by);
     if (!cohort_store_commit_level(ctl->store, ctl->client, to, by, &error))
         goto failed;
     printf("schema version and feature level %lld (was %lld): live nodes follow it within 30 s; "
