@@ -39,8 +39,8 @@ static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
  *   behind cannot pull the floor down. Only the server's clock going back by more than nine
  *   tenths of the document's age (a restore onto another server, a clock stepped back) could,
  *   and `seen_epoch` (the largest epoch a running node saw) still covers what it saw. */
-static bool creation_epoch(cohort_store_t *store, mongoc_client_t *client, int64_t seen_epoch, int64_t *epoch,
-                           bson_error_t *error)
+static bool creation_epoch(cohort_store_t *store, mongoc_client_t *client, int64_t seen_epoch,
+                           int64_t *epoch, bson_error_t *error)
 {
     int64_t server_ms = 0;
     if (!cohort_store_server_time(store, client, &server_ms, error))
