@@ -330,7 +330,8 @@ static bool prepare(node_t *n, cohort_service_t *s)
     if (!cohort_clock_synced())
         return false;
     bson_error_t error;
-    if (!cohort_store_ensure_service(n->store, n->client, s->config->name, &error)) {
+    if (!cohort_store_ensure_service_after(n->store, n->client, s->config->name,
+                                           s->election.highest_epoch, NULL, &error)) {
         cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
                     "cannot prepare the service in the database (config document, indexes): "
                     "%s; retrying next tick",
@@ -357,17 +358,6 @@ static bool prepare(node_t *n, cohort_service_t *s)
     return true;
 }
 
-/* The epoch a recreated config document starts from. The largest epoch this node saw is not
- * enough: a node that missed a newer one (elected after the last document this node read, or
- * on a document recreated meanwhile by another node) would hand out that epoch a second time.
- * The cluster clock in ms is: each election adds 1 and needs a takeover (more than a tick, at
- * least 10 ms), so no epoch of an earlier document reached the time of this recreation. */
-static int64_t recreated_epoch_floor(const cohort_service_t *s)
-{
-    int64_t now = cohort_clock_cluster_ms();
-    return s->election.highest_epoch > now ? s->election.highest_epoch : now;
-}
-
 /* The service's config document went missing while the node ran (a dropped collection or
  * database, an in-memory server restarted, a restore): recreate it at once, as at start-up,
  * with an epoch above every one handed out, so that a primary is elected again on the next
@@ -377,8 +367,11 @@ static void recreate_if_missing(node_t *n, cohort_service_t *s)
     if (!s->election.document_missing)
         return;
     bson_error_t error;
-    int64_t floor = recreated_epoch_floor(s);
-    if (!cohort_store_recreate_service(n->store, n->client, s->config->name, floor, &error)) {
+    /* The epoch floor is the server's clock (services.h), not only the largest epoch this
+     * node saw: a node that missed a newer one would hand it out a second time. */
+    int64_t floor = 0;
+    if (!cohort_store_ensure_service_after(n->store, n->client, s->config->name,
+                                           s->election.highest_epoch, &floor, &error)) {
         cohort_logf(COHORT_LOG_ERROR, s->config->name, NULL, 0,
                     "the service's config document is missing and cannot be recreated: %s; "
                     "retrying next tick",
@@ -389,7 +382,7 @@ static void recreate_if_missing(node_t *n, cohort_service_t *s)
     cohort_logf(COHORT_LOG_WARN, s->config->name, NULL, 0,
                 "the service's config document was missing (dropped, or the database lost its "
                 "data): recreated it with its indexes; epochs continue after %lld (the "
-                "cluster clock, above every epoch handed out before)",
+                "database server's clock, above every epoch handed out before)",
                 (long long)floor);
 }
 

@@ -106,6 +106,21 @@ void cohort_run_judge(cohort_run_t *run, const cohort_node_run_t *other, int64_t
                       int64_t liveness_ms)
 {
     if (!is_live(other, server_ms, liveness_ms)) {
+        /* A run that stood back resumes only once the other ended cleanly (its entry gone).
+         * One that merely stopped checking in may be in its database backoff with tasks
+         * still running, under this same node_id that fences their outcomes: claiming then
+         * would run tasks beside it (the chaos run of 26eda68, after about 1.4 s). */
+        if (run->standing_back && other->run_id[0]) {
+            if (run->clash)
+                cohort_log_node(COHORT_LOG_ERROR,
+                                "the other process with node_id '%s' (run %s) stopped checking "
+                                "in but did not end cleanly: it may still run tasks (a "
+                                "database outage), so this one keeps standing back. Stop this "
+                                "process, or restart it once the other is stopped",
+                                run->node_id, other->run_id);
+            run->clash = false;
+            return;
+        }
         if (run->clash)
             cohort_log_node(COHORT_LOG_INFO,
                             "no other live process uses node_id '%s' any more%s",

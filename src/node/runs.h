@@ -14,7 +14,9 @@
  *   - later (a clone started where the first's check-ins could not be seen, e.g. while it was
  *     stopped), every ping sees the other run: both log an ERROR naming the clash every tick,
  *     and the newer run (the later start, on the server's clock) stands back: it claims
- *     neither primacy nor tasks until the other is gone.
+ *     neither primacy nor tasks until the other is gone: until its entry is removed (a clean
+ *     shutdown). A run that only stops checking in may be in a database outage with tasks
+ *     still running, so the newer run keeps standing back (logged once) for good.
  * A clean shutdown removes its run's entry, so an orderly restart never waits.
  */
 #ifndef COHORT_RUNS_H

@@ -8,6 +8,7 @@
  * it at every start.
  */
 #include "store/indexes.h"
+#include "store/nodes.h"
 #include "store/services.h"
 
 #include "store/internal.h"
@@ -27,10 +28,42 @@ static bool create_indexes(mongoc_collection_t *coll, const bson_t *indexes,
     return ok;
 }
 
-/* The config document (created with `epoch` if missing) and the queue's indexes. */
-static bool ensure_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
-                           int64_t epoch, bson_error_t *error)
+/* The epoch a config document is created with: the database server's clock in ms (hello's
+ * localTime), or `seen_epoch` if larger. Every path that creates the document (a node's
+ * start-up, a running node's re-creation after a drop, `cohortctl enqueue --create`) comes
+ * here, so even a process with no memory of earlier epochs never hands one out twice:
+ * - a document created at server time T0 starts at epoch T0 (an older one at 0), and each
+ *   election adds 1 and needs a takeover (more than a tick, at least 10 ms), so its epochs
+ *   stay below the server's clock (T0 + (T - T0) / 10 < T), however many nodes took over;
+ * - the time is the server's own, not the creating host's: a node or cohortctl whose clock is
+ *   behind cannot pull the floor down. Only the server's clock going back by more than nine
+ *   tenths of the document's age (a restore onto another server, a clock stepped back) could,
+ *   and `seen_epoch` (the largest epoch a running node saw) still covers what it saw. */
+static bool creation_epoch(cohort_store_t *store, mongoc_client_t *client, int64_t seen_epoch,
+                           int64_t *epoch, bson_error_t *error)
 {
+    int64_t server_ms = 0;
+    if (!cohort_store_server_time(store, client, &server_ms, error))
+        return false;
+    *epoch = server_ms > seen_epoch ? server_ms : seen_epoch;
+    return true;
+}
+
+bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
+                                 const char *service, bson_error_t *error)
+{
+    return cohort_store_ensure_service_after(store, client, service, 0, NULL, error);
+}
+
+bool cohort_store_ensure_service_after(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, int64_t seen_epoch,
+                                       int64_t *epoch_floor, bson_error_t *error)
+{
+    int64_t epoch = 0;
+    if (!creation_epoch(store, client, seen_epoch, &epoch, error))
+        return false;
+    if (epoch_floor)
+        *epoch_floor = epoch;
     mongoc_collection_t *services = store_collection(store, client, "services");
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bson_t *update = BCON_NEW("$setOnInsert", "{", "primary", BCON_NULL, "epoch", BCON_INT64(epoch),
@@ -64,18 +97,6 @@ static bool ensure_service(cohort_store_t *store, mongoc_client_t *client, const
     bson_destroy(&indexes);
     mongoc_collection_destroy(tasks);
     return ok;
-}
-
-bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
-                                 const char *service, bson_error_t *error)
-{
-    return ensure_service(store, client, service, 0, error);
-}
-
-bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
-                                   const char *service, int64_t epoch_floor, bson_error_t *error)
-{
-    return ensure_service(store, client, service, epoch_floor, error);
 }
 
 bool cohort_store_read_service(cohort_store_t *store, mongoc_client_t *client,

@@ -17,16 +17,20 @@
 
 #include "store/store.h"
 
-/* Creates the service's config document (if missing) and the queue's indexes. Idempotent. */
+/* Creates the service's config document (if missing) and the queue's indexes. Idempotent.
+ * The one path that creates it (a node's start-up, its re-creation after a dropped
+ * collection or database, `cohortctl enqueue --create`): a created document starts at epoch
+ * max(the database server's clock in ms, `seen_epoch`: the largest epoch the caller saw),
+ * above every epoch handed out before (services.c says why), so that no epoch is handed out
+ * twice even by a process with no memory. *epoch_floor (may be NULL) receives that epoch
+ * (used only if the document was missing). */
+bool cohort_store_ensure_service_after(cohort_store_t *store, mongoc_client_t *client,
+                                       const char *service, int64_t seen_epoch,
+                                       int64_t *epoch_floor, bson_error_t *error);
+
+/* The same with no epoch seen (cohortctl enqueue --create, tests). */
 bool cohort_store_ensure_service(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, bson_error_t *error);
-
-/* The same for a document that went missing while nodes ran (a dropped collection or
- * database, a restore): created with epoch = `epoch_floor`, above every epoch handed out
- * before (node.c: the cluster clock), so the next primary's epoch is new. Idempotent. */
-bool cohort_store_recreate_service(cohort_store_t *store, mongoc_client_t *client,
-                                   const char *service, int64_t epoch_floor,
-                                   bson_error_t *error);
 
 /* Reads the service's config document into `doc` (initialised by this call; destroy it).
  * *found is false if the service has no document yet. */

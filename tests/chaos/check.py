@@ -281,7 +281,9 @@ class Checker:
             if n > 1:
                 self.fail("1 epochs", f"epoch {epoch}{self.era_name(era)} was begun {n} times")
         final = (self.service_doc or {}).get("epoch", 0)
-        top = max((e for (era, e) in acted if era == self.last_era), default=0)
+        # The top epoch of the database's era comes from the epochs begun in it: a primary
+        # deposed by a drop may still log its earlier epoch after the drop.
+        top = max((e for (era, e) in became if era == self.last_era), default=0)
         if top > final:
             self.fail("1 epochs", f"logs show epoch {top}, the database only {final}")
         # Tasks created by primary_work carry the epoch they were created under.
@@ -318,19 +320,25 @@ class Checker:
         self.stats["primacy changes"] = len(became)
         self.stats["final epoch"] = final
         if self.ev.drops:
-            # An era whose first epoch is not above the era before's last: the config document
-            # was recreated with epoch 0 (by `cohortctl enqueue --create` or a node's start-up,
-            # not by a running node's recreation, which continues from the cluster clock).
+            # An era whose first epoch is not above every epoch of the eras before it: the
+            # config document was recreated below them (before 9d471f3, by `cohortctl enqueue
+            # --create` or a node's start-up, at epoch 0), and an epoch was handed out twice.
             # (A primary deposed by the drop may log its old epoch in the new era: only the
-            # epochs begun in an era count.)
+            # epochs begun in an era count as its own.)
             seen, begun = defaultdict(list), defaultdict(list)
             for era, epoch in set(acted) | set(became):
                 seen[era].append(epoch)
             for era, epoch in became:
                 begun[era].append(epoch)
-            self.stats["epochs started again after a drop"] = sum(
-                1 for era in begun if era > 0 and seen.get(era - 1) and
-                min(begun[era]) <= max(seen[era - 1]))
+            again = 0
+            for era in sorted(begun):
+                before = max((e for prev in range(era) for e in seen.get(prev, [])), default=0)
+                if era > 0 and before and min(begun[era]) <= before:
+                    again += 1
+                    self.fail("1 epochs", f"epoch {min(begun[era])} begun after drop {era} is "
+                                          f"not above epoch {before}, handed out before it: "
+                                          f"epochs started again")
+            self.stats["epochs started again after a drop"] = again
 
     # ---- 2. no task lost or stuck; runs journaled; no overlapping runs ---------------------
 

@@ -579,26 +579,54 @@ class CheckerTest(unittest.TestCase):
         d["events"][-2].update(t0=T0S + 25.6, t=T0S + 26)  # cohortctl started after the drop
         self.assertReports(d, f"task {after} ran on n2", "enqueue e9: cohortctl confirmed 3")
 
-    def test_batches_and_epochs_start_again_after_a_drop(self):
-        d = baseline()  # after the drop n2 begins epoch 1 again and completes batch 1 again
+    def test_batches_start_again_after_a_drop(self):
+        d = baseline()  # after the drop n2 begins epoch 3 and completes batch 1 again
         d["logs"]["n2"] += [
-            "2027-01-15T08:00:26.000Z INFO  node=n2 service=noop role=primary epoch=1 | "
-            "became primary (epoch 1, previous primary: none)",
-            "2027-01-15T08:00:40.000Z INFO  node=n2 service=noop role=primary epoch=1 | "
+            "2027-01-15T08:00:26.000Z INFO  node=n2 service=noop role=primary epoch=3 | "
+            "became primary (epoch 3, previous primary: none)",
+            "2027-01-15T08:00:40.000Z INFO  node=n2 service=noop role=primary epoch=3 | "
             "batch 1 completed: 2 succeeded, 0 failed"]
+        d["services"][0]["epoch"] = 3
         d["completed"]["n1"] = [f"1 2 0 2 n1 {T0 + 1000}", f"2 5 0 5 n1 {T0 + 24000}"]
         d["completed"]["n2"] = [f"2 1 0 1 n2 {T0 + 45000}", f"1 2 0 2 n2 {T0 + 40000}"]
         undropped = copy.deepcopy(d)
         self.drop(d)
         self.assertEqual(self.violations(d), [])
-        self.assertReports(undropped, "epoch 1 was begun 2 times", "n2 became primary of epoch 1",
-                           "epoch 1: 2 nodes acted", "batch 1: completion recorded 2 times")
-        write(d, self.dir)  # counted in the summary: a creator won the race (epoch 0 again)
+        self.assertReports(undropped, "batch 1: completion recorded 2 times")
+        d["completed"]["n2"].append(f"3 1 0 1 n2 {T0 + 46000}")  # after the drop: strict
+        self.assertReports(d, "callback for batch 3, never closed")
+
+    def test_epochs_started_again_after_a_drop(self):
+        d = baseline()  # after the drop n2 begins epoch 1 again (the document recreated at 0)
+        d["logs"]["n2"] += [
+            "2027-01-15T08:00:26.000Z INFO  node=n2 service=noop role=primary epoch=1 | "
+            "became primary (epoch 1, previous primary: none)"]
+        d["services"][0]["epoch"] = 1
+        self.drop(d)
+        self.assertReports(d, "epoch 1 begun after drop 1 is not above epoch 2")
+        write(d, self.dir)
         out = io.StringIO()
         check.check(self.dir, out=out)
         self.assertRegex(out.getvalue(), r"epochs started again after a drop +\| 1 ")
-        d["completed"]["n2"].append(f"3 1 0 1 n2 {T0 + 46000}")  # after the drop: strict
-        self.assertReports(d, "callback for batch 3, never closed")
+
+    def test_deposed_primary_logging_its_old_epoch_after_a_drop(self):
+        d = baseline()  # n2, primary of epoch 2, logs it after the drop; n1 begins epoch 3
+        d["logs"]["n2"].append(
+            "2027-01-15T08:00:25.800Z INFO  node=n2 service=noop role=primary epoch=2 | "
+            "2 other live node(s) serve the service")
+        d["logs"]["n1"].append(
+            "2027-01-15T08:00:27.000Z INFO  node=n1 service=noop role=primary epoch=3 | "
+            "became primary (epoch 3, previous primary: none)")
+        d["services"][0]["epoch"] = 3
+        self.drop(d)
+        self.assertEqual(self.violations(d), [])
+        d["services"][0]["epoch"] = 2  # the database behind the epochs begun in its era
+        self.assertReports(d, "logs show epoch 3, the database only 2")
+        d["logs"]["n1"][-1] = d["logs"]["n1"][-1].replace("3", "1")  # epochs started again:
+        d["services"][0]["epoch"] = 1  # one violation, not also n2's stale epoch 2 (26eda68)
+        found = self.violations(d)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("epoch 1 begun after drop 1 is not above epoch 2", found[0])
 
     def test_deposed_primary_logging_its_old_epoch_after_a_drop(self):
         d = baseline()  # n2 (epoch 2) deposed by the drop logs epoch 2 after it; n1 begins 1

@@ -15,6 +15,12 @@
  * the document too, and no epoch may be handed out twice (a recreated document starts from
  * the cluster clock, not from the largest epoch the recreating node happened to see).
  *
+ * The fifth and sixth hold every node stopped while the database is dropped, so that what
+ * recreates the config document is a process with no memory of the epochs: `cohortctl
+ * enqueue --create`, or a node started afterwards (its start-up preparation). The document
+ * must start above the epoch of the primary before the drop, or that epoch is handed out again
+ * (the chaos run of 26eda68: "became primary (epoch 1)" after the drop).
+ *
  * /readyz answers 503 while the document is missing and 200 once it is back (item 5). A node
  * recreates a dropped document within the tick that finds it missing, too soon for a poll to
  * see, so the third test holds it missing: with every node stopped (SIGSTOP) it drops the
@@ -291,4 +297,71 @@ Test(cluster_db_dropped, readyz_is_503_while_the_config_document_is_missing)
     cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 10000, &after),
                    "no primary after the document was recreated");
     all_stop_ok(c);
+}
+
+static void drop_database(cluster_t *c)
+{
+    mongoc_database_t *db = mongoc_client_get_database(c->client, c->db);
+    bson_error_t error;
+    bool dropped = mongoc_database_drop(db, &error);
+    mongoc_database_destroy(db);
+    cr_assert(dropped, "dropDatabase: %s", error.message);
+}
+
+/* Every node of `c` stopped (SIGSTOP), then the database dropped. */
+static void drop_database_under_stopped_nodes(cluster_t *c)
+{
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_pause(&c->nodes[i]);
+    drop_database(c);
+}
+
+/* The epoch the recreated document started from must be above `before`, and so must the
+ * epoch of the primary elected once the nodes run again. */
+static void assert_epochs_above(cluster_t *c, int64_t before, const char *recreated_by)
+{
+    cluster_primacy_t now;
+    cluster_assert(c, cluster_read_primacy(c, SERVICE, &now), "no config document after %s",
+                   recreated_by);
+    cluster_assert(c, now.epoch > before,
+                   "%s recreated the config document at epoch %lld, not above the epoch %lld "
+                   "handed out before the drop",
+                   recreated_by, (long long)now.epoch, (long long)before);
+    for (size_t i = 0; i < c->n_nodes; i++)
+        cluster_node_resume(&c->nodes[i]);
+    cluster_primacy_t after;
+    cluster_assert(c, cluster_wait_primary(c, SERVICE, NULL, 20000, &after),
+                   "no primary within 20 s of the nodes resuming");
+    cluster_assert(c, after.epoch > before, "epoch %lld handed out after epoch %lld",
+                   (long long)after.epoch, (long long)before);
+    all_stop_ok(c);
+}
+
+Test(cluster_db_dropped, enqueue_create_after_a_drop_starts_above_the_epochs_handed_out)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("dropcreate", &before);
+    drop_database_under_stopped_nodes(c);
+    const char *create[] = {"enqueue", SERVICE, "--create", "--data", SETTER, NULL};
+    int rc = cluster_run_ctl(c, create);
+    cluster_assert(c, rc == 0, "cohortctl enqueue --create exited %d (see %s)", rc, c->dir);
+    assert_epochs_above(c, before.epoch, "cohortctl enqueue --create");
+}
+
+static bool config_document_exists(void *arg)
+{
+    cluster_primacy_t now;
+    return cluster_read_primacy(arg, SERVICE, &now);
+}
+
+Test(cluster_db_dropped, a_node_started_after_a_drop_starts_above_the_epochs_handed_out)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("dropstart", &before);
+    drop_database_under_stopped_nodes(c);
+    cluster_node_t *fresh = cluster_add_node(c, NULL);
+    cluster_node_start(fresh);
+    cluster_assert(c, test_wait_until(config_document_exists, c, 20000),
+                   "the new node did not recreate the config document within 20 s");
+    assert_epochs_above(c, before.epoch, "a node started after the drop");
 }

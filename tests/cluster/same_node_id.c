@@ -14,6 +14,10 @@
  *    runs entry, so `cohortctl nodes --json` keeps showing n1's host and pid at the top
  *    level (it showed whichever pinged last), and shows the clash: both runs live, with
  *    both pids (issue 16 item 4).
+ *  - The clone keeps standing back when the original stops checking in without ending (chaos
+ *    run of 26eda68: the original in its database backoff for more than the liveness window,
+ *    ~1.4 s): it may still run tasks under that node_id. Before, the clone logged "claiming
+ *    again" and ran tasks beside it.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -232,10 +236,46 @@ Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_no
 
     /* The clone goes; n1 is alone again and says so. */
     cluster_node_stop_ok(clone, c->shutdown_grace_ms + 5000);
-    cluster_assert(c, cluster_wait_log(first, "no other live process uses node_id 'n1'", NULL,
-                                       30000),
+    cluster_assert(c,
+                   cluster_wait_log(first, "no other live process uses node_id 'n1'", NULL, 30000),
                    "n1 did not notice the clone had gone");
     for (size_t i = 0; i < 2; i++)
+        cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
+}
+
+Test(cluster_same_node_id, a_clone_keeps_standing_back_while_the_original_is_silent)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("silentid", &before);
+    cluster_node_t *first = &c->nodes[0];
+    cluster_node_pause(first);
+    cluster_node_t *clone = add_clone(c);
+    cluster_node_start(clone);
+    cluster_assert(c, wait_pinged_by(c, "n1", clone->pid, 30000),
+                   "the clone did not start (ping as n1) while n1 was stopped");
+    cluster_node_resume(first);
+    cluster_assert(c, wait_clash_lines(clone, 3, 30000),
+                   "the clone did not log the clash (ERROR '" CLASH "') within 30 s");
+
+    /* n1 goes silent (as in a database outage) for 4 liveness windows, with work to claim. */
+    cluster_node_pause(first);
+    const char *enqueue[] = {"enqueue", SERVICE, "--count", "40", NULL};
+    int rc = cluster_run_ctl(c, enqueue);
+    cluster_assert(c, rc == 0, "cohortctl enqueue exited %d", rc);
+    test_sleep_ms(4 * c->takeover_ms);
+    cluster_node_resume(first);
+    cluster_assert(c, cluster_wait_succeeded(c, SERVICE, 40, 30000),
+                   "40 tasks did not succeed within 30 s");
+    cluster_assert(c, cluster_log_count(clone, "claiming again", NULL) == 0,
+                   "the clone claimed again while n1 was only silent");
+    char path[512];
+    snprintf(path, sizeof path, "%s/clone.log", c->dir);
+    char *journal = test_try_read_file(path);
+    cluster_assert(c, !journal || !journal[0], "the clone ran tasks beside n1:\n%s", journal);
+    free(journal);
+    cluster_assert(c, cluster_wait_log(clone, "keeps standing back", NULL, 10000),
+                   "the clone did not say it keeps standing back while n1 is silent");
+    for (size_t i = 0; i < c->n_nodes; i++)
         cluster_node_stop_ok(&c->nodes[i], c->shutdown_grace_ms + 5000);
 }
 
@@ -293,8 +333,9 @@ Test(cluster_same_node_id, a_second_process_is_refused_while_the_first_is_still_
     int64_t started = test_now_ms();
     cluster_node_start(clone);
     int64_t took = cluster_node_wait_exit(clone, started, 30000);
-    cluster_assert(c, took >= 0, "the second process with node_id n1 started and still runs "
-                                 "after 30 s, while the first was starting");
+    cluster_assert(c, took >= 0,
+                   "the second process with node_id n1 started and still runs "
+                   "after 30 s, while the first was starting");
     cluster_assert(c, WIFEXITED(clone->wait_status) && WEXITSTATUS(clone->wait_status) != 0,
                    "the second process exited with wait status 0x%x, want a non-zero exit",
                    clone->wait_status);

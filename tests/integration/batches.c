@@ -834,7 +834,7 @@ Test(batches, a_service_document_from_before_batches_completes_batches)
     bson_destroy(filter);
     mongoc_collection_destroy(services);
     /* a node of this release starts on it */
-    cr_assert(cohort_store_ensure_service(fx.store, fx.client, SERVICE, &error), "%s",
+    cr_assert(test_ensure_service(fx.store, fx.client, SERVICE, &error), "%s",
               error.message);
 
     test_node_t *a = start_node(0, "node-a", false, NULL);

@@ -166,7 +166,7 @@ Test(claim_race, every_task_is_claimed_exactly_once, .init = setup, .fini = tear
 {
 
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(race->store, client, SERVICE, &error), "%s",
+    cr_assert(test_ensure_service(race->store, client, SERVICE, &error), "%s",
               error.message);
     bson_t *data = BCON_NEW("kind", BCON_UTF8("race"));
     cohort_new_task_t task = {.data = data,

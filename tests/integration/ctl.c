@@ -52,7 +52,7 @@ static int64_t count(const char *filter)
 static void create_mail(void)
 {
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, "mail", &error), "%s", error.message);
 }
 
 Test(ctl, enqueue_many_tracked_with_data)
@@ -231,8 +231,8 @@ Test(ctl, status_json_has_a_stable_shape)
 {
     bson_error_t error;
     /* "mail": primary node-7 in epoch 1, 10 tasks in every state; "idle": no primary, no tasks */
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
-    cr_assert(cohort_store_ensure_service(store, client, "idle", &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, "mail", &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, "idle", &error), "%s", error.message);
     cohort_takeover_t t;
     cr_assert(cohort_store_take_lease(store, client, "mail", "node-7", 0, -1, 0, &t, &error), "%s",
               error.message);
@@ -321,7 +321,7 @@ Test(ctl, status_json_of_an_empty_database)
 Test(ctl, status_text_lists_the_services)
 {
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, "mail", &error), "%s", error.message);
     test_run_result_t r = ctl("status");
     cr_assert_eq(r.exit_code, 0, "exit %d: %s", r.exit_code, r.err);
     cr_assert_not_null(strstr(r.out, "SERVICE"), "%s", r.out);

@@ -27,7 +27,7 @@ static void setup(void)
     store = test_store_new(db);
     client = cohort_store_pop(store);
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, "mail", &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, "mail", &error), "%s", error.message);
     cr_assert_not_null(mkdtemp(dir));
 }
 

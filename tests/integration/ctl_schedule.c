@@ -43,7 +43,7 @@ TestSuite(ctl_schedule, .init = setup, .fini = teardown, .timeout = 60);
 static void ensure_service(const char *name)
 {
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, name, &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, name, &error), "%s", error.message);
 }
 
 static int64_t count(const char *filter)

@@ -68,7 +68,7 @@ static bool service_exists(const char *service)
 static void create_service(const char *service)
 {
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, service, &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, service, &error), "%s", error.message);
 }
 
 Test(ctl_services, enqueue_into_an_unknown_service_is_refused_and_names_the_known_ones)

@@ -32,7 +32,7 @@ static void setup(void)
     client = cohort_store_pop(store);
     test_sync_clock(store, client, cohort_election_max_rtt_ms(TAKEOVER_MS));
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(store, client, SERVICE, &error), "%s", error.message);
+    cr_assert(test_ensure_service(store, client, SERVICE, &error), "%s", error.message);
     cohort_election_init(&a, SERVICE, "node-a", TAKEOVER_MS);
     cohort_election_init(&b, SERVICE, "node-b", TAKEOVER_MS);
 }
@@ -263,7 +263,7 @@ Test(election, simultaneous_claims_make_exactly_one_primary)
         char service[32];
         snprintf(service, sizeof service, "race%d", round);
         bson_error_t error;
-        cr_assert(cohort_store_ensure_service(store, client, service, &error), "%s", error.message);
+        cr_assert(test_ensure_service(store, client, service, &error), "%s", error.message);
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, 2);
         racer_t racers[2];

@@ -208,7 +208,7 @@ Test(unique_keys, tasks_without_a_unique_key_are_unaffected)
     cr_assert_eq(count("{\"unique_key\": null}"), 40);
 
     /* the same key in another service is another key */
-    cr_assert(cohort_store_ensure_service(store, client, "other", &(bson_error_t){0}));
+    cr_assert(test_ensure_service(store, client, "other", &(bson_error_t){0}));
     cohort_new_task_t task = {
         .unique_key = "k1", .created_by = "tests", .now_ms = cohort_clock_cluster_ms()};
     bool exists = true;

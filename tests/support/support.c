@@ -178,7 +178,9 @@ bool test_wait_until(bool (*predicate)(void *arg), void *arg, int64_t timeout_ms
 
 #include "core/clock.h"
 #include "store/store.h"
+#include "store/internal.h" /* store_collection: test_ensure_service() */
 #include "store/nodes.h"
+#include "store/services.h"
 #include "store/services.h"
 
 extern char **environ;
@@ -314,6 +316,23 @@ cohort_store_t *test_store_new(const char *db)
     return store;
 }
 
+bool test_ensure_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                         bson_error_t *error)
+{
+    int64_t floor = 0;
+    if (!cohort_store_ensure_service_after(store, client, service, 0, &floor, error))
+        return false;
+    mongoc_collection_t *services = store_collection(store, client, "services");
+    bson_t *filter = BCON_NEW("_id", BCON_UTF8(service), "epoch", BCON_INT64(floor), "primary",
+                              BCON_NULL);
+    bson_t *update = BCON_NEW("$set", "{", "epoch", BCON_INT64(0), "}");
+    bool ok = mongoc_collection_update_one(services, filter, update, NULL, NULL, error);
+    bson_destroy(update);
+    bson_destroy(filter);
+    mongoc_collection_destroy(services);
+    return ok;
+}
+
 /* test_service_db_open() with the clock synced to max_rtt_ms. */
 static void open_service_db(const char *prefix, const char *service, int64_t max_rtt_ms,
                             char **db, cohort_store_t **store, mongoc_client_t **client)
@@ -323,7 +342,7 @@ static void open_service_db(const char *prefix, const char *service, int64_t max
     *client = cohort_store_pop(*store);
     test_sync_clock(*store, *client, max_rtt_ms);
     bson_error_t error;
-    cr_assert(cohort_store_ensure_service(*store, *client, service, &error), "%s",
+    cr_assert(test_ensure_service(*store, *client, service, &error), "%s",
               error.message);
 }
 

@@ -128,6 +128,12 @@ void test_read_service(cohort_store_t *store, mongoc_client_t *client, const cha
  * if no sample is accepted within 10 s. */
 void test_sync_clock(cohort_store_t *store, mongoc_client_t *client, int64_t max_rtt_ms);
 
+/* cohort_store_ensure_service(), then a config document it created is put back at epoch 0
+ * (its creation floors the epoch at the server's clock), so that a test counts its epochs
+ * from 1. */
+bool test_ensure_service(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                         bson_error_t *error);
+
 /* Copies into *doc (initialised by this call; destroy it) the first document of
  * db.collection matching the JSON filter; false if there is none. Fails the test on error. */
 bool test_find_one(mongoc_client_t *client, const char *db, const char *collection,
