@@ -308,9 +308,14 @@ static void drop_database(cluster_t *c)
     cr_assert(dropped, "dropDatabase: %s", error.message);
 }
 
-/* Every node of `c` stopped (SIGSTOP), then the database dropped. */
+/* Every node of `c` stopped (SIGSTOP), then the database dropped. The document is first
+ * left to age a second: the epoch floor's headroom is the document's age (services.c), and
+ * within a few hundred ms of its creation a step back of this VM's wall clock (58 ms was
+ * seen in a fresh-clone run: a recreation floored 58 ms below the epoch handed out) is the
+ * limit services.c documents, not the drop these tests are about. */
 static void drop_database_under_stopped_nodes(cluster_t *c)
 {
+    test_sleep_ms(1000);
     for (size_t i = 0; i < c->n_nodes; i++)
         cluster_node_pause(&c->nodes[i]);
     drop_database(c);
