@@ -99,6 +99,23 @@ typedef struct run {
     int64_t changed;
 } run_t;
 
+/* One batch of migration 2: weight 1 on the tasks `filter` matches (it repeats the "no
+ * weight" condition, so a task given a weight meanwhile keeps it), counted and recorded. */
+static bool weigh_batch(run_t *r, mongoc_collection_t *queue, const char *name,
+                        const bson_t *filter, bson_error_t *error)
+{
+    bson_t *update = BCON_NEW("$set", "{", "weight", BCON_INT32(1), "}");
+    int64_t modified = 0;
+    bool ok = store_write(queue, STORE_UPDATE_MANY, filter, update, NULL, "modifiedCount",
+                          &modified, error) &&
+              record(r->meta, r->m, r->by, "running", modified, false, error);
+    r->changed += modified;
+    bson_destroy(update);
+    if (ok && r->progress)
+        r->progress(r->user, name, r->changed);
+    return ok;
+}
+
 /* The last _id of the array `ids` (n > 0 entries) into *last. */
 static void last_id(const bson_t *ids, bson_value_t *last)
 {
@@ -142,25 +159,17 @@ static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
         if (ok && n > 0) {
             bson_value_t last;
             last_id(&ids, &last);
-            bson_t *update = BCON_NEW("$set", "{", "weight", BCON_INT32(1), "}");
             bson_t span = BSON_INITIALIZER;
             BSON_APPEND_DOCUMENT_BEGIN(&span, "_id", &range);
             BSON_APPEND_VALUE(&range, "$gt", &after);
             BSON_APPEND_VALUE(&range, "$lte", &last);
             bson_append_document_end(&span, &range);
             BSON_APPEND_DOCUMENT(&span, "weight", absent);
-            int64_t modified = 0;
-            ok = store_write(queue, STORE_UPDATE_MANY, &span, update, NULL, "modifiedCount",
-                             &modified, error) &&
-                 record(r->meta, r->m, r->by, "running", modified, false, error);
-            r->changed += modified;
+            ok = weigh_batch(r, queue, name, &span, error);
             bson_destroy(&span);
-            bson_destroy(update);
             if (after.value_type != BSON_TYPE_MINKEY)
                 bson_value_destroy(&after);
             after = last;
-            if (ok && r->progress)
-                r->progress(r->user, name, r->changed);
         }
         bson_destroy(&ids);
         if (n == 0)
@@ -180,13 +189,7 @@ static bool weight_queue(run_t *r, const char *name, bson_error_t *error)
             bson_t filter = BSON_INITIALIZER;
             store_append_id_in(&filter, &ids);
             BSON_APPEND_DOCUMENT(&filter, "weight", absent);
-            bson_t *update = BCON_NEW("$set", "{", "weight", BCON_INT32(1), "}");
-            int64_t modified = 0;
-            ok = store_write(queue, STORE_UPDATE_MANY, &filter, update, NULL, "modifiedCount",
-                             &modified, error) &&
-                 record(r->meta, r->m, r->by, "running", modified, false, error);
-            r->changed += modified;
-            bson_destroy(update);
+            ok = weigh_batch(r, queue, name, &filter, error);
             bson_destroy(&filter);
         }
         bson_destroy(&ids);

@@ -180,19 +180,25 @@ static void assert_nodes_show_the_clash(cluster_t *c, cluster_node_t *first, clu
     free(table);
 }
 
-Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_not_flap)
+/* Starts a clone of `first` (node_id n1) unseen by its start-up check: n1 stops checking in
+ * until its check-in is stale (the clone waits that long), and resumes once the clone runs. */
+static cluster_node_t *start_clone_unseen(cluster_t *c, cluster_node_t *first)
 {
-    cluster_primacy_t before;
-    cluster_t *c = start_cluster("lateid", &before);
-    cluster_node_t *first = &c->nodes[0];
-    /* Unseen by the clone's start-up check: n1 stops checking in until its check-in is stale
-     * (the clone waits that long), and resumes once the clone runs. */
     cluster_node_pause(first);
     cluster_node_t *clone = add_clone(c);
     cluster_node_start(clone);
     cluster_assert(c, wait_pinged_by(c, "n1", clone->pid, 30000),
                    "the clone did not start (ping as n1) while n1 was stopped");
     cluster_node_resume(first);
+    return clone;
+}
+
+Test(cluster_same_node_id, a_clone_started_later_stands_back_and_primacy_does_not_flap)
+{
+    cluster_primacy_t before;
+    cluster_t *c = start_cluster("lateid", &before);
+    cluster_node_t *first = &c->nodes[0];
+    cluster_node_t *clone = start_clone_unseen(c, first);
 
     cluster_assert(c, wait_clash_lines(first, 3, 30000) && wait_clash_lines(clone, 3, 30000),
                    "the two processes with node_id n1 did not both log the clash (ERROR '" CLASH
@@ -248,12 +254,7 @@ Test(cluster_same_node_id, a_clone_keeps_standing_back_while_the_original_is_sil
     cluster_primacy_t before;
     cluster_t *c = start_cluster("silentid", &before);
     cluster_node_t *first = &c->nodes[0];
-    cluster_node_pause(first);
-    cluster_node_t *clone = add_clone(c);
-    cluster_node_start(clone);
-    cluster_assert(c, wait_pinged_by(c, "n1", clone->pid, 30000),
-                   "the clone did not start (ping as n1) while n1 was stopped");
-    cluster_node_resume(first);
+    cluster_node_t *clone = start_clone_unseen(c, first);
     cluster_assert(c, wait_clash_lines(clone, 3, 30000),
                    "the clone did not log the clash (ERROR '" CLASH "') within 30 s");
 
