@@ -125,8 +125,12 @@ done
 
 start_node() {
     local i="$1"
+    # The URI is in the file too, so the cohortctl commands printed below work in another
+    # shell without MONGODB_URI; the file may hold credentials, so only its owner reads it.
+    install -m 0600 /dev/null "$STATE/node-$i.ini"
     cat > "$STATE/node-$i.ini" <<INI
 [cluster]
+mongodb_uri = $MONGODB_URI
 database    = $DATABASE
 tick_ms     = 1000
 takeover_ms = 5000

@@ -67,7 +67,7 @@ static bool status_one(void *user, const char *name, bson_error_t *error)
         char active[32] = "-";
         if (s.primary[0])
             snprintf(active, sizeof active, "%.1fs ago", (double)s.ago_ms / 1000.0);
-        printf("%-20s %-32s %6lld %12s %9lld %9lld %10lld %9lld %10lld %10lld  %s\n", name,
+        printf("%-20s %-32s %13lld %12s %9lld %9lld %10lld %9lld %10lld %10lld  %s\n", name,
                s.primary[0] ? s.primary : "(none)", (long long)s.epoch, active,
                (long long)s.counts.pending, (long long)s.counts.claimed,
                (long long)s.counts.succeeded, (long long)s.counts.failed,
@@ -103,7 +103,7 @@ int cmd_status(ctl_t *ctl, int argc, char **argv)
     BSON_APPEND_ARRAY_BEGIN(&out, "services", &services);
     run.services = &services;
     if (!json)
-        printf("%-20s %-32s %6s %12s %9s %9s %10s %9s %10s %10s  %s\n", "SERVICE", "PRIMARY",
+        printf("%-20s %-32s %13s %12s %9s %9s %10s %9s %10s %10s  %s\n", "SERVICE", "PRIMARY",
                "EPOCH", "LAST ACTIVE", "PENDING", "CLAIMED", "SUCCEEDED", "FAILED", "TIMED_OUT",
                "CANCELLED", "STATE");
     bson_error_t error;
