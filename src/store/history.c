@@ -181,18 +181,17 @@ bool cohort_store_each_minute(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
-bool cohort_store_due_by_kind(cohort_store_t *store, mongoc_client_t *client,
-                              const char *service, int64_t now_ms, int64_t limit,
-                              cohort_due_kind_fn fn, void *user, bool *more,
-                              bson_error_t *error)
+bool cohort_store_due_by_kind(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t now_ms, int64_t limit, cohort_due_kind_fn fn, void *user,
+                              bool *more, bson_error_t *error)
 {
     *more = false;
-    bson_t *pipeline = BCON_NEW(
-        "pipeline", "[", "{", "$match", "{", "status", BCON_UTF8("pending"), "run_at", "{",
-        "$lte", BCON_DATE_TIME(now_ms), "}", "}", "}", "{", "$group", "{", "_id",
-        BCON_UTF8("$kind"), "due", "{", "$sum", BCON_INT32(1), "}", "oldest", "{", "$min",
-        BCON_UTF8("$run_at"), "}", "}", "}", "{", "$sort", "{", "due", BCON_INT32(-1), "_id",
-        BCON_INT32(1), "}", "}", "{", "$limit", BCON_INT64(limit + 1), "}", "]");
+    bson_t *pipeline =
+        BCON_NEW("pipeline", "[", "{", "$match", "{", "status", BCON_UTF8("pending"), "run_at", "{",
+                 "$lte", BCON_DATE_TIME(now_ms), "}", "}", "}", "{", "$group", "{", "_id",
+                 BCON_UTF8("$kind"), "due", "{", "$sum", BCON_INT32(1), "}", "oldest", "{", "$min",
+                 BCON_UTF8("$run_at"), "}", "}", "}", "{", "$sort", "{", "due", BCON_INT32(-1),
+                 "_id", BCON_INT32(1), "}", "}", "{", "$limit", BCON_INT64(limit + 1), "}", "]");
     bson_t *opts = BCON_NEW("allowDiskUse", BCON_BOOL(true));
     mongoc_collection_t *queue = store_queue(store, client, service);
     mongoc_cursor_t *cursor =

@@ -129,10 +129,9 @@ static bool doc_bool(const bson_t *doc, const char *path)
 /* POSTs .../nightly/`verb` as the operator; asserts 200, the state and whether it changed. */
 static void switch_nightly(const char *verb, bool changed)
 {
-    test_api_answer_t a = test_api_call(&fx, operator_token, "POST",
-                                        strcmp(verb, "pause") == 0 ? NIGHTLY "/pause"
-                                                                   : NIGHTLY "/resume",
-                                        NULL, NULL);
+    test_api_answer_t a = test_api_call(
+        &fx, operator_token, "POST",
+        strcmp(verb, "pause") == 0 ? NIGHTLY "/pause" : NIGHTLY "/resume", NULL, NULL);
     cr_assert_eq(a.status, 200, "%s: %s", verb, a.json);
     cr_assert_str_eq(test_doc_str(a.body, "schedule"), "nightly");
     cr_assert_eq(doc_bool(a.body, "paused"), strcmp(verb, "pause") == 0, "%s", a.json);
@@ -177,20 +176,18 @@ Test(api_schedules, pause_refuses_what_it_should)
     record_state(&oid, 1795485600000LL);
     test_api_expect(test_api_call(&fx, token, "POST", NIGHTLY "/pause", NULL, NULL), 403,
                     "forbidden", NULL, "a read-only token");
-    test_api_expect(test_api_call(&fx, NULL, "POST", NIGHTLY "/pause", NULL, NULL), 401, NULL,
-                    NULL, "no token");
+    test_api_expect(test_api_call(&fx, NULL, "POST", NIGHTLY "/pause", NULL, NULL), 401, NULL, NULL,
+                    "no token");
     test_api_expect(test_api_call(&fx, operator_token, "POST",
                                   "/api/v1/services/nosuch/schedules/nightly/pause", NULL, NULL),
                     404, "not_found", "nosuch", "an unknown service");
     test_api_expect(
         test_api_call(&fx, operator_token, "POST", SCHEDULES "/weekly/resume", NULL, NULL), 404,
         "not_found", "no schedule 'weekly'", "an unknown schedule");
-    test_api_expect(
-        test_api_call(&fx, operator_token, "POST", SCHEDULES "/a.b/pause", NULL, NULL), 400,
-        "bad_request", "schedule id", "a bad id");
-    test_api_expect(
-        test_api_call(&fx, operator_token, "POST", NIGHTLY "/stop", NULL, NULL), 404,
-        "not_found", NULL, "another verb");
+    test_api_expect(test_api_call(&fx, operator_token, "POST", SCHEDULES "/a.b/pause", NULL, NULL),
+                    400, "bad_request", "schedule id", "a bad id");
+    test_api_expect(test_api_call(&fx, operator_token, "POST", NIGHTLY "/stop", NULL, NULL), 404,
+                    "not_found", NULL, "another verb");
     test_api_expect(test_api_call(&fx, operator_token, "GET", NIGHTLY "/pause", NULL, NULL), 405,
                     NULL, NULL, "GET");
     test_api_expect(

@@ -775,16 +775,22 @@ static void ping_with_kinds(const char *const *kinds)
     const char *services[] = {SERVICE};
     const int64_t workers[] = {1};
     const char *const *per_service[] = {kinds};
-    cohort_node_info_t info = {.node_id = "n1", .host = "h1", .pid = 42, .version = "9.9",
-                               .services = services, .workers = workers, .n_services = 1,
-                               .kinds = per_service, .db_rtt_p99_ms = -1,
+    cohort_node_info_t info = {.node_id = "n1",
+                               .host = "h1",
+                               .pid = 42,
+                               .version = "9.9",
+                               .services = services,
+                               .workers = workers,
+                               .n_services = 1,
+                               .kinds = per_service,
+                               .db_rtt_p99_ms = -1,
                                .db_rtt_p50_ms = -1};
     int64_t server_ms;
     bool expired;
     bson_error_t error;
-    cr_assert(cohort_store_ping_node(store, client, &info, NULL, &server_ms, &expired, NULL,
-                                     &error),
-              "%s", error.message);
+    cr_assert(
+        cohort_store_ping_node(store, client, &info, NULL, &server_ms, &expired, NULL, &error),
+        "%s", error.message);
 }
 
 /* `n` pending tasks of `kind` (NULL: none) due at `run_at`. */
@@ -793,8 +799,8 @@ static void due_tasks(const char *kind, int n, int64_t run_at)
     mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
     bson_error_t error;
     for (int i = 0; i < n; i++) {
-        bson_t *doc = BCON_NEW("status", "pending", "run_at", BCON_DATE_TIME(run_at), "data",
-                               "{", "}", "attempts", BCON_INT32(0), "priority", BCON_INT32(0));
+        bson_t *doc = BCON_NEW("status", "pending", "run_at", BCON_DATE_TIME(run_at), "data", "{",
+                               "}", "attempts", BCON_INT32(0), "priority", BCON_INT32(0));
         if (kind)
             BSON_APPEND_UTF8(doc, "kind", kind);
         cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error), "%s",

@@ -14,7 +14,8 @@ Checks:
   - the service page of a service with due tasks and no live worker shows a warning with the
     oldest due task's age in its state, and the by-kind table marks each kind with due tasks
     that no live worker takes (no worker at all, or a handler that does not serve that kind),
-    with that kind's oldest due age; a kind the handler serves is not marked.
+    with that kind's oldest due age; a kind the handler serves is not marked; once a live
+    external worker claims for the service, neither its page nor the overview warns.
 
 Usage: tests/ui/schedules.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI as for every test)
 """
@@ -120,6 +121,24 @@ def no_worker(fx):
     fx.check(aged(b.eval(f"{kind_row(b, 'mail')}.textContent"), 7),
              "ext: kind mail has no worker, with its oldest due age")
     fx.screenshot("service-no-worker.png")
+    # A live external worker takes ext's tasks (its claims name no kind): no warning there,
+    # nor on the overview.
+    code, got = fx.api("POST", "/api/v1/services/ext/claims",
+                       {"worker": "py-1", "max": 1, "lease_ms": 120000})
+    fx.check(code == 200 and len(got.get("tasks", [])) == 1, f"an external worker claims ({code})")
+    b.go("#/")
+    b.wait("[...document.querySelectorAll('#services tr')].some((r) => "
+           "r.textContent.startsWith('ext') && / min/.test(r.textContent))",
+           what="the overview's ext row with its oldest due age")
+    fx.check(not b.eval("!![...document.querySelectorAll('#services tr')].find((r) => "
+                        "r.textContent.startsWith('ext')).querySelector('[data-state=no-worker]')"),
+             "ext with a live external worker: no warning on the overview")
+    b.go("#/services/ext")
+    b.wait(f"document.querySelector('#service-state') && {kind_row(b, 'mail')}",
+           what="the ext service page again")
+    fx.check(not b.eval("!!document.querySelector('#service-state [data-state=no-worker], "
+                        ".breakdown [data-state=no-worker]')"),
+             "ext with a live external worker: no warning on the service page")
     b.go("#/services/mixed")
     b.wait(f"{kind_row(b, 'report')} && {kind_row(b, 'report')}.querySelector("
            "'[data-state=no-worker]')", what="the report kind marked")

@@ -72,8 +72,7 @@ bool cohort_api_pause_schedule(cohort_api_call_t *call)
     bool changed = st.paused != pause, found = true;
     bson_error_t error;
     if (changed && !cohort_store_pause_schedule(call->store, call->client, call->route->service,
-                                                call->route->schedule_id, pause, &found,
-                                                &error))
+                                                call->route->schedule_id, pause, &found, &error))
         return cohort_api_fail_store(call->err, &error, "cannot switch the schedule");
     if (!found) /* removed between the read and the write */
         return cohort_api_fail(call->err, 404, "not_found", "service '%s' has no schedule '%s'",
