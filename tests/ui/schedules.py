@@ -37,6 +37,17 @@ def schedule_state(fx):
     return None if s is None else ("paused" if s.get("paused") else "active")
 
 
+def click_switch(fx, b, verb, state, then):
+    """Clicks `verb` (the question is accepted); checks the schedule's new `state` in the
+    database, the notice, and the row's button turned to `then`."""
+    b.click(f"button[data-action='{verb}:nightly']")
+    fx.check(fx.wait_db(lambda: schedule_state(fx) == state, 10),
+             f"{verb.capitalize()} makes the schedule {state} (config document)")
+    b.wait(f"{NOTICES}.includes('{verb.capitalize()}d schedule nightly of {fx.service}') && "
+           f"document.querySelector('button[data-action=\"{then}:nightly\"]')",
+           what=f"the notice of {verb} and the {then.capitalize()} button")
+
+
 def pause_resume(fx):
     svc = fx.service
     fx.check(fx.wait_db(lambda: schedule_state(fx) == "active", 30),
@@ -50,12 +61,7 @@ def pause_resume(fx):
     b.eval("new Promise((r) => setTimeout(r, 500))")
     fx.check(schedule_state(fx) == "active", "a declined question leaves the schedule active")
     b.dialog_answer = True
-    b.click("button[data-action='pause:nightly']")
-    fx.check(fx.wait_db(lambda: schedule_state(fx) == "paused", 10),
-             "Pause pauses the schedule (config document)")
-    b.wait(f"{NOTICES}.includes('Paused schedule nightly of {svc}') && "
-           "document.querySelector('button[data-action=\"resume:nightly\"]')",
-           what="the notice and the Resume button")
+    click_switch(fx, b, "pause", "paused", "resume")
     fx.check("paused" in b.text("#schedules tbody tr"), "the row says paused")
     fx.screenshot("schedules-paused.png")
     b.eval("new Promise((r) => setTimeout(r, 2500))")  # a live refresh would have wiped it
@@ -63,12 +69,7 @@ def pause_resume(fx):
     code, again = fx.api("POST", f"/api/v1/services/{svc}/schedules/nightly/pause")
     fx.check(code == 200 and again.get("changed") is False,
              f"a second pause says no change ({code} {again})")
-    b.click("button[data-action='resume:nightly']")
-    fx.check(fx.wait_db(lambda: schedule_state(fx) == "active", 10),
-             "Resume resumes it")
-    b.wait(f"{NOTICES}.includes('Resumed schedule nightly of {svc}') && "
-           "document.querySelector('button[data-action=\"pause:nightly\"]')",
-           what="the notice and the Pause button again")
+    click_switch(fx, b, "resume", "active", "pause")
     code, audit = fx.api("GET", "/api/v1/audit?limit=5")
     ours = [e for e in audit.get("entries", []) if "/schedules/nightly/" in e.get("path", "")]
     clicks = [e for e in ours if e.get("via") == "session"]
