@@ -11,6 +11,7 @@
 #include "store/leases.h"
 #include "store/nodes.h"
 #include "store/queries.h"
+#include "store/queue_counts.h"
 #include "store/upkeep.h"
 
 /* A quarter of the shorter retention, between the maintenance's interval and
@@ -178,9 +179,16 @@ void cohort_maintenance_count_queue(cohort_service_t *s, mongoc_client_t *client
 {
     cohort_status_counts_t counts;
     bson_error_t error;
-    if (!cohort_store_count_tasks(s->store, client, s->config->name, &counts, &error)) {
+    bson_t snap;
+    bool ok = cohort_store_measure_counts(s->store, client, s->config->name,
+                                          cohort_clock_cluster_ms(), epoch, &snap, &error) &&
+              cohort_store_publish_counts(s->store, client, s->config->name, &snap, &error);
+    cohort_counts_status(&snap, &counts);
+    bson_destroy(&snap);
+    if (!ok) {
         cohort_logf(COHORT_LOG_DEBUG, s->config->name, "primary", epoch,
-                    "cannot count the queue for the metrics: %s", error.message);
+                    "cannot count the queue for the metrics and the dashboard: %s",
+                    error.message);
         return;
     }
     for (int i = 0; i < COHORT_STATUS_COUNT; i++)

@@ -51,8 +51,10 @@ void cohort_maintenance_upkeep(cohort_service_t *service, mongoc_client_t *clien
 void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client_t *client,
                                         int64_t epoch);
 
-/* Queue depth for the metrics (one aggregation), kept with the epoch it was counted under so
- * that a count from an earlier primacy is never shown as current. */
+/* Queue depth for the metrics, kept with the epoch it was counted under so that a count from
+ * an earlier primacy is never shown as current; the same measure (counts by status, kind and
+ * group, the minute under way, the oldest due task) is published in `queue_counts` for the
+ * dashboard's calls (store/queue_counts.h), so its scans are paid once per interval. */
 void cohort_maintenance_count_queue(cohort_service_t *service, mongoc_client_t *client,
                                     int64_t epoch);
 
