@@ -85,7 +85,9 @@ CALLS=(
 )
 # The primary's measure of the queue behind those calls (queue_counts, docs/SCHEMA.md): each
 # one it publishes while the calls run, how long it took and how often it came (pymongo).
-python3 - "$MONGODB_URI" "$DB" >"$DIR/measures" 2>/dev/null <<'EOF' &
+SAMPLER_PY=python3 # Debian's python has pymongo here (tests/ui use it too)
+/usr/bin/python3 -c 'import pymongo' 2>/dev/null && SAMPLER_PY=/usr/bin/python3
+"$SAMPLER_PY" - "$MONGODB_URI" "$DB" >"$DIR/measures" 2>/dev/null <<'EOF' &
 import signal, statistics, sys, time
 try:
     import pymongo
