@@ -254,3 +254,8 @@ int64_t cohort_counts_distinct(const bson_t *snap, const char *key)
     snprintf(path, sizeof path, "%s.distinct", key);
     return store_int64_field(snap, path, 0);
 }
+
+int64_t cohort_counts_every_ms(const bson_t *snap)
+{
+    return store_int64_field(snap, "every_ms", 0);
+}

@@ -49,6 +49,8 @@ void cohort_counts_status(const bson_t *snap, cohort_status_counts_t *counts);
 void cohort_counts_minute(const bson_t *snap, cohort_minute_t *minute);
 int64_t cohort_counts_measured_at(const bson_t *snap);
 int64_t cohort_counts_total(const bson_t *snap);
+/* The pace its primary measures at (`every_ms`, ms; 0 if absent). */
+int64_t cohort_counts_every_ms(const bson_t *snap);
 /* How many distinct values `key` ("kinds", "groups") had, kept or not. */
 int64_t cohort_counts_distinct(const bson_t *snap, const char *key);
 

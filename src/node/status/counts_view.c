@@ -57,10 +57,14 @@ static void cache_put(const char *service, const bson_t *snap)
     pthread_mutex_unlock(&cache_lock);
 }
 
-/* A published snapshot serves when it is recent and counts a queue worth not scanning. */
+/* A published snapshot serves when it is recent (three of its primary's paces) and counts a
+ * queue worth not scanning. */
 static bool serves(const bson_t *snap, int64_t now)
 {
-    return now - cohort_counts_measured_at(snap) <= COHORT_COUNTS_FRESH_MS &&
+    int64_t every = cohort_counts_every_ms(snap), fresh = COHORT_COUNTS_FRESH_MS;
+    if (3 * every > fresh)
+        fresh = 3 * every;
+    return now - cohort_counts_measured_at(snap) <= fresh &&
            cohort_counts_total(snap) >= COHORT_COUNTS_SNAPSHOT_MIN;
 }
 

@@ -22,7 +22,7 @@
 #include "store/store.h"
 
 #define COHORT_COUNTS_SNAPSHOT_MIN 10000 /* tasks: below, every call measures */
-#define COHORT_COUNTS_FRESH_MS 15000     /* a published snapshot older than this is stale */
+#define COHORT_COUNTS_FRESH_MS 15000 /* older is stale (or 3 times its `every_ms` if longer) */
 #define COHORT_COUNTS_CACHE_MS 5000      /* how long a measure made here serves others */
 #define COHORT_COUNTS_CACHE_SLOTS 16
 
