@@ -1,5 +1,5 @@
 /*
- * queue_counts.c - the `queue_counts` collection (see queue_counts.h): measuring a service's
+ * queue_counts.c - the `counts` collection (see queue_counts.h): measuring a service's
  * queue once for every reader, publishing it, reading it back.
  */
 #include "store/queue_counts.h"
@@ -12,7 +12,7 @@
 #include "store/doc.h"
 #include "store/internal.h"
 
-#define QUEUE_COUNTS "queue_counts"
+#define COUNTS "counts" /* not queue_...: that prefix names the task queues */
 
 /* One kind or group and its tasks by status. */
 typedef struct value_total {
@@ -180,7 +180,7 @@ bool cohort_store_measure_counts(cohort_store_t *store, mongoc_client_t *client,
 bool cohort_store_publish_counts(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, const bson_t *snap, bson_error_t *error)
 {
-    mongoc_collection_t *coll = store_collection(store, client, QUEUE_COUNTS);
+    mongoc_collection_t *coll = store_collection(store, client, COUNTS);
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bson_t doc = BSON_INITIALIZER;
     BSON_APPEND_UTF8(&doc, "_id", service);
@@ -198,7 +198,7 @@ bool cohort_store_read_counts(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, bson_t *snap, bool *found,
                               bson_error_t *error)
 {
-    mongoc_collection_t *coll = store_collection(store, client, QUEUE_COUNTS);
+    mongoc_collection_t *coll = store_collection(store, client, COUNTS);
     bson_t *filter = BCON_NEW("_id", BCON_UTF8(service));
     bool ok = store_find_one(coll, filter, snap, found, error);
     bson_destroy(filter);

@@ -1,5 +1,5 @@
 /*
- * queue_counts.h - the `queue_counts` collection: one small document per service, the queue's
+ * queue_counts.h - the `counts` collection: one small document per service, the queue's
  * counts as a service's primary measured them a moment ago (docs/SCHEMA.md), so that the
  * dashboard's calls read a document instead of scanning the queue.
  *

@@ -83,7 +83,7 @@ CALLS=(
     "task|/api/v1/services/big/tasks/$ID"
     "audit|/api/v1/audit?limit=50"
 )
-# The primary's measure of the queue behind those calls (queue_counts, docs/SCHEMA.md): each
+# The primary's measure of the queue behind those calls (the `counts` collection, docs/SCHEMA.md): each
 # one it publishes while the calls run, how long it took and how often it came (pymongo).
 SAMPLER_PY=python3 # Debian's python has pymongo here (tests/ui use it too)
 /usr/bin/python3 -c 'import pymongo' 2>/dev/null && SAMPLER_PY=/usr/bin/python3
@@ -94,7 +94,7 @@ try:
 except ImportError:
     print("(pymongo is not installed: the primary's measures were not sampled)")
     sys.exit(0)
-coll = pymongo.MongoClient(sys.argv[1])[sys.argv[2]]["queue_counts"]
+coll = pymongo.MongoClient(sys.argv[1])[sys.argv[2]]["counts"]
 seen = {}
 def report(*_):
     at = sorted(seen)

@@ -1,5 +1,5 @@
 """bigqueue.py - the counts of a big queue on the dashboard (issue 28, page times): they come
-from the snapshot the service's primary publishes (`queue_counts`, docs/API.md "Counts of a
+from the snapshot the service's primary publishes (`counts`, docs/API.md "Counts of a
 big queue") and the pages say how old they are; a snapshot gone stale is never shown.
 
 A service that no node hosts gets a hand-written snapshot of 12,000 pending tasks measured
@@ -25,7 +25,7 @@ def snapshot(fx, age_s):
     now = datetime.datetime.now(datetime.timezone.utc)
     counts = {st: 0 for st in ["claimed", "succeeded", "failed", "timed_out", "cancelled"]}
     counts["pending"] = 12000
-    fx.db["queue_counts"].replace_one({"_id": SVC}, {
+    fx.db["counts"].replace_one({"_id": SVC}, {
         "_id": SVC, "measured_at": now - datetime.timedelta(seconds=age_s), "total": 12000,
         "counts": counts, "oldest_due_at": None, "every_ms": 5000, "took_ms": 100,
         "minute": {"at": now.replace(second=0, microsecond=0), "enqueued": 0, "succeeded": 0,

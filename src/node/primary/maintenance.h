@@ -58,7 +58,7 @@ void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client
 
 /* Queue depth for the metrics, kept with the epoch it was counted under so that a count from
  * an earlier primacy is never shown as current; the same measure (counts by status, kind and
- * group, the minute under way, the oldest due task) is published in `queue_counts` with its
+ * group, the minute under way, the oldest due task) is published in `counts` with its
  * pace (`every_ms`) for the dashboard's calls (store/queue_counts.h), so its scans are paid
  * once per interval. */
 void cohort_maintenance_count_queue(cohort_service_t *service, mongoc_client_t *client,
