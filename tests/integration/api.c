@@ -424,3 +424,39 @@ Test(api, counts_as_of_and_groups_bounded)
     bson_destroy(&big);
     bson_destroy(&snap);
 }
+
+/* The snapshot keeps the 500 groups with the most tasks whatever the number of groups, and
+ * counts them all: 601 groups, the largest ("top", 100 tasks) last in the stream. */
+Test(api, counts_snapshot_keeps_the_largest_groups)
+{
+    size_t cap = 700 * 40 + 64;
+    char *body = malloc(cap);
+    strcpy(body, "{\"tasks\": [");
+    for (int i = 0; i < 700; i++) {
+        char g[16];
+        snprintf(g, sizeof g, i < 600 ? "g%03d" : "top", i);
+        snprintf(body + strlen(body), cap - strlen(body), "%s{\"group\": \"%s\"}", i ? ", " : "",
+                 g);
+    }
+    strcat(body, "]}");
+    test_api_answer_t a = call(tok_all, "POST", TASKS ":batch", body);
+    cr_assert_eq(a.status, 201, "%s", a.json);
+    test_api_answer_free(&a);
+    free(body);
+    bson_t snap;
+    bson_error_t error;
+    cr_assert(cohort_store_measure_counts(fx.store, fx.client, SERVICE,
+                                          cohort_clock_cluster_ms(), 0, &snap, &error),
+              "%s", error.message);
+    cr_assert_eq(cohort_counts_distinct(&snap, "groups"), 601);
+    cr_assert_eq(cohort_counts_total(&snap), 700);
+    cr_assert_str_eq(test_doc_str(&snap, "groups.rows.0.group"), "top");
+    cr_assert_eq(test_doc_int(&snap, "groups.rows.0.count"), 100);
+    cr_assert(test_doc_has(&snap, "groups.rows.499"));
+    cr_assert_not(test_doc_has(&snap, "groups.rows.500"));
+    bson_destroy(&snap);
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts?by=group&limit=500", NULL);
+    cr_assert_eq(test_doc_int(a.body, "distinct"), 601, "%.300s", a.json);
+    cr_assert(test_doc_has(a.body, "rows.499") && !test_doc_has(a.body, "rows.500"));
+    test_api_answer_free(&a);
+}
