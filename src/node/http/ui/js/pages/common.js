@@ -95,3 +95,12 @@ export function actionButton(ctx, label, ask, action, after, danger) {
 export async function services() {
   return (await api("/services")).services;
 }
+
+// How old a service's counts are when the server read them from its primary's snapshot (a
+// big queue is measured every few seconds, not at every call): "as of 3 s ago", or null
+// when they were measured for this answer.
+export function countsAge(ageMs) {
+  if (ageMs === undefined || ageMs === null || ageMs < 1000) return null;
+  return h("span", {class: "counts-age", title: "the queue's counts as its primary last " +
+    "measured them"}, `as of ${ago(ageMs)}`);
+}

@@ -4,8 +4,8 @@
 // live worker takes is a warning with its oldest due age, in the state and per kind.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
-import {actionButton, countCells, dueAge, noWorkerBadge, services, stateBadge, takesKind,
-  workersOf} from "./common.js";
+import {actionButton, countCells, countsAge, dueAge, noWorkerBadge, services, stateBadge,
+  takesKind, workersOf} from "./common.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
 // reason box (required when `needReason`) and the confirming and cancelling buttons, in `box`.
@@ -57,7 +57,10 @@ function switchesTable(svc, undo) {
 // most tasks first and at most BREAKDOWN_MAX of them (97 groups made a 3,900 px page), then a
 // note of how many more there are and how many tasks they hold.
 const BREAKDOWN_MAX = 20;
-function breakdown(by, rows, mark) {
+// `distinct` and `allTasks`: how many values and tasks the service has, when the server sent
+// only the rows of the values with the most tasks (GET .../counts?limit=). `mark` (optional):
+// what to show beside a value's name (a kind's no-worker warning).
+function breakdown(by, rows, distinct, allTasks, mark) {
   if (!rows.length) return h("p", null, `No task has a ${by}.`);
   const name = (r) => r[by] === null ? "(none)" : r[by];
   const statuses = [...new Set(rows.map((r) => r.status))].sort();
@@ -68,13 +71,15 @@ function breakdown(by, rows, mark) {
   }
   const keys = [...total.keys()].sort((a, b) => total.get(b) - total.get(a) || (a < b ? -1 : 1));
   const shown = keys.slice(0, BREAKDOWN_MAX);
-  const rest = keys.slice(BREAKDOWN_MAX);
-  const restTasks = rest.reduce((n, k) => n + total.get(k), 0);
+  const sum = (list) => list.reduce((n, k) => n + total.get(k), 0);
+  const cut = distinct > total.size;
+  const more = cut ? distinct - shown.length : keys.length - shown.length;
+  const restTasks = cut ? Math.max(0, allTasks - sum(shown)) : sum(keys.slice(BREAKDOWN_MAX));
   return [table([[by, (k) => mark ? [k, mark(k)] : k], ["total", (k) => total.get(k)],
     ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
   shown, {class: "breakdown", "data-by": by}),
-  rest.length ? h("p", {class: "breakdown-more", "data-by": by}, `${rest.length} more ` +
-    `${by}s with ${restTasks} task(s) not shown (the ${BREAKDOWN_MAX} with the most tasks ` +
+  more > 0 ? h("p", {class: "breakdown-more", "data-by": by}, `${more} more ` +
+    `${by}s with ${restTasks} task(s) not shown (the ${shown.length} with the most tasks ` +
     `are); filter the task list by ${by} to see one.`) : null];
 }
 
@@ -131,7 +136,7 @@ export async function servicePage(root, {parts}, ctx) {
   const byGroup = h("div");
   let svcNow = null; // the service as last read (its switches)
   let knownKinds = new Set(); // the kinds some task has (counts by kind)
-  let kindRows = null; // GET .../counts?by=kind's rows, once read
+  let drawKinds = null; // draws By kind from GET .../counts?by=kind, once read
   let idle = idleKinds({}, null, null); // the kinds without a live worker (idleKinds)
   const kindMark = (k) => idle.kinds.has(k) ? [" ", noWorkerBadge("no worker, oldest due " +
     dueAge(idle.now, idle.kinds.get(k)), "tasks of this kind are due and no live worker " +
@@ -231,17 +236,18 @@ export async function servicePage(root, {parts}, ctx) {
       ["primary", (s) => s.primary ? `${s.primary.node_id} (epoch ${s.primary.epoch}, active ` +
         `${ago(s.primary.last_active_ms_ago)})` : "none"],
       ["state", (s) => [stateBadge(s, idle.all), kindsWithoutWorker(idle)]],
-      ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts))],
+      ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts),
+        countsAge(s.counts_age_ms))],
     ], [svc], {id: "service-state"}));
     svcNow = svc;
     fill(switches, switchesTable(svc, undoOne));
     fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
-    if (kindRows) fill(byKind, breakdown("kind", kindRows, kindMark));
+    if (drawKinds) drawKinds();
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
     api(`/services/${seg(name)}/counts?by=kind`),
-    api(`/services/${seg(name)}/counts?by=group`),
+    api(`/services/${seg(name)}/counts?by=group&limit=${BREAKDOWN_MAX}`),
   ]);
   try { // GET .../settings: the values in effect and where each comes from
     const s = await api(`/services/${seg(name)}/settings`);
@@ -256,8 +262,11 @@ export async function servicePage(root, {parts}, ctx) {
       : "Cannot read the live settings: " + e.message);
   }
   knownKinds = new Set(kinds.rows.map((r) => r.kind).filter((k) => k !== null));
-  kindRows = kinds.rows;
-  fill(byKind, breakdown("kind", kindRows, kindMark));
-  fill(byGroup, breakdown("group", groups.rows));
+  const allTasks = Object.values(svcNow.counts || {}).reduce((n, c) => n + c, 0);
+  drawKinds = () => fill(byKind, breakdown("kind", kinds.rows, kinds.distinct, allTasks,
+    kindMark), countsAge(kinds.age_ms));
+  drawKinds();
+  fill(byGroup, breakdown("group", groups.rows, groups.distinct, allTasks),
+    countsAge(groups.age_ms));
   return {refresh};
 }
