@@ -4,6 +4,7 @@
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {actionButton, countCells, services, stateBadge} from "./common.js";
+import {kindsCard} from "./kinds.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
 // reason box (required when `needReason`) and the confirming and cancelling buttons, in `box`.
@@ -97,6 +98,7 @@ export async function servicePage(root, {parts}, ctx) {
   const settingsBody = h("div", {id: "settings"});
   const byKind = h("div");
   const byGroup = h("div");
+  const runs = kindsCard(name);
   let svcNow = null; // the service as last read (its switches)
   let knownKinds = new Set(); // the kinds some task has (counts by kind)
   const confirmBox = h("div");
@@ -111,7 +113,8 @@ export async function servicePage(root, {parts}, ctx) {
     h("section", {class: "card"}, h("h2", null, "Live settings"), settingsBody),
     h("div", {class: "grid"},
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
-      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
+      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)),
+    runs.el);
 
 
   // Pause or block, after the question: the whole service needs a reason; a kind no task has
@@ -197,6 +200,8 @@ export async function servicePage(root, {parts}, ctx) {
     svcNow = svc;
     fill(switches, switchesTable(svc, undoOne));
     fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
+    await runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
+      "Cannot read the runs by kind: " + e.message));
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
