@@ -435,15 +435,23 @@ Test(ui, nodes_answers_what_cohortctl_nodes_says)
 
 /* ---- the per-minute history ------------------------------------------------------------- */
 
-Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
+/* The server's time, at least 5 s before the end of its minute (waiting for the next one). */
+static int64_t server_now_clear_of_minute_end(void)
 {
     int64_t now;
     bson_error_t error;
     cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
-    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) { /* keep clear of a minute's end */
+    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) {
         test_sleep_ms(COHORT_MINUTE_MS - now % COHORT_MINUTE_MS + 100);
         cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
     }
+    return now;
+}
+
+Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
+{
+    bson_error_t error;
+    int64_t now = server_now_clear_of_minute_end();
     int64_t minute = now - now % COHORT_MINUTE_MS;
     int64_t last = minute - COHORT_MINUTE_MS; /* the minute that ended */
     mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
@@ -585,15 +593,22 @@ static double reply_kind(const bson_t *body, const char *kind, const char *field
     return -1;
 }
 
+/* GET .../kinds`query` answered 200, its body into `body` (the caller destroys it). */
+static void get_kinds(const char *query, const char *cookie, bson_t *body)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/kinds%s", query);
+    http_response_t r = get("GET", path, cookie);
+    cr_assert_eq(r.status, 200, "%s: %s", query, r.body);
+    bson_error_t error;
+    cr_assert(bson_init_from_json(body, r.body, -1, &error), "%s", error.message);
+    http_response_free(&r);
+}
+
 Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
 {
-    int64_t now;
     bson_error_t error;
-    cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
-    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) { /* keep clear of a minute's end */
-        test_sleep_ms(COHORT_MINUTE_MS - now % COHORT_MINUTE_MS + 100);
-        cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
-    }
+    int64_t now = server_now_clear_of_minute_end();
     int64_t minute = now - now % COHORT_MINUTE_MS, last = minute - COHORT_MINUTE_MS;
     /* The last minute: "fast" 3 runs of 5 ms and 1 of 50 ms; "slow" 2 s and 2.5 s succeeded,
      * 2.5 s failed, 400 s timed out; one run without a kind; one "fast" run before the minute
@@ -671,12 +686,10 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
     make_code("read", 60000, code);
     code_json(code, json, sizeof json);
     sign_in(json, 200, cookie, sizeof cookie);
-    http_response_t r = get("GET", "/api/v1/services/" SERVICE "/kinds", cookie);
-    cr_assert_eq(r.status, 200, "%s", r.body);
     bson_t body;
-    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    get_kinds("", cookie, &body);
     cr_assert_eq(test_doc_int(&body, "minutes"), 60);
-    cr_assert_eq(reply_kind(&body, "fast", "finished"), 5, "%s", r.body);
+    cr_assert_eq(reply_kind(&body, "fast", "finished"), 5);
     cr_assert_eq(reply_kind(&body, "slow", "finished"), 4);
     cr_assert_eq(reply_kind(&body, "slow", "failed"), 1);
     cr_assert_eq(reply_kind(&body, "slow", "p95.from_ms"), 300000);
@@ -685,25 +698,19 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
     cr_assert_eq(reply_kind(&body, "slow", "error_rate"), 0.5, "2 of 4 failed or timed out");
     cr_assert_eq(reply_kind(&body, "fast", "error_rate"), 0);
     bson_destroy(&body);
-    http_response_free(&r);
     /* The day adds the minute two hours back; the week reads its hour, not its minutes. */
-    r = get("GET", "/api/v1/services/" SERVICE "/kinds?minutes=1440", cookie);
-    cr_assert_eq(r.status, 200, "%s", r.body);
-    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
-    cr_assert_eq(reply_kind(&body, "slow", "finished"), 8, "%s", r.body);
+    get_kinds("?minutes=1440", cookie, &body);
+    cr_assert_eq(reply_kind(&body, "slow", "finished"), 8);
     cr_assert_eq(test_doc_int(&body, "minutes_read"), 3);
     bson_destroy(&body);
-    http_response_free(&r);
-    r = get("GET", "/api/v1/services/" SERVICE "/kinds?minutes=10080", cookie);
-    cr_assert_eq(r.status, 200, "%s", r.body);
-    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    get_kinds("?minutes=10080", cookie, &body);
     cr_assert_str_eq(test_doc_str(&body, "source"), "hours");
     cr_assert_eq(test_doc_int(&body, "hours_read"), 1);
     int64_t in_hour = last >= hour ? 4 : 0; /* the last minute, if in the hour under way */
-    cr_assert_eq(reply_kind(&body, "slow", "finished"), 4 + in_hour, "%s", r.body);
+    cr_assert_eq(reply_kind(&body, "slow", "finished"), 4 + in_hour);
     bson_destroy(&body);
-    http_response_free(&r);
 
+    http_response_t r;
     const char *const bad[] = {"?minutes=0", "?minutes=61", "?minutes=x", "?minutes=10081",
                                "?minutes=", "?hours=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
