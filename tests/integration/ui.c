@@ -873,6 +873,10 @@ Test(ui, the_primary_records_each_ended_minute_once)
     s->config = &config;
     s->node_id = "node-h";
     s->store = store;
+    /* A run of kind "mail" that failed after 150 ms in the minute that ends: in its `kinds`. */
+    server_now_clear_of_minute_end();
+    int64_t now = cohort_clock_cluster_ms();
+    insert_run("mail", "failed", 150, now - now % COHORT_MINUTE_MS - 30000);
     cohort_history_tick(s, client, 3);
     cr_assert_eq(test_count(client, db, "history", "{}"), 1);
     int64_t recorded = s->history_minute_ms;
@@ -883,6 +887,9 @@ Test(ui, the_primary_records_each_ended_minute_once)
     cr_assert_str_eq(test_doc_str(&doc, "primary"), "node-h");
     cr_assert_eq(test_doc_int(&doc, "epoch"), 3);
     cr_assert_eq(test_doc_int(&doc, "at"), recorded - COHORT_MINUTE_MS, "the minute that ended");
+    cr_assert_str_eq(test_doc_str(&doc, "kinds.0.kind"), "mail");
+    cr_assert_eq(test_doc_int(&doc, "kinds.0.failed"), 1);
+    cr_assert_eq(test_doc_int(&doc, "kinds.0.ms.3"), 1, "150 ms is in 100-300 ms");
     bson_destroy(&doc);
     /* Within the same minute: nothing more (a tick is seconds, a minute is sixty of them). */
     if (cohort_clock_cluster_ms() - recorded < COHORT_MINUTE_MS - 2000) {
