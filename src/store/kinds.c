@@ -302,7 +302,7 @@ static bool hour_minute(void *user, const bson_t *doc, bson_error_t *error)
         bson_init(&h->counts);
         bson_t src;
         if (bson_init_static(&src, data, len))
-            bson_copy_to_excluding_noinit(&src, &h->counts, "", NULL);
+            bson_concat(&h->counts, &src);
     }
     return true;
 }
