@@ -99,8 +99,10 @@ typedef struct cohort_service {
     int64_t next_purge_ms;          /* main thread, monotonic: the retention purge */
     _Atomic bool type_check_wanted; /* a claim failed on the server: scan for bad tasks */
     /* Queue depth for the metrics: with count_queue set (by the node, when it serves
-     * metrics), the primary counts tasks by status once per tick (one aggregation). */
+     * metrics), the primary measures its queue (store/queue_counts.h) at most every
+     * COHORT_UPKEEP_INTERVAL_MS, and after a slow measure less often (maintenance.h). */
     bool count_queue;
+    int64_t next_count_ms; /* main thread, monotonic: the next measure */
     _Atomic int64_t queue_counts[COHORT_STATUS_COUNT]; /* by cohort_task_status_t */
     _Atomic int64_t queue_epoch; /* the epoch they were counted under; 0: never */
     /* Recurring tasks (node/primary/schedules.c; main thread): the schedules in force (the config's

@@ -55,7 +55,8 @@ static bool holds_cohort_data(cohort_store_t *store, mongoc_client_t *client, bo
     bson_t *opts =
         BCON_NEW("nameOnly", BCON_BOOL(true), "filter", "{", "$or", "[", "{", "name", "{", "$in",
                  "[", BCON_UTF8("services"), BCON_UTF8("nodes"), BCON_UTF8("tokens"),
-                 BCON_UTF8("ui_sessions"), BCON_UTF8("history"), BCON_UTF8("audit"), "]", "}", "}",
+                 BCON_UTF8("ui_sessions"), BCON_UTF8("history"), BCON_UTF8("audit"),
+                 BCON_UTF8("counts"), "]", "}", "}",
                  "{", "name", BCON_REGEX("^queue_", ""), "}", "]", "}");
     int64_t n = 0;
     bool ok = store_walk_cursor(mongoc_database_find_collections_with_opts(db, opts), count_collection, &n,

@@ -32,6 +32,7 @@ DIR="$(mktemp -d)"
 NODE=""
 LOCALDB=""
 cleanup() {
+    [ -z "${SAMPLER:-}" ] || kill "$SAMPLER" 2>/dev/null || true
     [ -z "$NODE" ] || { kill "$NODE" 2>/dev/null; wait "$NODE" 2>/dev/null || true; }
     [ -z "$LOCALDB" ] || bash "$ROOT/deploy/localdb/localdb.sh" stop "$LOCALDB" >/dev/null 2>&1
     rm -rf "$DIR"
@@ -82,6 +83,36 @@ CALLS=(
     "task|/api/v1/services/big/tasks/$ID"
     "audit|/api/v1/audit?limit=50"
 )
+# The primary's measure of the queue behind those calls (the `counts` collection, docs/SCHEMA.md): each
+# one it publishes while the calls run, how long it took and how often it came (pymongo).
+SAMPLER_PY=python3 # Debian's python has pymongo here (tests/ui use it too)
+/usr/bin/python3 -c 'import pymongo' 2>/dev/null && SAMPLER_PY=/usr/bin/python3
+"$SAMPLER_PY" - "$MONGODB_URI" "$DB" >"$DIR/measures" 2>/dev/null <<'EOF' &
+import signal, statistics, sys, time
+try:
+    import pymongo
+except ImportError:
+    print("(pymongo is not installed: the primary's measures were not sampled)")
+    sys.exit(0)
+coll = pymongo.MongoClient(sys.argv[1])[sys.argv[2]]["counts"]
+seen = {}
+def report(*_):
+    at = sorted(seen)
+    gaps = [(b - a).total_seconds() for a, b in zip(at, at[1:])]
+    took = [seen[a] / 1000 for a in at]
+    if took:
+        print(f"The primary's measures during the calls: {len(took)}, each took median "
+              f"{statistics.median(took):.2f} s, slowest {max(took):.2f} s; one every "
+              f"{statistics.median(gaps) if gaps else 0:.1f} s (median).")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, report)
+while True:
+    doc = coll.find_one({"_id": "big"}, {"measured_at": 1, "took_ms": 1})
+    if doc and "took_ms" in doc:
+        seen[doc["measured_at"]] = doc["took_ms"]
+    time.sleep(0.5)
+EOF
+SAMPLER=$!
 printf '| page | call | median (s) | slowest (s) |\n|---|---|---|---|\n'
 for entry in "${CALLS[@]}"; do
     page="${entry%%|*}" path="${entry#*|}"
@@ -107,7 +138,7 @@ v1 = "/api/v1/services/big"
 PAGES = {
     "overview": [["/api/v1/services", "/api/v1/nodes"], [v1 + "/history?minutes=60"]],
     "service": [["/api/v1/services", v1 + "/batches"],
-                [v1 + "/counts?by=kind", v1 + "/counts?by=group"], [v1 + "/settings"]],
+                [v1 + "/counts?by=kind", v1 + "/counts?by=group&limit=20"], [v1 + "/settings"]],
 }
 def get(path):
     req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
@@ -126,4 +157,6 @@ with concurrent.futures.ThreadPoolExecutor(8) as pool:
             t.append(time.monotonic() - start)
         print(f"| {page} | {statistics.median(t):.3f} | {max(t):.3f} |")
 EOF
+kill "$SAMPLER" 2>/dev/null && wait "$SAMPLER" 2>/dev/null || true
+printf '\n%s\n' "$(cat "$DIR/measures")"
 log "commit $(git -C "$ROOT" rev-parse --short HEAD), $TASKS pending tasks, $REPEAT calls each"

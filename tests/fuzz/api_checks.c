@@ -56,8 +56,13 @@ void fuzz_check_queries(const char *query)
         fuzz_check_refusal(&err);
     }
     const char *field = NULL;
-    if (!cohort_api_parse_counts_by(query, &field, &err))
+    int64_t shown = 0;
+    if (!cohort_api_parse_counts_by(query, NULL, &field, &shown, &err))
         fuzz_check_refusal(&err);
+    if (!cohort_api_parse_counts_by("group", query, &field, &shown, &err))
+        fuzz_check_refusal(&err);
+    else if (shown < 1 || shown > COHORT_API_COUNTS_LIMIT_MAX)
+        abort();
     bson_oid_t oid;
     cohort_api_cursor_decode(query, &oid);
 }

@@ -20,10 +20,13 @@
 #include "api_fixture.h"
 #include "api_server.h"
 #include "support.h"
+#include "core/clock.h"
 #include "core/token.h"
+#include "node/status/counts_view.h"
 #include "node/http/api.h"
 #include "node/http/api_pool.h"
 #include "node/http/http.h"
+#include "store/queue_counts.h"
 #include "store/store.h"
 #include "store/tokens.h"
 
@@ -344,4 +347,116 @@ Test(api, http_413_and_slow_client_cut)
     cr_assert_geq(test_now_ms() - start, 1000, "cut at once, not by the timeout");
     close(fd);
     test_api_server_stop(&s);
+}
+
+/* GET .../counts, /services and .../history say when their counts were measured; by=group
+ * shows the groups with the most tasks first, at most `limit` of them, and how many there
+ * are; a big queue's counts come from the snapshot its primary published while it is fresh,
+ * never from one gone stale (issue 28). */
+Test(api, counts_as_of_and_groups_bounded)
+{
+    char body[8192] = "{\"tasks\": [";
+    for (int i = 0; i < 78; i++) /* g0 has 12 tasks, g1 11, ... g11 1 */
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s{\"group\": \"g%d\"}",
+                 i ? ", " : "", i < 12 ? 0 : i < 23 ? 1 : i < 33 ? 2 : 3 + (i - 33) % 9);
+    strcat(body, "]}");
+    test_api_answer_t a = call(tok_all, "POST", TASKS ":batch", body);
+    cr_assert_eq(a.status, 201, "%s", a.json);
+    test_api_answer_free(&a);
+    const char *counts = "/api/v1/services/" SERVICE "/counts";
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts?by=group&limit=2", NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "rows.0.group"), "g0", "%s", a.json);
+    cr_assert_eq(test_doc_int(a.body, "rows.0.count"), 12, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "rows.1.group"), "g1", "%s", a.json);
+    cr_assert_not(test_doc_has(a.body, "rows.2"), "%s", a.json);
+    cr_assert_eq(test_doc_int(a.body, "distinct"), 12, "%s", a.json);
+    cr_assert_eq(test_doc_int(a.body, "limit"), 2, "%s", a.json);
+    cr_assert(test_doc_has(a.body, "as_of") && test_doc_int(a.body, "age_ms") >= 0, "%s",
+              a.json);
+    test_api_answer_free(&a);
+    a = call(tok_read, "GET", "/api/v1/services", NULL);
+    cr_assert(test_doc_has(a.body, "services.0.counts_as_of"), "%s", a.json);
+    test_api_answer_free(&a);
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/history?minutes=5", NULL);
+    cr_assert_eq(test_doc_int(a.body, "current.counts.pending"), 78, "%s", a.json);
+    cr_assert(test_doc_has(a.body, "current.as_of"), "%s", a.json);
+    test_api_answer_free(&a);
+    const char *bad[] = {"?by=group&limit=0", "?by=group&limit=501", "?by=kind&limit=x",
+                         "?by=group&limit=", "?limit=3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s%s", counts, bad[i]);
+        expect(call(tok_read, "GET", path, NULL), 400, "bad_request", bad[i]);
+    }
+
+    /* the snapshot a primary publishes for a big queue: served while fresh, with its age */
+    bson_t snap;
+    bson_error_t error;
+    int64_t now = cohort_clock_cluster_ms();
+    cr_assert(cohort_store_measure_counts(fx.store, fx.client, SERVICE, now - 3000, 7, &snap,
+                                          &error),
+              "%s", error.message);
+    bson_t big = BSON_INITIALIZER;
+    bson_copy_to_excluding_noinit(&snap, &big, "total", "counts", NULL);
+    BSON_APPEND_INT64(&big, "total", 123456);
+    bson_t *pending = BCON_NEW("pending", BCON_INT64(123456));
+    BSON_APPEND_DOCUMENT(&big, "counts", pending);
+    bson_destroy(pending);
+    cr_assert(cohort_store_publish_counts(fx.store, fx.client, SERVICE, &big, &error), "%s",
+              error.message);
+    a = call(tok_read, "GET", counts, NULL);
+    cr_assert_eq(test_doc_int(a.body, "counts.pending"), 123456, "%s", a.json);
+    cr_assert_geq(test_doc_int(a.body, "age_ms"), 2500, "%s", a.json);
+    test_api_answer_free(&a);
+    /* gone stale (its primary stopped measuring): measured again, not shown as current */
+    bson_destroy(&big);
+    bson_init(&big);
+    bson_copy_to_excluding_noinit(&snap, &big, "total", "measured_at", NULL);
+    BSON_APPEND_INT64(&big, "total", 123456);
+    BSON_APPEND_DATE_TIME(&big, "measured_at", now - COHORT_COUNTS_FRESH_MS - 5000);
+    cr_assert(cohort_store_publish_counts(fx.store, fx.client, SERVICE, &big, &error), "%s",
+              error.message);
+    a = call(tok_read, "GET", counts, NULL);
+    cr_assert_eq(test_doc_int(a.body, "counts.pending"), 78, "%s", a.json);
+    cr_assert_lt(test_doc_int(a.body, "age_ms"), COHORT_COUNTS_FRESH_MS, "%s", a.json);
+    test_api_answer_free(&a);
+    bson_destroy(&big);
+    bson_destroy(&snap);
+}
+
+/* The snapshot keeps the 500 groups with the most tasks whatever the number of groups, and
+ * counts them all: 601 groups, the largest ("top", 100 tasks) last in the stream. */
+Test(api, counts_snapshot_keeps_the_largest_groups)
+{
+    size_t cap = 700 * 40 + 64;
+    char *body = malloc(cap);
+    strcpy(body, "{\"tasks\": [");
+    for (int i = 0; i < 700; i++) {
+        char g[16];
+        snprintf(g, sizeof g, i < 600 ? "g%03d" : "top", i);
+        snprintf(body + strlen(body), cap - strlen(body), "%s{\"group\": \"%s\"}", i ? ", " : "",
+                 g);
+    }
+    strcat(body, "]}");
+    test_api_answer_t a = call(tok_all, "POST", TASKS ":batch", body);
+    cr_assert_eq(a.status, 201, "%s", a.json);
+    test_api_answer_free(&a);
+    free(body);
+    bson_t snap;
+    bson_error_t error;
+    cr_assert(cohort_store_measure_counts(fx.store, fx.client, SERVICE,
+                                          cohort_clock_cluster_ms(), 0, &snap, &error),
+              "%s", error.message);
+    cr_assert_eq(cohort_counts_distinct(&snap, "groups"), 601);
+    cr_assert_eq(cohort_counts_total(&snap), 700);
+    cr_assert_str_eq(test_doc_str(&snap, "groups.rows.0.group"), "top");
+    cr_assert_eq(test_doc_int(&snap, "groups.rows.0.count"), 100);
+    cr_assert(test_doc_has(&snap, "groups.rows.499"));
+    cr_assert_not(test_doc_has(&snap, "groups.rows.500"));
+    bson_destroy(&snap);
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/counts?by=group&limit=500", NULL);
+    cr_assert_eq(test_doc_int(a.body, "distinct"), 601, "%.300s", a.json);
+    cr_assert(test_doc_has(a.body, "rows.499") && !test_doc_has(a.body, "rows.500"));
+    test_api_answer_free(&a);
 }

@@ -415,7 +415,8 @@ bool cohort_api_parse_list(char *const *values, cohort_api_list_t *list, cohort_
     return true;
 }
 
-bool cohort_api_parse_counts_by(const char *by, const char **field, cohort_api_error_t *err)
+bool cohort_api_parse_counts_by(const char *by, const char *limit, const char **field,
+                                int64_t *max_values, cohort_api_error_t *err)
 {
     if (!by || strcmp(by, "status") == 0)
         *field = "status";
@@ -425,6 +426,16 @@ bool cohort_api_parse_counts_by(const char *by, const char **field, cohort_api_e
         *field = "group";
     else
         return bad_request(err, "query parameter 'by' must be status, kind or group");
+    *max_values = COHORT_API_COUNTS_LIMIT_DEFAULT;
+    if (limit && strcmp(*field, "status") == 0)
+        return bad_request(err, "query parameter 'limit' applies to by=kind or by=group");
+    char *end = NULL;
+    long long v = limit ? strtoll(limit, &end, 10) : 0;
+    if (limit && (!*limit || *end || v < 1 || v > COHORT_API_COUNTS_LIMIT_MAX))
+        return bad_request(err, "query parameter 'limit' must be an integer from 1 to %d",
+                           COHORT_API_COUNTS_LIMIT_MAX);
+    if (limit)
+        *max_values = v;
     return true;
 }
 

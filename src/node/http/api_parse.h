@@ -18,10 +18,13 @@
 #include "core/taskopts.h"
 #include "store/claims.h"
 #include "store/leases.h"
+#include "store/queue_counts.h"
 #include "store/requests.h"
 
 #define COHORT_API_LIST_DEFAULT 50
 #define COHORT_API_LIST_MAX 500
+#define COHORT_API_COUNTS_LIMIT_DEFAULT 50
+#define COHORT_API_COUNTS_LIMIT_MAX COHORT_COUNTS_VALUES_MAX
 /* A page of tasks ends early (with `next`) once its items reach this many bytes of BSON; it
  * holds at least one task, whatever its size. */
 #define COHORT_API_PAGE_BYTES (1024 * 1024)
@@ -203,7 +206,10 @@ bool cohort_api_parse_task(const bson_t *body, const char *where, bson_t *data, 
 bool cohort_api_parse_switch(const bson_t *body, bool pause, const char **kind,
                              const char **reason, cohort_api_error_t *err);
 
-/* GET .../counts?by=status|kind|group: "status" if absent. */
-bool cohort_api_parse_counts_by(const char *by, const char **field, cohort_api_error_t *err);
+/* GET .../counts?by=status|kind|group&limit=N: `field` "status" if `by` is absent;
+ * `max_values` the kinds or groups to show (`limit`, 1 to COHORT_API_COUNTS_LIMIT_MAX,
+ * COHORT_API_COUNTS_LIMIT_DEFAULT if absent; refused with by=status). */
+bool cohort_api_parse_counts_by(const char *by, const char *limit, const char **field,
+                                int64_t *max_values, cohort_api_error_t *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include "core/jsondoc.h"
 #include "core/status.h"
 #include "node/status/api_json.h"
+#include "node/status/counts_view.h"
 #include "node/status/service_status.h"
 #include "store/listing.h"
 #include "store/requests.h"
@@ -23,6 +24,7 @@
 #include "store/claims.h"
 #include "store/nodes.h"
 #include "store/queries.h"
+#include "store/queue_counts.h"
 #include "store/services.h"
 
 bool cohort_api_fail_store(cohort_api_error_t *err, const bson_error_t *error, const char *what)
@@ -607,30 +609,54 @@ bool cohort_api_list_tasks(cohort_api_call_t *call)
 
 /* ---- GET .../counts -------------------------------------------------------------------- */
 
-typedef struct count_rows {
-    const char *field;
-    bson_t *rows;
-    uint32_t n;
-} count_rows_t;
-
-static void count_row(void *user, const char *value, const char *status, int64_t n)
+/* Copies the rows of `snap`'s `key` ("kinds", "groups") for its first `limit` values (most
+ * tasks first) into `out`'s rows, with how many distinct values there are. */
+static void copy_value_rows(const bson_t *snap, const char *key, const char *field,
+                            int64_t limit, bson_t *out)
 {
-    count_rows_t *c = user;
-    bson_t row;
-    cohort_json_array_begin_document(c->rows, &c->n, &row);
-    cohort_json_append_utf8_or_null(&row, c->field, value);
-    BSON_APPEND_UTF8(&row, "status", status);
-    BSON_APPEND_INT64(&row, "count", n);
-    bson_append_document_end(c->rows, &row);
+    char path[32];
+    bson_iter_t it, rows;
+    bson_t array;
+    uint32_t n = 0;
+    int64_t values = 0;
+    const char *last = NULL;
+    bool last_null = false;
+    BSON_APPEND_ARRAY_BEGIN(out, "rows", &array);
+    snprintf(path, sizeof path, "%s.rows", key);
+    if (bson_iter_init(&it, snap) && bson_iter_find_descendant(&it, path, &it) &&
+        BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &rows)) {
+        while (bson_iter_next(&rows) && BSON_ITER_HOLDS_DOCUMENT(&rows)) {
+            bson_t row;
+            uint32_t len;
+            const uint8_t *data;
+            bson_iter_document(&rows, &len, &data);
+            if (!bson_init_static(&row, data, len))
+                continue;
+            bson_iter_t v;
+            const char *value = bson_iter_init_find(&v, &row, field) && BSON_ITER_HOLDS_UTF8(&v)
+                                    ? bson_iter_utf8(&v, NULL)
+                                    : NULL;
+            if (!values || (value ? last_null || strcmp(value, last) != 0 : !last_null)) {
+                if (++values > limit)
+                    break;
+                last = value;
+                last_null = !value;
+            }
+            bson_t copy;
+            cohort_json_array_begin_document(&array, &n, &copy);
+            bson_concat(&copy, &row);
+            bson_append_document_end(&array, &copy);
+        }
+    }
+    bson_append_array_end(out, &array);
+    BSON_APPEND_INT64(out, "distinct", cohort_counts_distinct(snap, key));
+    BSON_APPEND_INT64(out, "limit", limit);
 }
 
-static bool counts_by_status(cohort_api_call_t *call)
+static void counts_by_status(cohort_api_call_t *call, const bson_t *snap)
 {
     cohort_status_counts_t counts;
-    bson_error_t error;
-    if (!cohort_store_count_tasks(call->store, call->client, call->route->service, &counts,
-                                  &error))
-        return cohort_api_fail_store(call->err, &error, "cannot count the tasks");
+    cohort_counts_status(snap, &counts);
     bson_t c;
     BSON_APPEND_UTF8(&call->reply->body, "by", "status");
     BSON_APPEND_DOCUMENT_BEGIN(&call->reply->body, "counts", &c);
@@ -638,31 +664,38 @@ static bool counts_by_status(cohort_api_call_t *call)
         BSON_APPEND_INT64(&c, cohort_status_names[i],
                           cohort_status_count(&counts, (cohort_task_status_t)i));
     bson_append_document_end(&call->reply->body, &c);
-    return true;
 }
 
 bool cohort_api_count_tasks(cohort_api_call_t *call)
 {
-    static const char *const params[] = {"by", NULL};
+    static const char *const params[] = {"by", "limit", NULL};
     char *values[2];
     const char *field = NULL;
+    int64_t limit = 0;
     if (!cohort_api_query(call->request->query, params, values, call->err))
         return false;
-    bool ok = cohort_api_parse_counts_by(values[0], &field, call->err) && service_exists(call);
-    if (ok && strcmp(field, "status") == 0) {
-        ok = counts_by_status(call);
-    } else if (ok) {
-        bson_t rows;
-        BSON_APPEND_UTF8(&call->reply->body, "by", field);
-        BSON_APPEND_ARRAY_BEGIN(&call->reply->body, "rows", &rows);
-        count_rows_t c = {.field = field, .rows = &rows};
-        bson_error_t error;
-        ok = cohort_store_count_by(call->store, call->client, call->route->service, field,
-                                   count_row, &c, &error) ||
+    bool ok = cohort_api_parse_counts_by(values[0], values[1], &field, &limit, call->err) &&
+              service_exists(call);
+    bson_t snap;
+    bson_error_t error;
+    bson_init(&snap);
+    if (ok) {
+        bson_destroy(&snap);
+        ok = cohort_counts_view_get(call->store, call->client, call->route->service, &snap,
+                                    &error) ||
              cohort_api_fail_store(call->err, &error, "cannot count the tasks");
-        bson_append_array_end(&call->reply->body, &rows);
     }
-    cohort_api_query_free(values, 1);
+    if (ok && strcmp(field, "status") == 0) {
+        counts_by_status(call, &snap);
+    } else if (ok) {
+        BSON_APPEND_UTF8(&call->reply->body, "by", field);
+        copy_value_rows(&snap, strcmp(field, "kind") == 0 ? "kinds" : "groups", field, limit,
+                        &call->reply->body);
+    }
+    if (ok)
+        cohort_counts_view_append_age(&call->reply->body, "", &snap);
+    bson_destroy(&snap);
+    cohort_api_query_free(values, 2);
     if (ok)
         call->reply->status = 200;
     return ok;

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/token.h"
 #include "node/status/api_json.h"
+#include "node/status/counts_view.h"
 #include "node/status/node_status.h"
 #include "store/audit.h"
 #include "store/history.h"
@@ -22,6 +23,7 @@
 #include "store/store.h"
 #include "store/nodes.h"
 #include "store/queries.h"
+#include "store/queue_counts.h"
 #include "store/services.h"
 
 #define WHOAMI "/api/v1/whoami"
@@ -228,7 +230,8 @@ static bool query_count(const char *text, const char *name, int max, int64_t *ou
 }
 
 /* {"service", "minutes": [minute, ...] oldest first, "current": the minute under way so
- * far}: at most 1,440 small documents and five indexed counts. */
+ * far, with its as_of and age_ms}: at most 1,440 small documents and the queue's counts
+ * (node/status/counts_view.h: the primary's snapshot on a big queue, else measured now). */
 static bool history(cohort_api_call_t *call)
 {
     static const char *const known[] = {"minutes", NULL};
@@ -249,9 +252,13 @@ static bool history(cohort_api_call_t *call)
         return cohort_api_fail_store(call->err, &error, "cannot read the history");
     int64_t minute = now - now % COHORT_MINUTE_MS;
     cohort_minute_t current;
-    if (!cohort_store_measure_minute(call->store, call->client, call->route->service, minute,
-                                     now, &current, &error))
+    bson_t snap;
+    if (!cohort_counts_view_get(call->store, call->client, call->route->service, &snap,
+                                &error)) {
+        bson_destroy(&snap);
         return cohort_api_fail_store(call->err, &error, "cannot read the history");
+    }
+    cohort_counts_minute(&snap, &current);
     bson_t *body = &call->reply->body, array, cur;
     BSON_APPEND_UTF8(body, "service", call->route->service);
     cohort_json_append_time(body, "now", now);
@@ -261,11 +268,15 @@ static bool history(cohort_api_call_t *call)
                                   minute - minutes * COHORT_MINUTE_MS, minutes, one_minute, &w,
                                   &error);
     bson_append_array_end(body, &array);
-    if (!ok)
+    if (!ok) {
+        bson_destroy(&snap);
         return cohort_api_fail_store(call->err, &error, "cannot read the history");
+    }
     BSON_APPEND_DOCUMENT_BEGIN(body, "current", &cur);
     append_minute(&cur, &current);
+    cohort_counts_view_append_age(&cur, "", &snap);
     bson_append_document_end(body, &cur);
+    bson_destroy(&snap);
     call->reply->status = 200;
     return true;
 }

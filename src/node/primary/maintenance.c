@@ -11,6 +11,7 @@
 #include "store/leases.h"
 #include "store/nodes.h"
 #include "store/queries.h"
+#include "store/queue_counts.h"
 #include "store/upkeep.h"
 
 /* A quarter of the shorter retention, between the maintenance's interval and
@@ -178,9 +179,24 @@ void cohort_maintenance_count_queue(cohort_service_t *s, mongoc_client_t *client
 {
     cohort_status_counts_t counts;
     bson_error_t error;
-    if (!cohort_store_count_tasks(s->store, client, s->config->name, &counts, &error)) {
+    bson_t snap;
+    int64_t started = cohort_clock_monotonic_ms();
+    bool ok = cohort_store_measure_counts(s->store, client, s->config->name,
+                                          cohort_clock_cluster_ms(), epoch, &snap, &error);
+    /* The server spends at most 1 / COHORT_COUNTS_COST_FACTOR of its time on these scans. */
+    int64_t took = cohort_clock_monotonic_ms() - started;
+    int64_t every = took * COHORT_COUNTS_COST_FACTOR > COHORT_UPKEEP_INTERVAL_MS
+                        ? took * COHORT_COUNTS_COST_FACTOR
+                        : COHORT_UPKEEP_INTERVAL_MS;
+    s->next_count_ms = started + took + every;
+    BSON_APPEND_INT64(&snap, "every_ms", every);
+    ok = ok && cohort_store_publish_counts(s->store, client, s->config->name, &snap, &error);
+    cohort_counts_status(&snap, &counts);
+    bson_destroy(&snap);
+    if (!ok) {
         cohort_logf(COHORT_LOG_DEBUG, s->config->name, "primary", epoch,
-                    "cannot count the queue for the metrics: %s", error.message);
+                    "cannot count the queue for the metrics and the dashboard: %s",
+                    error.message);
         return;
     }
     for (int i = 0; i < COHORT_STATUS_COUNT; i++)
@@ -195,7 +211,7 @@ void cohort_maintenance_upkeep(cohort_service_t *s, mongoc_client_t *client, int
         return;
     s->next_upkeep_ms = mono + COHORT_UPKEEP_INTERVAL_MS;
     cohort_maintenance_promote_overdue(s, client, epoch);
-    if (s->count_queue)
+    if (s->count_queue && mono >= s->next_count_ms)
         cohort_maintenance_count_queue(s, client, epoch);
 }
 

@@ -43,6 +43,11 @@ void cohort_maintenance_expire_leases(cohort_service_t *service, mongoc_client_t
  * queue count for the metrics (with http_listen), at most this often. */
 #define COHORT_UPKEEP_INTERVAL_MS 5000
 
+/* The queue measure's pace: the next waits COHORT_UPKEEP_INTERVAL_MS or this many times the
+ * last one's time, whichever is longer (a measure of 3 s on a big queue scanned by the local
+ * test server: one every 12 s), so that the scans take at most a quarter of the server. */
+#define COHORT_COUNTS_COST_FACTOR 4
+
 /* The not_after promotion and the metrics' queue count, when due (see above). */
 void cohort_maintenance_upkeep(cohort_service_t *service, mongoc_client_t *client,
                                int64_t epoch);
@@ -51,8 +56,11 @@ void cohort_maintenance_upkeep(cohort_service_t *service, mongoc_client_t *clien
 void cohort_maintenance_promote_overdue(cohort_service_t *service, mongoc_client_t *client,
                                         int64_t epoch);
 
-/* Queue depth for the metrics (one aggregation), kept with the epoch it was counted under so
- * that a count from an earlier primacy is never shown as current. */
+/* Queue depth for the metrics, kept with the epoch it was counted under so that a count from
+ * an earlier primacy is never shown as current; the same measure (counts by status, kind and
+ * group, the minute under way, the oldest due task) is published in `counts` with its
+ * pace (`every_ms`) for the dashboard's calls (store/queue_counts.h), so its scans are paid
+ * once per interval. */
 void cohort_maintenance_count_queue(cohort_service_t *service, mongoc_client_t *client,
                                     int64_t epoch);
 

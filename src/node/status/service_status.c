@@ -1,7 +1,7 @@
 /*
  * service_status.c - one service's state for `cohortctl status --json` and GET
- * /api/v1/services (see service_status.h): two reads, the config document and one
- * aggregation of counts.
+ * /api/v1/services (see service_status.h): two reads, the config document and the queue's
+ * counts (node/status/counts_view.h: a snapshot on a big queue, else one measure).
  */
 #include "node/status/service_status.h"
 
@@ -11,9 +11,11 @@
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "node/status/api_json.h"
+#include "node/status/counts_view.h"
 #include "node/status/service_settings.h"
 #include "store/store.h"
 #include "store/queries.h"
+#include "store/queue_counts.h"
 #include "store/services.h"
 
 /* The fields of one switch's subdocument {reason, by, at}. */
@@ -184,18 +186,25 @@ bool cohort_service_status(cohort_store_t *store, mongoc_client_t *client, const
     cohort_service_summary_t *s = summary ? summary : &local;
     memset(s, 0, sizeof *s);
     s->ago_ms = -1;
-    bson_t doc;
-    if (!cohort_store_read_service(store, client, name, &doc, &s->found, error) ||
-        !cohort_store_count_tasks(store, client, name, &s->counts, error)) {
+    bson_t doc, snap;
+    if (!cohort_store_read_service(store, client, name, &doc, &s->found, error)) {
         bson_destroy(&doc);
         return false;
     }
+    if (!cohort_counts_view_get(store, client, name, &snap, error)) {
+        bson_destroy(&doc);
+        bson_destroy(&snap);
+        return false;
+    }
+    cohort_counts_status(&snap, &s->counts);
     if (s->found)
         read_primary(&doc, server_now_ms, s);
     BSON_APPEND_UTF8(svc, "name", name);
     BSON_APPEND_BOOL(svc, "service_document", s->found);
     append_primary(svc, s);
     append_counts(svc, &s->counts);
+    cohort_counts_view_append_age(svc, "counts_", &snap);
+    bson_destroy(&snap);
     bson_t paused = BSON_INITIALIZER, blocked = BSON_INITIALIZER;
     switch_state_t st = {.paused = &paused, .blocked = &blocked, .summary = s};
     if (s->found)

@@ -18,7 +18,11 @@ const SERIES = [
 ];
 
 function columns(history) {
-  const minutes = [...history.minutes, history.current];
+  // A big queue's current minute is its primary's last measure (GET .../history's as_of):
+  // it may still be a minute already recorded, which is drawn once.
+  const last = history.minutes[history.minutes.length - 1];
+  const minutes = last && last.at >= history.current.at ? [...history.minutes]
+    : [...history.minutes, history.current];
   const xs = minutes.map((m) => Date.parse(m.at) / 1000);
   const ys = SERIES.map((s) => minutes.map((m) =>
     m === history.current && !s.scale ? null

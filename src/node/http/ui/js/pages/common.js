@@ -1,7 +1,7 @@
 // common.js - what several pages show alike: a service's state in words, its counts by
 // status, and the buttons of an action that asks first and reports what the API said.
 import {api} from "../api.js";
-import {h} from "../dom.js";
+import {ago, h} from "../dom.js";
 import {notify} from "../notices.js";
 
 export const STATUSES = ["pending", "claimed", "succeeded", "failed", "timed_out", "cancelled"];
@@ -64,4 +64,13 @@ export function actionButton(ctx, label, ask, action, after, danger) {
 // All services (GET /services): a bounded list, one object per service.
 export async function services() {
   return (await api("/services")).services;
+}
+
+// How old a service's counts are when the server read them from its primary's snapshot (a
+// big queue is measured every few seconds, not at every call): "as of 3 s ago", or null
+// when they were measured for this answer.
+export function countsAge(ageMs) {
+  if (ageMs === undefined || ageMs === null || ageMs < 1000) return null;
+  return h("span", {class: "counts-age", title: "the queue's counts as its primary last " +
+    "measured them"}, `as of ${ago(ageMs)}`);
 }

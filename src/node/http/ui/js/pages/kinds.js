@@ -39,7 +39,12 @@ export function kindsCard(service) {
   }}, Object.entries(WINDOWS).map(([k, w]) => h("option", {value: k}, w.words)));
   const el = h("section", {class: "card", id: "kinds-card"},
     h("h2", null, "Runs by kind ", select), body, note);
-  async function refresh() {
+  let inFlight = null; // one request at a time: a refresh during one joins it
+  function refresh() {
+    if (!inFlight) inFlight = load().finally(() => { inFlight = null; });
+    return inFlight;
+  }
+  async function load() {
     const w = WINDOWS[range];
     const r = await api(`/services/${seg(service)}/kinds?minutes=${w.minutes}`);
     if (range !== Object.keys(WINDOWS).find((k) => WINDOWS[k].minutes === r.minutes)) return r;

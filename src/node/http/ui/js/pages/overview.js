@@ -4,7 +4,7 @@
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {RANGES, serviceChart} from "./chart.js";
-import {countCells, services, stateBadge} from "./common.js";
+import {countCells, countsAge, services, stateBadge} from "./common.js";
 
 // "12 s" since the oldest due pending task became due, from a history answer.
 function oldestDue(history) {
@@ -81,7 +81,8 @@ function servicesTable(list, histories, workers) {
       : h("span", {class: "muted"}, "none")],
     ["state", (s) => stateBadge(s, idleWith(s, histories, workers))],
     ["oldest due", (s) => oldestDue(histories.get(s.name))],
-    ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts))],
+    ["tasks", (s) => h("span", {class: "counts"}, countCells(s.name, s.counts),
+      countsAge(s.counts_age_ms))],
   ], [...list].sort((a, b) => a.name.localeCompare(b.name)), {id: "services"});
 }
 

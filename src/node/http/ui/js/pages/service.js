@@ -3,7 +3,7 @@
 // operate) pause, resume, block and unblock of the service or of one kind.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
-import {actionButton, countCells, services, stateBadge} from "./common.js";
+import {actionButton, countCells, countsAge, services, stateBadge} from "./common.js";
 import {kindsCard} from "./kinds.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
@@ -56,7 +56,9 @@ function switchesTable(svc, undo) {
 // most tasks first and at most BREAKDOWN_MAX of them (97 groups made a 3,900 px page), then a
 // note of how many more there are and how many tasks they hold.
 const BREAKDOWN_MAX = 20;
-function breakdown(by, rows) {
+// `distinct` and `allTasks`: how many values and tasks the service has, when the server sent
+// only the rows of the values with the most tasks (GET .../counts?limit=).
+function breakdown(by, rows, distinct, allTasks) {
   if (!rows.length) return h("p", null, `No task has a ${by}.`);
   const name = (r) => r[by] === null ? "(none)" : r[by];
   const statuses = [...new Set(rows.map((r) => r.status))].sort();
@@ -67,13 +69,15 @@ function breakdown(by, rows) {
   }
   const keys = [...total.keys()].sort((a, b) => total.get(b) - total.get(a) || (a < b ? -1 : 1));
   const shown = keys.slice(0, BREAKDOWN_MAX);
-  const rest = keys.slice(BREAKDOWN_MAX);
-  const restTasks = rest.reduce((n, k) => n + total.get(k), 0);
+  const sum = (list) => list.reduce((n, k) => n + total.get(k), 0);
+  const cut = distinct > total.size;
+  const more = cut ? distinct - shown.length : keys.length - shown.length;
+  const restTasks = cut ? Math.max(0, allTasks - sum(shown)) : sum(keys.slice(BREAKDOWN_MAX));
   return [table([[by, (k) => k], ["total", (k) => total.get(k)],
     ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
   shown, {class: "breakdown", "data-by": by}),
-  rest.length ? h("p", {class: "breakdown-more", "data-by": by}, `${rest.length} more ` +
-    `${by}s with ${restTasks} task(s) not shown (the ${BREAKDOWN_MAX} with the most tasks ` +
+  more > 0 ? h("p", {class: "breakdown-more", "data-by": by}, `${more} more ` +
+    `${by}s with ${restTasks} task(s) not shown (the ${shown.length} with the most tasks ` +
     `are); filter the task list by ${by} to see one.`) : null];
 }
 
@@ -187,6 +191,9 @@ export async function servicePage(root, {parts}, ctx) {
   }
 
   async function refresh() {
+    // Beside the rest, never holding it up (its own request, one at a time).
+    runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
+      "Cannot read the runs by kind: " + e.message));
     const [list, batches] = await Promise.all([services(),
       api(`/services/${seg(name)}/batches`).catch(() => null)]);
     const svc = list.find((s) => s.name === name);
@@ -195,18 +202,17 @@ export async function servicePage(root, {parts}, ctx) {
       ["primary", (s) => s.primary ? `${s.primary.node_id} (epoch ${s.primary.epoch}, active ` +
         `${ago(s.primary.last_active_ms_ago)})` : "none"],
       ["state", (s) => stateBadge(s)],
-      ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts))],
+      ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts),
+        countsAge(s.counts_age_ms))],
     ], [svc], {id: "service-state"}));
     svcNow = svc;
     fill(switches, switchesTable(svc, undoOne));
     fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
-    await runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
-      "Cannot read the runs by kind: " + e.message));
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
     api(`/services/${seg(name)}/counts?by=kind`),
-    api(`/services/${seg(name)}/counts?by=group`),
+    api(`/services/${seg(name)}/counts?by=group&limit=${BREAKDOWN_MAX}`),
   ]);
   try { // GET .../settings: the values in effect and where each comes from
     const s = await api(`/services/${seg(name)}/settings`);
@@ -221,7 +227,9 @@ export async function servicePage(root, {parts}, ctx) {
       : "Cannot read the live settings: " + e.message);
   }
   knownKinds = new Set(kinds.rows.map((r) => r.kind).filter((k) => k !== null));
-  fill(byKind, breakdown("kind", kinds.rows));
-  fill(byGroup, breakdown("group", groups.rows));
+  const allTasks = Object.values(svcNow.counts || {}).reduce((n, c) => n + c, 0);
+  fill(byKind, breakdown("kind", kinds.rows, kinds.distinct, allTasks), countsAge(kinds.age_ms));
+  fill(byGroup, breakdown("group", groups.rows, groups.distinct, allTasks),
+    countsAge(groups.age_ms));
   return {refresh};
 }
