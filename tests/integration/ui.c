@@ -659,6 +659,18 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
     cohort_kind_stats_t none = {0};
     cr_assert_not(cohort_kind_percentile(&none, 50, &from, &to), "no runs: no percentile");
 
+    /* Past 32 kinds a window says it left some out; the first 32 keep their counts. */
+    static cohort_kinds_t many, one;
+    one.n = 1;
+    for (int i = 0; i <= COHORT_KINDS_MAX; i++) {
+        snprintf(one.kind[0].kind, sizeof one.kind[0].kind, "k%d", i);
+        one.kind[0].succeeded = 1;
+        cohort_kinds_add(&many, &one);
+    }
+    cr_assert_eq(many.n, COHORT_KINDS_MAX);
+    cr_assert(many.capped, "the 33rd kind is left out and said so");
+    cr_assert_eq(find_kind(&many, "k31")->succeeded, 1);
+
     /* The minute written with its kinds, a minute two hours back likewise and rolled up into
      * its hour, and an old node's minute without kinds (read, adds nothing). */
     cohort_minute_t m = {.at_ms = last, .epoch = 1, .kinds = &kinds};
