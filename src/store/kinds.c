@@ -362,3 +362,32 @@ bool cohort_store_record_hour(cohort_store_t *store, mongoc_client_t *client,
     bson_destroy(&h.counts);
     return ok;
 }
+
+typedef struct each_hour {
+    bool (*fn)(void *user, const bson_t *hour);
+    void *user;
+} each_hour_t;
+
+static bool one_hour(void *user, const bson_t *doc, bson_error_t *error)
+{
+    (void)error;
+    each_hour_t *w = user;
+    return w->fn(w->user, doc);
+}
+
+bool cohort_store_each_hour(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            int64_t since_ms, int64_t limit,
+                            bool (*fn)(void *user, const bson_t *hour), void *user,
+                            bson_error_t *error)
+{
+    bson_t *filter = BCON_NEW("service", BCON_UTF8(service), "at", "{", "$gte",
+                              BCON_DATE_TIME(since_ms), "}");
+    bson_t *opts = BCON_NEW("sort", "{", "at", BCON_INT32(1), "}", "limit", BCON_INT64(limit),
+                            "projection", "{", "kinds", BCON_INT32(0), "}");
+    each_hour_t w = {.fn = fn, .user = user};
+    bool ok = store_walk_find(store_collection(store, client, HOURS), filter, opts, one_hour, &w,
+                              error);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    return ok;
+}

@@ -73,4 +73,11 @@ bool cohort_store_sum_kinds(cohort_store_t *store, mongoc_client_t *client, cons
 bool cohort_store_record_hour(cohort_store_t *store, mongoc_client_t *client,
                               const char *service, int64_t hour_ms, bson_error_t *error);
 
+/* Calls `fn` on each stored hour of `service` from `since_ms` on, oldest first, at most `limit`
+ * of them: the `history_hours` document without its kinds (borrowed for the call). */
+bool cohort_store_each_hour(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                            int64_t since_ms, int64_t limit,
+                            bool (*fn)(void *user, const bson_t *hour), void *user,
+                            bson_error_t *error);
+
 #endif

@@ -722,7 +722,25 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
     cr_assert_eq(reply_kind(&body, "slow", "finished"), 4 + in_hour);
     bson_destroy(&body);
 
-    http_response_t r;
+    /* The rollups themselves, for the week's chart: the hour two hours back, its 2 minutes. */
+    http_response_t r = get("GET", "/api/v1/services/" SERVICE "/history/hours", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_not_null(test_doc_str(&body, "hours.0.at"), "%s", r.body);
+    cr_assert_eq(test_doc_int(&body, "hours.0.minutes"), 2);
+    cr_assert_eq(test_doc_int(&body, "hours.0.counts.pending"), 0);
+    cr_assert_not(test_doc_has(&body, "hours.0.kinds"));
+    cr_assert_not(test_doc_has(&body, "hours.1"));
+    bson_destroy(&body);
+    http_response_free(&r);
+    const char *const bad_hours[] = {"?hours=0", "?hours=193", "?hours=x", "?hours=", "?days=7"};
+    for (size_t i = 0; i < sizeof bad_hours / sizeof bad_hours[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/history/hours%s", bad_hours[i]);
+        r = get("GET", path, cookie);
+        cr_assert_eq(r.status, 400, "%s: %s", bad_hours[i], r.body);
+        http_response_free(&r);
+    }
     const char *const bad[] = {"?minutes=0", "?minutes=61", "?minutes=x", "?minutes=10081",
                                "?minutes=", "?hours=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

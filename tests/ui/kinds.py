@@ -5,7 +5,8 @@ error rates", "History beyond an hour"), in headless Chromium against one node:
     "Runs by kind" table shows each kind's p50 and p95 as duration buckets, the slow kind's
     above the fast one's, and the error rate of the failing kind;
   - the window is selectable: the last day and the last week render, each saying what
-    retention backs it (the per-minute history; hourly rollups kept 8 days).
+    retention backs it (the per-minute history; hourly rollups kept 8 days);
+  - the overview's charts span the last week too, per hour, from the hourly rollups.
 
 Usage: tests/ui/kinds.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI as for every test)
 """
@@ -86,6 +87,32 @@ def scenario(fx):
                  f"the {rng} says what retention backs it: {note}")
     b.eval("document.getElementById('kinds-card').scrollIntoView()")
     fx.screenshot("ui-kinds-week.png")
+
+    # The week's chart: per hour, from the hourly rollups (two hand-written ones, as the
+    # primary writes them at each hour's end), with the retention beside the span box.
+    hour = fx.now.replace(minute=0, second=0, microsecond=0)
+    for back, done in ((30, 900), (3, 2400)):
+        at = hour - datetime.timedelta(hours=back)
+        fx.db["history_hours"].insert_one({
+            "_id": f"{svc}/{int(at.timestamp() * 1000)}", "service": svc, "at": at,
+            "minutes": 60, "counts": {"pending": 5}, "enqueued": done, "succeeded": done,
+            "failed": 10, "timed_out": 0, "kinds": []})
+    b.go("#/")
+    b.wait("document.getElementById('chart-range')", what="the overview's span box")
+    b.eval("(() => { const s = document.getElementById('chart-range');"
+           " s.value = 'week'; s.dispatchEvent(new Event('change')); })()")
+    try:
+        b.wait("[...document.querySelectorAll('.chart')].every((c) => c.dataset.range === 'week')"
+               " && document.querySelector('#charts').textContent.includes('last week, per hour')",
+               timeout=20, what="the week chart")
+        fx.check(True, "the overview charts the last week, per hour")
+    except cdp.BrowserError:
+        fx.check(False, "the overview charts the last week, per hour: " +
+                 (b.text("#charts") or "")[:200])
+    span = b.text("label.range") or ""
+    fx.check("hourly rollups kept 8 days" in span, f"the span box says what keeps the week: {span}")
+    b.eval("document.getElementById('charts').scrollIntoView()")
+    fx.screenshot("ui-kinds-week-chart.png")
 
 
 if __name__ == "__main__":

@@ -164,6 +164,7 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_NODES:
     case COHORT_API_HISTORY:
     case COHORT_API_KINDS:
+    case COHORT_API_HISTORY_HOURS:
     case COHORT_API_AUDIT:
     case COHORT_API_BATCHES:
         return cohort_api_ui_dispatch(call);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/status.h"
 #include "node/status/api_json.h"
 #include "store/history.h"
 #include "store/kinds.h"
@@ -15,6 +16,7 @@
 #include "store/queries.h"
 
 #define WEEK_MINUTES 10080
+#define HOURS_MAX 192
 
 /* The window in minutes from `text` (NULL: an hour): 60, 1440 or 10080, else a 400. */
 static bool window_minutes(const char *text, int64_t *minutes, cohort_api_error_t *err)
@@ -129,6 +131,88 @@ bool cohort_api_kinds(cohort_api_call_t *call)
     bson_append_array_end(body, &bounds);
     append_kinds(body, sum);
     free(sum);
+    call->reply->status = 200;
+    return true;
+}
+
+typedef struct hours_walk {
+    bson_t *array;
+    uint32_t n;
+} hours_walk_t;
+
+static void copy_int(bson_t *to, const bson_t *from, const char *key)
+{
+    bson_iter_t it;
+    BSON_APPEND_INT64(to, key,
+                      bson_iter_init_find(&it, from, key) && BSON_ITER_HOLDS_NUMBER(&it)
+                          ? bson_iter_as_int64(&it)
+                          : 0);
+}
+
+/* One rollup as the API shows it: {at, minutes, counts, enqueued, succeeded, failed,
+ * timed_out}. */
+static bool one_hour(void *user, const bson_t *hour)
+{
+    hours_walk_t *w = user;
+    bson_t doc, counts;
+    bson_iter_t it;
+    cohort_json_array_begin_document(w->array, &w->n, &doc);
+    if (bson_iter_init_find(&it, hour, "at") && BSON_ITER_HOLDS_DATE_TIME(&it))
+        cohort_json_append_time(&doc, "at", bson_iter_date_time(&it));
+    BSON_APPEND_DOCUMENT_BEGIN(&doc, "counts", &counts);
+    bson_t stored;
+    bool have = bson_iter_init_find(&it, hour, "counts") && BSON_ITER_HOLDS_DOCUMENT(&it);
+    if (have) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_iter_document(&it, &len, &data);
+        have = bson_init_static(&stored, data, len);
+    }
+    for (int i = 0; i < COHORT_STATUS_COUNT; i++)
+        if (have)
+            copy_int(&counts, &stored, cohort_status_names[i]);
+        else
+            BSON_APPEND_INT64(&counts, cohort_status_names[i], 0);
+    bson_append_document_end(&doc, &counts);
+    static const char *const sums[] = {"minutes", "enqueued", "succeeded", "failed", "timed_out"};
+    for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
+        copy_int(&doc, hour, sums[i]);
+    bson_append_document_end(w->array, &doc);
+    return true;
+}
+
+bool cohort_api_history_hours(cohort_api_call_t *call)
+{
+    static const char *const known[] = {"hours", NULL};
+    char *values[1] = {NULL};
+    if (!cohort_api_query(call->request->query, known, values, call->err))
+        return false;
+    int64_t hours = 168;
+    bool ok = true;
+    if (values[0]) {
+        char *end = NULL;
+        hours = strtoll(values[0], &end, 10);
+        ok = *values[0] && !*end && hours >= 1 && hours <= HOURS_MAX;
+    }
+    cohort_api_query_free(values, 1);
+    if (!ok)
+        return cohort_api_fail(call->err, 400, "bad_request",
+                               "hours must be an integer from 1 to %d", HOURS_MAX);
+    bson_error_t error;
+    int64_t now = 0;
+    if (!cohort_store_server_time(call->store, call->client, &now, &error))
+        return cohort_api_fail_store(call->err, &error, "cannot read the hours");
+    int64_t hour = now - now % COHORT_HOUR_MS;
+    bson_t *body = &call->reply->body, array;
+    BSON_APPEND_UTF8(body, "service", call->route->service);
+    cohort_json_append_time(body, "now", now);
+    BSON_APPEND_ARRAY_BEGIN(body, "hours", &array);
+    hours_walk_t w = {.array = &array};
+    ok = cohort_store_each_hour(call->store, call->client, call->route->service,
+                                hour - hours * COHORT_HOUR_MS, hours, one_hour, &w, &error);
+    bson_append_array_end(body, &array);
+    if (!ok)
+        return cohort_api_fail_store(call->err, &error, "cannot read the hours");
     call->reply->status = 200;
     return true;
 }

@@ -4,6 +4,8 @@
  * durations as histogram buckets (store/kinds.h, docs/API.md "Kinds"). The last hour and day
  * sum the per-minute history (kept `history_retention_ms`, default a day) and the minute
  * under way; the week sums the hourly rollups (kept 8 days) and the hour under way.
+ * And GET /api/v1/services/{svc}/history/hours?hours=168 (read): those rollups themselves,
+ * oldest first, for the week's chart.
  */
 #ifndef COHORT_API_KINDS_H
 #define COHORT_API_KINDS_H
@@ -15,5 +17,9 @@
 /* Answers the call (route COHORT_API_KINDS); false with call->err on bad input or a store
  * error. */
 bool cohort_api_kinds(cohort_api_call_t *call);
+
+/* Answers the call (route COHORT_API_HISTORY_HOURS): the service's last `hours` (1-192,
+ * default 168) hourly rollups. */
+bool cohort_api_history_hours(cohort_api_call_t *call);
 
 #endif
