@@ -435,6 +435,18 @@ Test(ui, nodes_answers_what_cohortctl_nodes_says)
 
 /* ---- the per-minute history ------------------------------------------------------------- */
 
+/* Each of `queries` (a NULL-ended list) after /api/v1/services/web`path` answers 400. */
+static void expect_400s(const char *path, const char *const *queries, const char *cookie)
+{
+    for (size_t i = 0; queries[i]; i++) {
+        char full[160];
+        snprintf(full, sizeof full, "/api/v1/services/" SERVICE "%s%s", path, queries[i]);
+        http_response_t r = get("GET", full, cookie);
+        cr_assert_eq(r.status, 400, "%s: %s", full, r.body);
+        http_response_free(&r);
+    }
+}
+
 /* The server's time, at least 5 s before the end of its minute (waiting for the next one). */
 static int64_t server_now_clear_of_minute_end(void)
 {
@@ -533,14 +545,8 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     cr_assert_not_null(test_doc_str(&body, "current.oldest_due_at"));
     bson_destroy(&body);
     http_response_free(&r);
-    const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/history%s", bad[i]);
-        r = get("GET", path, cookie);
-        cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
-        http_response_free(&r);
-    }
+    const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1", NULL};
+    expect_400s("/history", bad, cookie);
     r = get("GET", "/api/v1/services/a.b/history", cookie);
     cr_assert_eq(r.status, 400, "%s", r.body);
     http_response_free(&r);
@@ -733,23 +739,12 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
     cr_assert_not(test_doc_has(&body, "hours.1"));
     bson_destroy(&body);
     http_response_free(&r);
-    const char *const bad_hours[] = {"?hours=0", "?hours=193", "?hours=x", "?hours=", "?days=7"};
-    for (size_t i = 0; i < sizeof bad_hours / sizeof bad_hours[0]; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/history/hours%s", bad_hours[i]);
-        r = get("GET", path, cookie);
-        cr_assert_eq(r.status, 400, "%s: %s", bad_hours[i], r.body);
-        http_response_free(&r);
-    }
+    const char *const bad_hours[] = {"?hours=0", "?hours=193", "?hours=x", "?hours=", "?days=7",
+                                     NULL};
+    expect_400s("/history/hours", bad_hours, cookie);
     const char *const bad[] = {"?minutes=0", "?minutes=61", "?minutes=x", "?minutes=10081",
-                               "?minutes=", "?hours=1"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/kinds%s", bad[i]);
-        r = get("GET", path, cookie);
-        cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
-        http_response_free(&r);
-    }
+                               "?minutes=", "?hours=1", NULL};
+    expect_400s("/kinds", bad, cookie);
     r = get("GET", "/api/v1/services/" SERVICE "/kinds", NULL);
     cr_assert_eq(r.status, 401, "%s", r.body);
     http_response_free(&r);
