@@ -31,3 +31,33 @@ bool cohort_error_nomem(bson_error_t *error, const char *what)
                    what);
     return false;
 }
+
+/* Whether a database error's message says nothing: "", "null", or "...: null". */
+static bool message_is_silent(const char *message)
+{
+    size_t n = strlen(message);
+    return n == 0 || strcmp(message, "null") == 0 ||
+           (n >= 6 && strcmp(message + n - 6, ": null") == 0);
+}
+
+bool cohort_error_explain_silent(bson_error_t *error, const char *fmt, ...)
+{
+    if (!error || !message_is_silent(error->message))
+        return false;
+    char what[sizeof error->message / 2], said[sizeof error->message / 4];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(said, sizeof said, "%s", error->message);
+    if (said[0])
+        snprintf(error->message, sizeof error->message,
+                 "the database failed the %s (code %u, no message from the server, only "
+                 "\"%s\")",
+                 what, error->code, said);
+    else
+        snprintf(error->message, sizeof error->message,
+                 "the database failed the %s (code %u, no message from the server)", what,
+                 error->code);
+    return true;
+}

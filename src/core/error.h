@@ -44,6 +44,14 @@ enum {
 void cohort_error_prefix(bson_error_t *error, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Makes a database error that came without a reason say what failed: if the message is empty,
+ * "null", or ends in ": null" (mongo-java-server's "Unknown error: null", an exception with no
+ * message), it becomes "the database failed the WHAT (code N, no message from the server)",
+ * WHAT printf-style ("update of queue_demo"); the server's words are kept after it. Domain and
+ * code stay. Returns whether it rewrote the message; NULL `error` does nothing. */
+bool cohort_error_explain_silent(bson_error_t *error, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Fills `error` with "out of memory: WHAT" in the system domain and returns false, so an
  * allocation failure reads `return cohort_error_nomem(error, "the task list");`. */
 bool cohort_error_nomem(bson_error_t *error, const char *what);

@@ -246,12 +246,16 @@ static bool ping(node_t *n)
     };
     const char *names[n->n_services ? n->n_services : 1];
     int64_t workers[n->n_services ? n->n_services : 1];
+    const char *const *kinds[n->n_services ? n->n_services : 1];
     for (size_t i = 0; i < n->n_services; i++) {
         names[i] = n->services[i]->config->name;
         workers[i] = (int64_t)n->services[i]->target_workers; /* live: SIGHUP may change it */
+        const cohort_plugin_t *plugin = n->services[i]->plugin;
+        kinds[i] = plugin && plugin->handler ? plugin->handler->kinds : NULL; /* NULL: all */
     }
     info.services = names;
     info.workers = workers;
+    info.kinds = kinds;
     info.n_services = n->n_services;
     bson_t stats = BSON_INITIALIZER, settings = BSON_INITIALIZER;
     build_stats(n, &stats);

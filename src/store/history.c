@@ -185,3 +185,43 @@ bool cohort_store_each_minute(cohort_store_t *store, mongoc_client_t *client,
     mongoc_collection_destroy(coll);
     return ok;
 }
+
+bool cohort_store_due_by_kind(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t now_ms, int64_t limit, cohort_due_kind_fn fn, void *user,
+                              bool *more, bson_error_t *error)
+{
+    *more = false;
+    bson_t *pipeline =
+        BCON_NEW("pipeline", "[", "{", "$match", "{", "status", BCON_UTF8("pending"), "run_at", "{",
+                 "$lte", BCON_DATE_TIME(now_ms), "}", "}", "}", "{", "$group", "{", "_id",
+                 BCON_UTF8("$kind"), "due", "{", "$sum", BCON_INT32(1), "}", "oldest", "{", "$min",
+                 BCON_UTF8("$run_at"), "}", "}", "}", "{", "$sort", "{", "due", BCON_INT32(-1),
+                 "_id", BCON_INT32(1), "}", "}", "{", "$limit", BCON_INT64(limit + 1), "}", "]");
+    bson_t *opts = BCON_NEW("allowDiskUse", BCON_BOOL(true));
+    mongoc_collection_t *queue = store_queue(store, client, service);
+    mongoc_cursor_t *cursor =
+        mongoc_collection_aggregate(queue, MONGOC_QUERY_NONE, pipeline, opts, NULL);
+    const bson_t *doc;
+    int64_t n = 0;
+    while (mongoc_cursor_next(cursor, &doc)) {
+        if (++n > limit) {
+            *more = true;
+            break;
+        }
+        bson_iter_t it;
+        const char *kind = NULL;
+        int64_t due = 0, oldest = 0;
+        if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it))
+            kind = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init_find(&it, doc, "due") && BSON_ITER_HOLDS_NUMBER(&it))
+            due = bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, doc, "oldest") && BSON_ITER_HOLDS_DATE_TIME(&it))
+            oldest = bson_iter_date_time(&it);
+        fn(user, kind, due, oldest);
+    }
+    bool ok = store_cursor_done(cursor, error);
+    mongoc_collection_destroy(queue);
+    bson_destroy(opts);
+    bson_destroy(pipeline);
+    return ok;
+}

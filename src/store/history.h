@@ -54,4 +54,13 @@ bool cohort_store_each_minute(cohort_store_t *store, mongoc_client_t *client,
                               bool (*fn)(void *user, const cohort_minute_t *minute),
                               void *user, bson_error_t *error);
 
+/* The due pending tasks of `service` at `now_ms` by kind, the kinds with the most first, at
+ * most `limit`: `fn` gets each kind (NULL: tasks without one), how many are due and the
+ * run_at of the oldest. One aggregation over the {status, run_at} index's range of due tasks
+ * (each one's kind is read from its document). *more: kinds past `limit` were left out. */
+typedef void (*cohort_due_kind_fn)(void *user, const char *kind, int64_t due, int64_t oldest_ms);
+bool cohort_store_due_by_kind(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                              int64_t now_ms, int64_t limit, cohort_due_kind_fn fn, void *user,
+                              bool *more, bson_error_t *error);
+
 #endif

@@ -26,6 +26,14 @@ mongoc_collection_t *store_queue(cohort_store_t *store, mongoc_client_t *client,
     return store_collection(store, client, name);
 }
 
+/* Passes `ok` on; a failure the server gave no reason for names COMMAND and the collection. */
+static bool explained(bool ok, bson_error_t *error, const char *command, mongoc_collection_t *coll)
+{
+    if (!ok)
+        cohort_error_explain_silent(error, "%s of %s", command, mongoc_collection_get_name(coll));
+    return ok;
+}
+
 bool store_write(mongoc_collection_t *coll, store_write_kind_t kind, const bson_t *filter,
                  const bson_t *update, const bson_t *opts, const char *count_field,
                  int64_t *count, bson_error_t *error)
@@ -49,7 +57,8 @@ bool store_write(mongoc_collection_t *coll, store_write_kind_t kind, const bson_
     if (count)
         *count = ok && count_field ? store_int64_field(&reply, count_field, 0) : 0;
     bson_destroy(&reply);
-    return ok;
+    bool updates = kind == STORE_UPDATE_ONE || kind == STORE_UPDATE_MANY;
+    return explained(ok, error, updates ? "update" : "delete", coll);
 }
 
 /* One write on the service's queue. */
@@ -87,6 +96,7 @@ bool store_walk_find(mongoc_collection_t *coll, const bson_t *filter, const bson
 {
     bool ok = store_walk_cursor(mongoc_collection_find_with_opts(coll, filter, opts, NULL), fn,
                                 user, error);
+    explained(ok, error, "find", coll);
     mongoc_collection_destroy(coll);
     return ok;
 }
@@ -134,7 +144,7 @@ bool store_find_and_modify_with(mongoc_collection_t *coll, const bson_t *query,
         }
     }
     bson_destroy(&reply);
-    return ok;
+    return explained(ok, error, "findAndModify", coll);
 }
 
 bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc, bool *found,
@@ -152,7 +162,7 @@ bool store_find_one(mongoc_collection_t *coll, const bson_t *filter, bson_t *doc
     }
     bool ok = store_cursor_done(cursor, error);
     bson_destroy(opts);
-    return ok;
+    return explained(ok, error, "find", coll);
 }
 
 bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field, int64_t *count,
@@ -162,6 +172,8 @@ bool store_bulk_execute(mongoc_bulk_operation_t *bulk, const char *field, int64_
     bool ok = mongoc_bulk_operation_execute(bulk, &reply, error) != 0;
     *count = store_int64_field(&reply, field, 0);
     bson_destroy(&reply);
+    if (!ok)
+        cohort_error_explain_silent(error, "bulk write");
     return ok;
 }
 
@@ -181,7 +193,7 @@ bool store_find_ids(mongoc_collection_t *coll, const bson_t *filter, const bson_
         }
     }
     bool ok = store_cursor_done(cursor, error);
-    return ok;
+    return explained(ok, error, "find", coll);
 }
 
 void store_append_strings(bson_t *doc, const char *key, const char *const *values, size_t n,

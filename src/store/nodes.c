@@ -70,6 +70,22 @@ static void append_identity(bson_t *set, const cohort_node_info_t *node, const b
     for (size_t i = 0; i < node->n_services; i++)
         BSON_APPEND_INT64(&workers, node->services[i], node->workers[i]);
     bson_append_document_end(set, &workers);
+    /* Always the whole document: a reload to a handler without kinds clears the service's. */
+    bson_t kinds, one;
+    BSON_APPEND_DOCUMENT_BEGIN(set, "kinds", &kinds);
+    for (size_t i = 0; node->kinds && i < node->n_services; i++) {
+        if (!node->kinds[i])
+            continue;
+        BSON_APPEND_ARRAY_BEGIN(&kinds, node->services[i], &one);
+        for (size_t k = 0; node->kinds[i][k]; k++) {
+            char key[16];
+            const char *at;
+            bson_uint32_to_string((uint32_t)k, &at, key, sizeof key);
+            BSON_APPEND_UTF8(&one, at, node->kinds[i][k]);
+        }
+        bson_append_array_end(&kinds, &one);
+    }
+    bson_append_document_end(set, &kinds);
 }
 
 bool cohort_store_ping_node(cohort_store_t *store, mongoc_client_t *client,

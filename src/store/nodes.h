@@ -29,6 +29,9 @@ typedef struct cohort_node_info {
     int64_t started_at_ms; /* cluster clock; 0: not written (the clock is not synced yet) */
     const char *const *services; /* the services it hosts (may be NULL) */
     const int64_t *workers;      /* their worker counts */
+    /* Per service (may be NULL): the NULL-terminated kinds its handler declares (handler ABI
+     * 3), or NULL for a handler that takes every kind; written as kinds: {service: [...]}. */
+    const char *const *const *kinds;
     size_t n_services;
     const char *run_id;   /* this process's run (NULL: not recorded; tools and tests) */
     int64_t run_since_ms; /* server time at which the run started */

@@ -51,6 +51,22 @@ bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
     return ok;
 }
 
+/* A vacant document's previous holder: a step-down cleared `primary`, so the node comes from
+ * stepped_down {node_id, epoch} when it recorded the epoch replaced now (a step-down on
+ * request); a SIGTERM's is not recorded, but its renewals left last_active a date. */
+static void read_stepped_down(const bson_t *doc, cohort_takeover_t *result)
+{
+    bson_iter_t it, node;
+    result->stepped_down =
+        bson_iter_init_find(&it, doc, "last_active") && BSON_ITER_HOLDS_DATE_TIME(&it);
+    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "stepped_down.epoch", &it) &&
+        BSON_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) == result->epoch - 1 &&
+        bson_iter_init(&node, doc) &&
+        bson_iter_find_descendant(&node, "stepped_down.node_id", &node) &&
+        BSON_ITER_HOLDS_UTF8(&node))
+        snprintf(result->previous, sizeof result->previous, "%s", bson_iter_utf8(&node, NULL));
+}
+
 bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, const char *service,
                              const char *node_id, int64_t cutoff_ms, int64_t seen_lease_ms,
                              int64_t lease_ms, cohort_takeover_t *result, bson_error_t *error)
@@ -82,7 +98,8 @@ bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, con
     bson_concat(update, rest);
     bson_destroy(rest);
     bson_t *fields = BCON_NEW("primary", BCON_INT32(1), "epoch", BCON_INT32(1), "batch_seq",
-                              BCON_INT32(1), "draining", BCON_INT32(1));
+                              BCON_INT32(1), "draining", BCON_INT32(1), "last_active",
+                              BCON_INT32(1), "stepped_down", BCON_INT32(1));
     bson_t doc;
     bool found = false;
     bson_init(&doc);
@@ -98,6 +115,8 @@ bool cohort_store_take_lease(cohort_store_t *store, mongoc_client_t *client, con
         if (bson_iter_init_find(&it, &doc, "primary") && BSON_ITER_HOLDS_UTF8(&it))
             snprintf(result->previous, sizeof result->previous, "%s",
                      bson_iter_utf8(&it, NULL));
+        else
+            read_stepped_down(&doc, result);
         cohort_store_parse_batch_state(&doc, &result->batches);
     }
     bson_destroy(&doc);

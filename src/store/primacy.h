@@ -32,7 +32,8 @@ bool cohort_store_renew_lease(cohort_store_t *store, mongoc_client_t *client,
 typedef struct cohort_takeover {
     bool taken;
     int64_t epoch;                /* the new epoch, if taken */
-    char previous[129];           /* the previous primary's id, "" if none */
+    char previous[129];           /* the previous primary's id, "" if none or unknown */
+    bool stepped_down;            /* the previous primary stepped down (`previous` if known) */
     cohort_batch_state_t batches; /* if taken */
 } cohort_takeover_t;
 

@@ -6,9 +6,10 @@
  * silence: the old primary never stops renewing), running 300 ms tasks. The command returns
  * 0 once another node is primary, under epoch E+1, well within takeover_ms / 2; the old
  * primary logs "stepped down from epoch E (asked by cohortctl ...)", is still running, is
- * recorded in stepped_down, and does not take the primacy straight back. Every task succeeds
- * on its first attempt (nothing ran twice) and no epoch was announced twice. A service with
- * no primary is refused (exit 2) before any node runs.
+ * recorded in stepped_down, and does not take the primacy straight back; the node that takes
+ * over logs "became primary (epoch E+1, previous primary stepped down: OLD)". Every task
+ * succeeds on its first attempt (nothing ran twice) and no epoch was announced twice. A
+ * service with no primary is refused (exit 2) before any node runs.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -87,6 +88,15 @@ Test(cluster_step_down, the_primary_hands_over_within_a_few_ticks_and_no_task_ru
     cluster_assert(c, cluster_log_count(primary, stepped, NULL) == 1, "%s does not log '%s' once",
                    primary->id, stepped);
     cluster_assert(c, cluster_node_alive(primary), "%s exited", primary->id);
+    /* The node that took over names the one that stepped down (not "previous primary: none"). */
+    cluster_node_t *successor = cluster_node_by_id(c, now.primary);
+    cluster_assert(c, successor != NULL, "primary '%s' is not one of our nodes", now.primary);
+    char became[256];
+    snprintf(became, sizeof became,
+             "became primary (epoch %lld, previous primary stepped down: %s)", (long long)now.epoch,
+             old.primary);
+    cluster_assert(c, cluster_log_count(successor, became, NULL) == 1, "%s does not log '%s' once",
+                   successor->id, became);
     char recorded[CLUSTER_ID_MAX];
     stepped_down_node(c, recorded, sizeof recorded);
     cluster_assert(c, strcmp(recorded, old.primary) == 0, "stepped_down.node_id is '%s'",

@@ -139,6 +139,8 @@ static void check_endpoint(const cohort_api_request_t *request, const cohort_api
     case COHORT_API_TASK_RETRY:
     case COHORT_API_TASK_CANCEL:
     case COHORT_API_TASK_DELETE:
+    case COHORT_API_SCHEDULE_PAUSE:
+    case COHORT_API_SCHEDULE_RESUME:
         check_body(request, true, NULL);
         break;
     default:

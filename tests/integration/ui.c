@@ -4,8 +4,9 @@
  * 301 for /ui, 404 and 405; then sessions (store/sessions.h, node/http/api_session.h): a one-time
  * code traded for an HttpOnly SameSite=Strict cookie once and only before it expires, a token
  * traded likewise, the API answering that cookie, and a cross-site state change refused;
- * then the endpoints the dashboard added (nodes, history, batches, audit) and the primary's
- * per-minute record behind the history, with its runs by kind (GET .../kinds).
+ * then the endpoints the dashboard added (nodes, history, batches, audit, due) and the primary's
+ * per-minute record behind the history, with its runs by kind (GET .../kinds, .../history/hours),
+ * and the kinds a node's handler serves in its document.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "http_client.h"
 #include "support.h"
 #include "core/clock.h"
+#include "core/timefmt.h"
 #include "core/token.h"
 #include "node/http/api.h"
 #include "node/primary/history.h"
@@ -981,4 +983,103 @@ Test(ui, block_and_unblock_set_the_operators_switch)
     /* Each of the five requests to an operate endpoint is in the audit, refusals too (the
      * GET, answered 405, asked for no action). */
     cr_assert_eq(test_count(client, db, "audit", "{}"), 5);
+}
+
+/* ---- which kinds the workers take, and the due tasks by kind --------------------------- */
+
+/* Pings node n1 hosting SERVICE with one worker and a handler of `kinds` (NULL: every kind). */
+static void ping_with_kinds(const char *const *kinds)
+{
+    const char *services[] = {SERVICE};
+    const int64_t workers[] = {1};
+    const char *const *per_service[] = {kinds};
+    cohort_node_info_t info = {.node_id = "n1",
+                               .host = "h1",
+                               .pid = 42,
+                               .version = "9.9",
+                               .services = services,
+                               .workers = workers,
+                               .n_services = 1,
+                               .kinds = per_service,
+                               .db_rtt_p99_ms = -1,
+                               .db_rtt_p50_ms = -1};
+    int64_t server_ms;
+    bool expired;
+    bson_error_t error;
+    cr_assert(
+        cohort_store_ping_node(store, client, &info, NULL, &server_ms, &expired, NULL, &error),
+        "%s", error.message);
+}
+
+/* `n` pending tasks of `kind` (NULL: none) due at `run_at`. */
+static void due_tasks(const char *kind, int n, int64_t run_at)
+{
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
+    bson_error_t error;
+    for (int i = 0; i < n; i++) {
+        bson_t *doc = BCON_NEW("status", "pending", "run_at", BCON_DATE_TIME(run_at), "data", "{",
+                               "}", "attempts", BCON_INT32(0), "priority", BCON_INT32(0));
+        if (kind)
+            BSON_APPEND_UTF8(doc, "kind", kind);
+        cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error), "%s",
+                  error.message);
+        bson_destroy(doc);
+    }
+    mongoc_collection_destroy(queue);
+}
+
+/* GET `path` with `cookie` as a document into `body` (initialised); asserts 200. */
+static void get_doc(const char *path, const char *cookie, bson_t *body)
+{
+    http_response_t r = get("GET", path, cookie);
+    bson_error_t error;
+    cr_assert_eq(r.status, 200, "%s: %s", path, r.body);
+    cr_assert(bson_init_from_json(body, r.body, -1, &error), "%s", error.message);
+    http_response_free(&r);
+}
+
+Test(ui, nodes_publish_their_handlers_kinds_and_due_counts_by_kind)
+{
+    static const char *const kinds[] = {"email", "sms", NULL};
+    ping_with_kinds(kinds);
+    int64_t now;
+    bson_error_t error;
+    cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
+    due_tasks("mail", 3, now - 420000);
+    due_tasks("mail", 1, now - 60000);
+    due_tasks("mail", 2, now + 3600000); /* not due yet: not counted */
+    due_tasks("email", 1, now - 60000);
+
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    bson_t body;
+    get_doc("/api/v1/nodes", cookie, &body);
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.kinds." SERVICE ".0"), "email");
+    cr_assert_str_eq(test_doc_str(&body, "nodes.0.kinds." SERVICE ".1"), "sms");
+    bson_destroy(&body);
+
+    get_doc("/api/v1/services/" SERVICE "/due", cookie, &body);
+    char oldest[40];
+    cohort_time_format(now - 420000, oldest, sizeof oldest);
+    cr_assert_str_eq(test_doc_str(&body, "kinds.0.kind"), "mail");
+    cr_assert_eq(test_doc_int(&body, "kinds.0.due"), 4);
+    cr_assert_str_eq(test_doc_str(&body, "kinds.0.oldest_due_at"), oldest);
+    cr_assert_str_eq(test_doc_str(&body, "kinds.1.kind"), "email");
+    cr_assert_eq(test_doc_int(&body, "kinds.1.due"), 1);
+    cr_assert_not(test_doc_has(&body, "kinds.2"));
+    bson_destroy(&body);
+
+    http_response_t r = get("GET", "/api/v1/services/nosuch/due", cookie);
+    cr_assert_eq(r.status, 404, "an unknown service: %s", r.body);
+    http_response_free(&r);
+    r = get("GET", "/api/v1/services/" SERVICE "/due?kind=x", cookie);
+    cr_assert_eq(r.status, 400, "a query: %s", r.body);
+    http_response_free(&r);
+
+    ping_with_kinds(NULL); /* a handler that takes every kind: no entry */
+    get_doc("/api/v1/nodes", cookie, &body);
+    cr_assert_not(test_doc_has(&body, "nodes.0.kinds." SERVICE), "%s", "kinds left behind");
+    bson_destroy(&body);
 }

@@ -46,6 +46,7 @@ PREFIX = "/api/v1"
 SAMPLE = {  # a value the router takes for each path parameter
     "svc": "demo",
     "id": "6b04c3e17f69d9325a002a62",
+    "schedule": "nightly",
     "token": "l1.demo.6b04c3e17f69d9325a002a62.1.9f3c1a7e5b2d48c6a0e1f7b3d5c9e2a4",
 }
 
@@ -196,6 +197,7 @@ def check_routes(doc_path, probe_path, src):
     for template in doc["paths"]:
         words |= set(p for p in template.split("/") if p and not p.startswith("{"))
     bases = ["", "/services/demo", "/services/demo/tasks/" + SAMPLE["id"],
+             "/services/demo/schedules/" + SAMPLE["schedule"],
              "/leases/" + SAMPLE["token"]]
     candidates = sorted({PREFIX + b + "/" + w for b in bases for w in words} |
                         {PREFIX + b for b in bases})

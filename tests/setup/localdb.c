@@ -119,3 +119,28 @@ Test(localdb, log_has_no_trace_per_connection, .timeout = 300)
     free(uri);
     free(state);
 }
+
+/* A command the server cannot carry out because of a fault of its own (the embedded server's
+ * ClassCastException on an `updates` that is no array; a ConcurrentModificationException,
+ * which has no message, is not reproducible on demand) is refused with a reason naming it,
+ * never "Unknown error: null". Runs against the suite's server: MongoDB refuses the same
+ * command with a TypeMismatch naming the field, which passes too. */
+Test(localdb, a_fault_of_the_server_is_answered_with_its_name)
+{
+    mongoc_client_t *client = test_client();
+    char *db = test_db_name("fault");
+    bson_t *cmd = BCON_NEW("update", BCON_UTF8("t"), "updates", BCON_UTF8("no array"));
+    bson_t reply;
+    bson_error_t error;
+    bool ok = mongoc_client_command_simple(client, db, cmd, NULL, &reply, &error);
+    char *text = bson_as_relaxed_extended_json(&reply, NULL);
+    cr_assert(!ok, "the update was accepted: %s", text);
+    cr_assert(error.message[0] && strncmp(error.message, "Unknown error", 13) != 0,
+              "refused without a reason of its own: %s", text);
+    bson_free(text);
+    bson_destroy(&reply);
+    bson_destroy(cmd);
+    test_drop_db(db);
+    free(db);
+    mongoc_client_destroy(client);
+}

@@ -10,7 +10,7 @@ that matters"), in headless Chromium against one node:
   - rows can be selected for Retry (and Cancel, Delete), beside "all matching";
   - the service page's "By group" table holds the 20 groups with the most tasks, sorted by
     count, and says how many more there are;
-  - the schedules page: each schedule's spec, time zone, state, next slot.
+  - the schedules page: each schedule's spec, time zone, state, next slot, a Pause button.
 
 Usage: tests/ui/triage.py BUILD_DIR [--screenshots DIR]   (MONGODB_URI as for every test)
 """
@@ -153,8 +153,9 @@ def scenario(fx):
              f"schedules: id, spec and time zone ({row[:4]})")
     fx.check(row[5] not in ("", "-") and row[1] in ("active", "not started"),
              f"schedules: state and next slot ({row[1]}, {row[5]})")
-    fx.check("cohortctl schedules pause web nightly" in row[-1],
-             "schedules: how to pause it, for an operator")
+    fx.check(row[-1] == ("Pause" if row[1] == "active" else "not started yet"),
+             f"schedules: a Pause button for an operator ({row[-1]}; tests/ui/schedules.py "
+             "clicks it)")
     fx.screenshot("schedules.png")
 
 

@@ -150,6 +150,9 @@ static bool dispatch(cohort_api_call_t *call)
         return cohort_api_lease_outcome(call);
     case COHORT_API_SCHEDULES:
         return cohort_api_list_schedules(call);
+    case COHORT_API_SCHEDULE_PAUSE:
+    case COHORT_API_SCHEDULE_RESUME:
+        return cohort_api_pause_schedule(call);
     case COHORT_API_TASK_RETRY:
     case COHORT_API_TASK_CANCEL:
     case COHORT_API_TASK_DELETE:
@@ -167,6 +170,7 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_HISTORY_HOURS:
     case COHORT_API_AUDIT:
     case COHORT_API_BATCHES:
+    case COHORT_API_DUE:
         return cohort_api_ui_dispatch(call);
     case COHORT_API_OPENAPI:
         return serve_openapi(call);

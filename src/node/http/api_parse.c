@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/jsondoc.h"
+#include "core/schedule.h"
 #include "core/status.h"
 #include "core/timefmt.h"
 #include "core/token.h"
@@ -124,6 +125,24 @@ static bool route_settings(const char *method, cohort_api_route_t *route,
     return pick(method, "GET", COHORT_API_SETTINGS, COHORT_SCOPE_READ, allow, route, err);
 }
 
+/* .../schedules/{id}/pause|resume (POST, operate); `p` follows "schedules/" */
+static bool route_schedule(const char *method, const char *p, cohort_api_route_t *route,
+                           cohort_api_error_t *err)
+{
+    char id[80], verb[16];
+    if (!next_segment(&p, id, sizeof id) || !cohort_schedule_valid_id(id))
+        return bad_request(err, "the schedule id in the path must be 1-64 of [A-Za-z0-9_-]");
+    if (!next_segment(&p, verb, sizeof verb) || *p ||
+        (strcmp(verb, "pause") != 0 && strcmp(verb, "resume") != 0))
+        return cohort_api_fail(err, 404, "not_found",
+                               "no such path: a schedule takes .../schedules/{id}/pause or "
+                               "/resume");
+    memcpy(route->schedule_id, id, strlen(id) + 1); /* a valid id has at most 64 bytes */
+    bool pause = strcmp(verb, "pause") == 0;
+    return pick(method, "POST", pause ? COHORT_API_SCHEDULE_PAUSE : COHORT_API_SCHEDULE_RESUME,
+                COHORT_SCOPE_OPERATE, "POST", route, err);
+}
+
 /* What follows /api/v1/services/{svc}/ */
 static bool route_service(const char *method, const char *rest, cohort_api_route_t *route,
                           cohort_api_error_t *err)
@@ -141,6 +160,8 @@ static bool route_service(const char *method, const char *rest, cohort_api_route
         return pick(method, "GET", COHORT_API_COUNTS, COHORT_SCOPE_READ, "GET", route, err);
     if (strcmp(word, "schedules") == 0 && !*p)
         return pick(method, "GET", COHORT_API_SCHEDULES, COHORT_SCOPE_READ, "GET", route, err);
+    if (strcmp(word, "schedules") == 0)
+        return route_schedule(method, p, route, err);
     if (strcmp(word, "pause") == 0 && !*p)
         return pick(method, "POST", COHORT_API_PAUSE, COHORT_SCOPE_OPERATE, "POST", route, err);
     if (strcmp(word, "resume") == 0 && !*p)

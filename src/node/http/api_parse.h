@@ -104,6 +104,8 @@ typedef enum cohort_api_endpoint {
     COHORT_API_LEASE_FAIL,      /* POST /api/v1/leases/{token}/fail */
     COHORT_API_LEASE_RELEASE,   /* POST /api/v1/leases/{token}/release */
     COHORT_API_SCHEDULES,    /* GET  /api/v1/services/{svc}/schedules */
+    COHORT_API_SCHEDULE_PAUSE,  /* POST /api/v1/services/{svc}/schedules/{id}/pause */
+    COHORT_API_SCHEDULE_RESUME, /* POST /api/v1/services/{svc}/schedules/{id}/resume */
     /* operators' changes (api_ops.c) */
     COHORT_API_TASK_RETRY,     /* POST   /api/v1/services/{svc}/tasks/{id}/retry */
     COHORT_API_TASK_CANCEL,    /* POST   /api/v1/services/{svc}/tasks/{id}/cancel */
@@ -119,6 +121,7 @@ typedef enum cohort_api_endpoint {
     COHORT_API_HISTORY_HOURS, /* GET /api/v1/services/{svc}/history/hours */
     COHORT_API_AUDIT,   /* GET /api/v1/audit */
     COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
+    COHORT_API_DUE,     /* GET /api/v1/services/{svc}/due */
     COHORT_API_BLOCK,   /* POST /api/v1/services/{svc}/block */
     COHORT_API_UNBLOCK, /* POST /api/v1/services/{svc}/unblock */
     COHORT_API_OPENAPI, /* GET /api/v1/openapi.yaml (node/http/api.c) */
@@ -131,6 +134,7 @@ typedef struct cohort_api_route {
     char service[65];    /* "" for /services */
     cohort_lease_ref_t lease; /* COHORT_API_LEASE_* only (its service is `service` too) */
     char task_id[25];    /* COHORT_API_TASK and COHORT_API_TASK_{RETRY,CANCEL,DELETE} */
+    char schedule_id[65]; /* COHORT_API_SCHEDULE_{PAUSE,RESUME} */
     const char *allow;   /* for a 405: the methods the path takes */
 } cohort_api_route_t;
 

@@ -54,5 +54,6 @@ bool cohort_api_read_task(cohort_api_call_t *call);
 bool cohort_api_count_tasks(cohort_api_call_t *call);
 bool cohort_api_switch(cohort_api_call_t *call); /* pause, resume, block, unblock */
 bool cohort_api_list_schedules(cohort_api_call_t *call); /* api_schedules.c */
+bool cohort_api_pause_schedule(cohort_api_call_t *call); /* .../schedules/{id}/pause|resume */
 
 #endif

@@ -38,6 +38,8 @@
 #define BATCHES_SUFFIX "/batches"
 #define BLOCK_SUFFIX "/block"
 #define UNBLOCK_SUFFIX "/unblock"
+#define DUE_SUFFIX "/due"
+#define DUE_KINDS_MAX 100
 #define HISTORY_MAX_MINUTES 1440
 
 /* Whether `path` is /api/v1/services/{anything}`suffix`. */
@@ -62,6 +64,7 @@ static const service_endpoint_t service_endpoints[] = {
     {BATCHES_SUFFIX, "GET", COHORT_API_BATCHES, COHORT_SCOPE_READ},
     {BLOCK_SUFFIX, "POST", COHORT_API_BLOCK, COHORT_SCOPE_OPERATE},
     {UNBLOCK_SUFFIX, "POST", COHORT_API_UNBLOCK, COHORT_SCOPE_OPERATE},
+    {DUE_SUFFIX, "GET", COHORT_API_DUE, COHORT_SCOPE_READ},
 };
 
 /* The per-service endpoint `path` names, or NULL. */
@@ -472,6 +475,52 @@ static bool batches(cohort_api_call_t *call)
     return true;
 }
 
+typedef struct due_walk {
+    bson_t *array;
+    uint32_t n;
+} due_walk_t;
+
+static void one_due_kind(void *user, const char *kind, int64_t due, int64_t oldest_ms)
+{
+    due_walk_t *w = user;
+    bson_t row;
+    cohort_json_array_begin_document(w->array, &w->n, &row);
+    cohort_json_append_utf8_or_null(&row, "kind", kind);
+    BSON_APPEND_INT64(&row, "due", due);
+    cohort_json_append_time(&row, "oldest_due_at", oldest_ms);
+    bson_append_document_end(w->array, &row);
+}
+
+/* {"service", "now", "kinds": [{"kind", "due", "oldest_due_at"}] most due first, "more"}: the
+ * due pending tasks by kind (the dashboard's "no worker for this kind" warning), at most
+ * DUE_KINDS_MAX kinds. */
+static bool due(cohort_api_call_t *call)
+{
+    if (call->request->query && *call->request->query)
+        return cohort_api_fail(call->err, 400, "bad_request",
+                               "GET .../due takes no query parameters");
+    bson_error_t error;
+    int64_t now = 0;
+    if (!cohort_api_service_exists(call))
+        return false;
+    if (!cohort_store_server_time(call->store, call->client, &now, &error))
+        return cohort_api_fail_store(call->err, &error, "cannot read the due tasks");
+    bson_t *body = &call->reply->body, array;
+    BSON_APPEND_UTF8(body, "service", call->route->service);
+    cohort_json_append_time(body, "now", now);
+    BSON_APPEND_ARRAY_BEGIN(body, "kinds", &array);
+    due_walk_t w = {.array = &array};
+    bool more = false;
+    bool ok = cohort_store_due_by_kind(call->store, call->client, call->route->service, now,
+                                       DUE_KINDS_MAX, one_due_kind, &w, &more, &error);
+    bson_append_array_end(body, &array);
+    if (!ok)
+        return cohort_api_fail_store(call->err, &error, "cannot read the due tasks");
+    BSON_APPEND_BOOL(body, "more", more);
+    call->reply->status = 200;
+    return true;
+}
+
 bool cohort_api_ui_dispatch(cohort_api_call_t *call)
 {
     switch (call->route->endpoint) {
@@ -489,6 +538,8 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return audit(call);
     case COHORT_API_BATCHES:
         return batches(call);
+    case COHORT_API_DUE:
+        return due(call);
     default:
         return cohort_api_fail(call->err, 404, "not_found", "no such path");
     }

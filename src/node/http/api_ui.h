@@ -11,6 +11,8 @@
  *   GET /api/v1/audit?limit=&before=  (read) the operator actions, newest first
  *   GET /api/v1/services/{svc}/batches (read) the tracked batches: open, draining, completed,
  *                                   the last completion; and when the current epoch began
+ *   GET /api/v1/services/{svc}/due (read) the due pending tasks by kind, each kind's count and
+ *                                   oldest run_at (at most 100 kinds, the most due first)
  * (The routes of POST /api/v1/services/{svc}/block|unblock are here too; they are answered
  * by cohort_api_switch(), node/http/api_tasks.h, with pause and resume.)
  */

@@ -318,9 +318,14 @@ static bool consider(cohort_election_t *e, cohort_store_t *store, mongoc_client_
     if (result.epoch > e->highest_epoch)
         e->highest_epoch = result.epoch;
     atomic_fetch_add(&e->leader_changes, 1);
-    cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
-                "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
-                result.previous[0] ? result.previous : "none");
+    if (result.stepped_down)
+        cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
+                    "became primary (epoch %lld, previous primary stepped down%s%s)",
+                    (long long)result.epoch, result.previous[0] ? ": " : "", result.previous);
+    else
+        cohort_logf(COHORT_LOG_INFO, e->service, "primary", result.epoch,
+                    "became primary (epoch %lld, previous primary: %s)", (long long)result.epoch,
+                    result.previous[0] ? result.previous : "none");
     return true;
 }
 

@@ -129,6 +129,7 @@ void cohort_node_status(const bson_t *doc, int64_t now_ms, int64_t lease_ms, bso
     BSON_APPEND_INT64(one, "last_ping_ms_ago", s->last_ping_ms_ago);
     copy_field(doc, "services", one);
     copy_field(doc, "workers", one);
+    copy_field(doc, "kinds", one); /* {service: [kinds its handler serves]}; none: all */
     bson_t runs;
     BSON_APPEND_ARRAY_BEGIN(one, "runs", &runs);
     s->live_runs = list_runs(doc, now_ms, lease_ms, &runs, s->clash, sizeof s->clash);

@@ -23,12 +23,42 @@ export function serviceState(svc) {
 export function stateBadge(svc, idle) {
   const s = serviceState(svc);
   if (idle && s === "running") {
-    return h("span", {class: "badge s-warning", "data-state": "no-worker",
-      title: "tasks are due and no live node or external worker runs this service"},
-    `no worker, oldest due ${idle}`);
+    return noWorkerBadge(`no worker, oldest due ${idle}`,
+      "tasks are due and no live node or external worker runs this service");
   }
   const tone = s === "running" ? "running" : s.includes("blocked") ? "blocked" : "paused";
   return h("span", {class: `badge s-${tone}`}, s);
+}
+
+// The warning badge of due work that no live worker takes (a service's or a kind's).
+export function noWorkerBadge(text, title) {
+  return h("span", {class: "badge s-warning", "data-state": "no-worker", title}, text);
+}
+
+// The live workers of `service` in GET /nodes' list: one entry per live cohortd node running
+// workers for it, with the kinds its handler declares (`kinds`; null: every kind), and one
+// per live external worker that claimed for it (kinds null: its claims may name any kind).
+export function workersOf(nodes, service) {
+  const out = [];
+  for (const n of nodes || []) {
+    if (n.state !== "live") continue;
+    if (n.kind === "external") {
+      if ((n.services || []).includes(service)) out.push({node: n.node_id, kinds: null});
+    } else if (n.workers && typeof n.workers === "object" && n.workers[service] > 0) {
+      out.push({node: n.node_id, kinds: (n.kinds && n.kinds[service]) || null});
+    }
+  }
+  return out;
+}
+
+// Whether one of `workers` (workersOf) takes tasks of `kind`; null, no kind, every one does.
+export function takesKind(workers, kind) {
+  return workers.some((w) => !w.kinds || kind === null || w.kinds.includes(kind));
+}
+
+// "12 s" from `at` to `now` (ISO times).
+export function dueAge(now, at) {
+  return ago(Date.parse(now) - Date.parse(at)).replace(" ago", "");
 }
 
 // One row of counts: each status with its number, linked to the filtered task list.

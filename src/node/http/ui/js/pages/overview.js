@@ -51,10 +51,14 @@ function changesTable(changes) {
   ], changes, {id: "primacy"});
 }
 
-// The live workers of each service, from the nodes' documents ({service: n} per node).
+// The live workers of each service, from the nodes' documents ({service: n} per node); a live
+// external worker counts one for each service it claimed for (its document has no workers).
 function liveWorkers(nodes) {
   const out = new Map();
   for (const n of nodes) {
+    if (n.state === "live" && n.kind === "external") {
+      for (const svc of n.services || []) out.set(svc, (out.get(svc) || 0) + 1);
+    }
     if (n.state !== "live" || !n.workers || typeof n.workers !== "object") continue;
     for (const [svc, w] of Object.entries(n.workers)) {
       if (typeof w === "number") out.set(svc, (out.get(svc) || 0) + w);

@@ -1,9 +1,11 @@
 // service.js - one service: its primary, counts by status (live), by kind and by group, its
 // switches with reason, author and time, its tracked batches and live settings, and (scope
-// operate) pause, resume, block and unblock of the service or of one kind.
+// operate) pause, resume, block and unblock of the service or of one kind. Due work that no
+// live worker takes is a warning with its oldest due age, in the state and per kind.
 import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
-import {actionButton, countCells, countsAge, services, stateBadge} from "./common.js";
+import {actionButton, countCells, countsAge, dueAge, noWorkerBadge, services, stateBadge,
+  takesKind, workersOf} from "./common.js";
 import {kindsCard} from "./kinds.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
@@ -57,8 +59,9 @@ function switchesTable(svc, undo) {
 // note of how many more there are and how many tasks they hold.
 const BREAKDOWN_MAX = 20;
 // `distinct` and `allTasks`: how many values and tasks the service has, when the server sent
-// only the rows of the values with the most tasks (GET .../counts?limit=).
-function breakdown(by, rows, distinct, allTasks) {
+// only the rows of the values with the most tasks (GET .../counts?limit=). `mark` (optional):
+// what to show beside a value's name (a kind's no-worker warning).
+function breakdown(by, rows, distinct, allTasks, mark) {
   if (!rows.length) return h("p", null, `No task has a ${by}.`);
   const name = (r) => r[by] === null ? "(none)" : r[by];
   const statuses = [...new Set(rows.map((r) => r.status))].sort();
@@ -73,12 +76,42 @@ function breakdown(by, rows, distinct, allTasks) {
   const cut = distinct > total.size;
   const more = cut ? distinct - shown.length : keys.length - shown.length;
   const restTasks = cut ? Math.max(0, allTasks - sum(shown)) : sum(keys.slice(BREAKDOWN_MAX));
-  return [table([[by, (k) => k], ["total", (k) => total.get(k)],
+  return [table([[by, (k) => mark ? [k, mark(k)] : k], ["total", (k) => total.get(k)],
     ...statuses.map((st) => [st, (k) => cell[`${k}\u0000${st}`] || 0])],
   shown, {class: "breakdown", "data-by": by}),
   more > 0 ? h("p", {class: "breakdown-more", "data-by": by}, `${more} more ` +
     `${by}s with ${restTasks} task(s) not shown (the ${shown.length} with the most tasks ` +
     `are); filter the task list by ${by} to see one.`) : null];
+}
+
+// The kinds with due tasks that no live worker takes (from GET /nodes and GET .../due), less
+// the stopped ones (a paused or blocked kind waits by design): `kinds` maps each (as the
+// by-kind table names it) to its oldest due task's run_at; `all` is the oldest due age when
+// the service has no live worker at all, `oldest` that of the kinds'.
+function idleKinds(svc, nodes, due) {
+  const out = {all: null, kinds: new Map(), now: due && due.now, oldest: null};
+  if (!nodes || !due) return out;
+  const stopped = new Set([...(svc.paused || []), ...(svc.blocked || [])].map((s) => s.kind));
+  if (stopped.has("*")) return out;
+  const workers = workersOf(nodes.nodes, svc.name);
+  for (const r of due.kinds) {
+    if (stopped.has(r.kind) || takesKind(workers, r.kind)) continue;
+    out.kinds.set(r.kind === null ? "(none)" : r.kind, r.oldest_due_at);
+    if (!out.oldest || r.oldest_due_at < out.oldest) out.oldest = r.oldest_due_at;
+  }
+  if (!workers.length && out.oldest) out.all = dueAge(due.now, out.oldest);
+  return out;
+}
+
+// Beside a running service's state: the kinds that no live worker takes, when others run.
+function kindsWithoutWorker(idle) {
+  if (idle.all || !idle.kinds.size) return null;
+  const names = [...idle.kinds.keys()];
+  const shown = names.slice(0, 3).join(", ") + (names.length > 3 ? ` and ${names.length - 3} ` +
+    "more" : "");
+  return [" ", noWorkerBadge(`no worker for kind ${shown}, oldest due ` +
+    dueAge(idle.now, idle.oldest), "tasks of these kinds are due and no live node's handler " +
+    "or external worker takes them (the by-kind table marks each)")];
 }
 
 function batchesTable(b) {
@@ -105,6 +138,11 @@ export async function servicePage(root, {parts}, ctx) {
   const runs = kindsCard(name);
   let svcNow = null; // the service as last read (its switches)
   let knownKinds = new Set(); // the kinds some task has (counts by kind)
+  let drawKinds = null; // draws By kind from GET .../counts?by=kind, once read
+  let idle = idleKinds({}, null, null); // the kinds without a live worker (idleKinds)
+  const kindMark = (k) => idle.kinds.has(k) ? [" ", noWorkerBadge("no worker, oldest due " +
+    dueAge(idle.now, idle.kinds.get(k)), "tasks of this kind are due and no live worker " +
+    "takes them")] : null;
   const confirmBox = h("div");
   root.append(
     h("h1", null, "Service ", name),
@@ -194,20 +232,23 @@ export async function servicePage(root, {parts}, ctx) {
     // Beside the rest, never holding it up (its own request, one at a time).
     runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
       "Cannot read the runs by kind: " + e.message));
-    const [list, batches] = await Promise.all([services(),
-      api(`/services/${seg(name)}/batches`).catch(() => null)]);
+    const [list, batches, nodes, due] = await Promise.all([services(),
+      api(`/services/${seg(name)}/batches`).catch(() => null),
+      api("/nodes").catch(() => null), api(`/services/${seg(name)}/due`).catch(() => null)]);
     const svc = list.find((s) => s.name === name);
     if (!svc) throw new Error(`no service '${name}'`);
+    idle = idleKinds(svc, nodes, due);
     fill(head, table([
       ["primary", (s) => s.primary ? `${s.primary.node_id} (epoch ${s.primary.epoch}, active ` +
         `${ago(s.primary.last_active_ms_ago)})` : "none"],
-      ["state", (s) => stateBadge(s)],
+      ["state", (s) => [stateBadge(s, idle.all), kindsWithoutWorker(idle)]],
       ["tasks", (s) => h("span", {class: "counts"}, countCells(name, s.counts),
         countsAge(s.counts_age_ms))],
     ], [svc], {id: "service-state"}));
     svcNow = svc;
     fill(switches, switchesTable(svc, undoOne));
     fill(batchBody, batches ? batchesTable(batches) : "No service document yet.");
+    if (drawKinds) drawKinds();
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
@@ -228,7 +269,9 @@ export async function servicePage(root, {parts}, ctx) {
   }
   knownKinds = new Set(kinds.rows.map((r) => r.kind).filter((k) => k !== null));
   const allTasks = Object.values(svcNow.counts || {}).reduce((n, c) => n + c, 0);
-  fill(byKind, breakdown("kind", kinds.rows, kinds.distinct, allTasks), countsAge(kinds.age_ms));
+  drawKinds = () => fill(byKind, breakdown("kind", kinds.rows, kinds.distinct, allTasks,
+    kindMark), countsAge(kinds.age_ms));
+  drawKinds();
   fill(byGroup, breakdown("group", groups.rows, groups.distinct, allTasks),
     countsAge(groups.age_ms));
   return {refresh};

@@ -22,8 +22,10 @@ import io.netty.channel.Channel;
  * <li>A command the server refuses (a drop of a missing collection, a duplicate key...) is
  * answered with MongoDB's error document ({@code ok: 0, errmsg, code, codeName}), as before,
  * but logged as one line instead of an ERROR with a stack trace: the client got the error, and
- * it is no fault of the server. Unexpected exceptions (the library's own bugs) still reach its
- * handler and are logged in full.</li>
+ * it is no fault of the server. Unexpected exceptions (the library's own bugs) are logged in
+ * full and answered as MongoDB's InternalError (code 1) whose errmsg names the command and the
+ * exception's class: the library's handler answered "Unknown error: null" for one without a
+ * message (a ConcurrentModificationException).</li>
  * <li>An empty {@code getMore} on a cursor that stays open (a change stream's) is held until a
  * write to its collection could have given it an event, or until its {@code maxTimeMS} (1 s
  * without one) passes, as MongoDB holds a tailable awaitData cursor. The library answers it at
@@ -193,6 +195,20 @@ final class Commands {
             error.put("ok", 0);
             System.err.println("cohort-localdb: " + command + " on " + database + " refused: "
                     + e.getMessageWithoutErrorCode());
+            return error;
+        } catch (RuntimeException e) {
+            // The library's own fault (a ConcurrentModificationException...): its handler would
+            // answer "Unknown error: " + a message that is often null. Answer MongoDB's
+            // InternalError naming the exception, and log it in full as before.
+            System.err.println("cohort-localdb: " + command + " on " + database + " failed:");
+            e.printStackTrace();
+            Document error = new Document();
+            String what = e.getClass().getName()
+                    + (e.getMessage() != null ? ": " + e.getMessage() : "");
+            error.put("errmsg", "the embedded server failed the " + command + ": " + what);
+            error.put("code", 1);
+            error.put("codeName", "InternalError");
+            error.put("ok", 0);
             return error;
         }
     }
