@@ -6,6 +6,7 @@ import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {actionButton, countCells, countsAge, dueAge, noWorkerBadge, services, stateBadge,
   takesKind, workersOf} from "./common.js";
+import {kindsCard} from "./kinds.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
 // reason box (required when `needReason`) and the confirming and cancelling buttons, in `box`.
@@ -137,6 +138,7 @@ export async function servicePage(root, {parts}, ctx) {
   const settingsBody = h("div", {id: "settings"});
   const byKind = h("div");
   const byGroup = h("div");
+  const runs = kindsCard(name);
   let svcNow = null; // the service as last read (its switches)
   let knownKinds = new Set(); // the kinds some task has (counts by kind); null: not all known
   let drawKinds = null; // draws By kind from GET .../counts?by=kind, once read
@@ -156,7 +158,8 @@ export async function servicePage(root, {parts}, ctx) {
     h("section", {class: "card"}, h("h2", null, "Live settings"), settingsBody),
     h("div", {class: "grid"},
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
-      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
+      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)),
+    runs.el);
 
 
   // Pause or block, after the question: the whole service needs a reason; a kind no task has
@@ -229,6 +232,9 @@ export async function servicePage(root, {parts}, ctx) {
   }
 
   async function refresh() {
+    // Beside the rest, never holding it up (its own request, one at a time).
+    runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
+      "Cannot read the runs by kind: " + e.message));
     const [list, batches, nodes, due] = await Promise.all([services(),
       api(`/services/${seg(name)}/batches`).catch(() => null),
       api("/nodes").catch(() => null), api(`/services/${seg(name)}/due`).catch(() => null)]);
