@@ -262,7 +262,8 @@ Test(ctl, status_json_has_a_stable_shape)
         sub_document(&entry, &svc);
         assert_keys(&svc, "a service",
                     (const char *const[]){"name", "service_document", "primary", "counts",
-                                          "paused", "blocked", "settings_problems", NULL});
+                                          "counts_as_of", "counts_age_ms", "paused", "blocked",
+                                          "settings_problems", NULL});
         bson_iter_t f;
         cr_assert(bson_iter_init_find(&f, &svc, "name") && BSON_ITER_HOLDS_UTF8(&f));
         const char *name = bson_iter_utf8(&f, NULL);
