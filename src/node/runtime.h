@@ -27,6 +27,9 @@
 #include "node/work/prefetch.h"
 #include "store/store.h"
 
+/* Windows a node's claims spread over (workers.c; COHORT_CLAIM_SKIP_MAX bounds the last). */
+#define COHORT_CLAIM_WINDOWS 8
+
 #define COHORT_MAX_WORKERS 1024 /* the config's upper bound for workers */
 
 typedef struct cohort_service_stats {
@@ -163,6 +166,16 @@ typedef struct cohort_service {
     size_t n_threads;     /* threads started (joined at destroy) */
     size_t target_workers; /* threads with a slot below this claim; the rest park */
     size_t running;       /* claims in flight and tasks being processed right now */
+    /* Claims in flight. A capped budget (primary_task_count, secondary_task_count) is claimed
+     * by one worker at a time: one claim of the tick's share, not several small ones. */
+    size_t claiming;
+    /* Spreading claims over the queue head (workers.c): the claims in flight per window of
+     * COHORT_PREFETCH_CAP candidates in claim order, the window this node starts from, and
+     * until when (monotonic ms) claims are taken to collide with other claimers' (before
+     * then, or with another claim of this node in flight, a claim skips the busy windows). */
+    uint16_t window_claims[COHORT_CLAIM_WINDOWS];
+    uint32_t window_base;
+    int64_t contended_until_ms;
     /* Load-aware claiming (capacity.c): the weight of the tasks this node holds (claimed and
      * not finished, the ready queue's included), the room the claim in flight reserved (0:
      * none in flight), whether that claim may take a first task of any weight, whether the

@@ -183,10 +183,11 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
 
 /* A batch round that lost every candidate to other claimers looks again (CLAIM_ROUNDS) with
  * its candidates spread: it reads CLAIM_SPREAD times as many in claim order and, if more than
- * `max` of them share the top priority, claims a random window of `max` among those. Strict
- * run_at order within that priority gives way to fewer collisions; between priorities the
- * order holds, since no task of a lower priority is taken while more of the top one are due
- * than the window holds. A first round always takes the first `max` in claim order. */
+ * `max` of them share the top priority, claims a random one of the CLAIM_SPREAD windows of
+ * `max` among those (never the one it lost). A first round takes the `max` after the
+ * filter's `skip` (0: the first in claim order). Strict run_at order within that priority
+ * gives way to fewer collisions; between priorities the order holds, since no task of a
+ * lower priority is taken while more of the top one are due than the window reaches. */
 #define CLAIM_SPREAD 4
 
 /* The candidates' ids into `ids` (an array) and their number into *n. With the filter's
@@ -195,12 +196,13 @@ bool cohort_store_claim_task(cohort_store_t *store, mongoc_client_t *client, con
  * tasks of weight 1: a batch prefetches light work only. Skipping suspects, the query finds
  * them too (so that a node learns one is due) and they are left out, not counted. */
 static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, const bson_t *sort,
-                            size_t max, bool spread, const cohort_claim_filter_t *filter,
+                            size_t max, size_t pass, const cohort_claim_filter_t *filter,
                             bson_t *ids, uint32_t *n, bson_error_t *error)
 {
     bool weighed = filter && filter->weight_room > 0;
     bool skip = suspects_of(filter) == COHORT_SUSPECTS_SKIP;
-    size_t limit = spread ? max * CLAIM_SPREAD : max;
+    size_t limit = pass + max;
+    bool spread = pass > 0;
     bson_t *opts = BCON_NEW("limit", BCON_INT64((int64_t)limit), "projection", "{", "_id",
                             BCON_INT32(1), "priority", BCON_INT32(1), "weight", BCON_INT32(1),
                             "suspect", BCON_INT32(1), "}");
@@ -242,7 +244,7 @@ static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, con
     bool ok = cursor && !mongoc_cursor_error(cursor, error);
     if (!seen || !light)
         ok = cohort_error_nomem(error, "a batch claim's candidates");
-    size_t from = spread && tier > max ? (size_t)random() % (tier - max + 1) : 0;
+    size_t from = pass + max <= tier ? pass : tier > max ? tier - max : 0;
     uint32_t kept = 0;
     for (size_t i = from; ok && i < got && i < from + max; i++) {
         (*n)++;
@@ -267,7 +269,7 @@ static bool find_candidates(mongoc_collection_t *tasks, const bson_t *query, con
 static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
                              const char *service, const char *node_id, int64_t now_ms,
                              int64_t lease_until_ms, const cohort_claim_filter_t *filter,
-                             size_t max, bool spread, bson_t *claimed, size_t *n,
+                             size_t max, size_t pass, bson_t *claimed, size_t *n,
                              uint32_t *candidates, const char *token, bson_error_t *error)
 {
     mongoc_collection_t *tasks = store_queue(store, client, service);
@@ -277,10 +279,10 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
         append_suspects(&query, COHORT_SUSPECTS_ONLY);
     bson_t *sort = store_claim_sort();
 
-    /* 1. The candidates, in claim order (after a collision, a window of the top tier). */
+    /* 1. The candidates, in claim order, after the first `pass` of the top tier. */
     bson_t ids = BSON_INITIALIZER;
     uint32_t found = 0;
-    bool ok = find_candidates(tasks, &query, sort, max, spread, filter, &ids, &found, error);
+    bool ok = find_candidates(tasks, &query, sort, max, pass, filter, &ids, &found, error);
 
     /* 2. Claim those still pending and due, under the call's token. */
     if (ok && !bson_empty(&ids)) {
@@ -333,6 +335,8 @@ static bool claim_tasks_once(cohort_store_t *store, mongoc_client_t *client,
     *candidates = found;
     if (ok)
         count_claim(store, found, found > 0 ? (int64_t)*n : 0);
+    if (ok && filter && filter->lost && found > *n)
+        *filter->lost += found - (uint32_t)*n;
     bson_destroy(&ids);
     bson_destroy(sort);
     bson_destroy(&query);
@@ -364,9 +368,19 @@ bool store_claim_tasks(cohort_store_t *store, mongoc_client_t *client, const cha
         return true;
     bool ok = true;
     uint32_t candidates = 1;
-    for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++)
+    size_t pass = filter ? filter->skip : 0;
+    if (pass > COHORT_CLAIM_SKIP_MAX)
+        pass = COHORT_CLAIM_SKIP_MAX;
+    if (filter && filter->lost)
+        *filter->lost = 0;
+    for (int round = 0; ok && *n == 0 && candidates > 0 && round < CLAIM_ROUNDS; round++) {
+        if (round > 0) { /* lost: another window of the spread than the one just lost */
+            size_t lost = pass / max % CLAIM_SPREAD;
+            pass = (lost + 1 + (size_t)random() % (CLAIM_SPREAD - 1)) % CLAIM_SPREAD * max;
+        }
         ok = claim_tasks_once(store, client, service, node_id, now_ms, lease_until_ms, filter,
-                              max, round > 0, claimed, n, &candidates, token, error);
+                              max, pass, claimed, n, &candidates, token, error);
+    }
     return ok;
 }
 

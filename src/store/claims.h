@@ -53,7 +53,18 @@ typedef struct cohort_claim_filter {
      * *suspect_seen (may be NULL); _ONLY claims nothing else (a node's claim made alone). */
     cohort_suspects_t suspects;
     bool *suspect_seen;
+    /* Spreading claimers over the queue head (node/work/workers.c): a batch claim's first
+     * round passes over the first `skip` candidates of the top priority in claim order (at
+     * most COHORT_CLAIM_SKIP_MAX; never into a lower priority while more of the top one are
+     * due than it would take), so that claims made at the same time take different tasks
+     * instead of racing for the same ones. 0 (the default): the head, strict claim order.
+     * *lost (may be NULL) receives the candidates the call saw but others claimed first. */
+    uint32_t skip;
+    uint32_t *lost;
 } cohort_claim_filter_t;
+
+/* The most candidates a batch claim's first round passes over (cohort_claim_filter_t.skip). */
+#define COHORT_CLAIM_SKIP_MAX 512
 
 /* A task document's weight: its `weight` field in [1, COHORT_WEIGHT_MAX], 1 if it has none
  * (written before weights existed) or a bad one. */

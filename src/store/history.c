@@ -121,6 +121,11 @@ bool cohort_store_record_minute(cohort_store_t *store, mongoc_client_t *client,
         BSON_APPEND_UTF8(&set, "primary", minute->primary);
         if (minute->oldest_due_ms)
             BSON_APPEND_DATE_TIME(&set, "oldest_due_at", minute->oldest_due_ms);
+        if (minute->kinds) {
+            cohort_kinds_append(&set, "kinds", minute->kinds);
+            if (minute->kinds->capped)
+                BSON_APPEND_BOOL(&set, "kinds_capped", true);
+        }
         bson_append_document_end(&update, &set);
         bson_t *opts = BCON_NEW("upsert", BCON_BOOL(true));
         ok = mongoc_collection_update_one(coll, filter, &update, opts, NULL, error);

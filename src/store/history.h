@@ -18,6 +18,7 @@
 
 #include "store/store.h"
 #include "store/queries.h"
+#include "store/kinds.h"
 
 #define COHORT_MINUTE_MS 60000
 
@@ -29,6 +30,7 @@ typedef struct cohort_minute {
     int64_t epoch;          /* the primary that recorded it (0: not recorded) */
     char primary[129];      /* its node id ("" if not recorded) */
     int64_t oldest_due_ms;  /* run_at of the oldest due pending task at the measure; 0: none */
+    const cohort_kinds_t *kinds; /* borrowed: the runs by kind, written as `kinds` (NULL: none) */
 } cohort_minute_t;
 
 /* Measures the minute [from_ms, from_ms + 1 min) of `service` into `minute`: the tasks
@@ -38,7 +40,7 @@ bool cohort_store_measure_minute(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, int64_t from_ms, int64_t now_ms,
                                  cohort_minute_t *minute, bson_error_t *error);
 
-/* Writes `minute` (an upsert: the same minute written twice, by two primaries around a
+/* Writes `minute` (with its `kinds` when set; an upsert: the same minute written twice, by two primaries around a
  * failover, is one document) with its `epoch` and `primary`, and deletes the service's
  * minutes older than `retention_ms` before it. */
 bool cohort_store_record_minute(cohort_store_t *store, mongoc_client_t *client,

@@ -42,8 +42,9 @@ static bool read_schema(mongoc_collection_t *meta, int64_t *version, bool *found
 }
 
 /* The collections some release of Cohort creates (besides cohort_meta): these, and queue_*. */
-static const char *const cohort_collections[] = {"services", "nodes", "tokens", "ui_sessions",
-                                                 "history",  "audit", "counts"};
+static const char *const cohort_collections[] = {"services", "nodes",  "tokens",
+                                                 "ui_sessions", "history", "history_hours",
+                                                 "audit", "counts"};
 #define N_COHORT_COLLECTIONS (sizeof cohort_collections / sizeof cohort_collections[0])
 
 /* Counts a listCollections entry if its name is one of Cohort's: judged here, not only by

@@ -139,7 +139,7 @@ v1 = "/api/v1/services/big"
 PAGES = {
     "overview": [["/api/v1/services", "/api/v1/nodes"], [v1 + "/history?minutes=60"]],
     "service": [["/api/v1/services", v1 + "/batches", "/api/v1/nodes", v1 + "/due"],
-                [v1 + "/counts?by=kind", v1 + "/counts?by=group&limit=20"], [v1 + "/settings"]],
+                [v1 + "/counts?by=kind&limit=500", v1 + "/counts?by=group&limit=20"], [v1 + "/settings"]],
 }
 def get(path):
     req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})

@@ -138,3 +138,77 @@ Test(claim_spread, racing_batch_claims_keep_priority_order_and_count_their_attem
     cr_assert_leq(empty, attempts);
     cr_assert_geq(attempts, (HIGH + LOW) / BATCH);
 }
+
+/* The ids of the first `n` pending tasks in claim order, into ids[] (each freed by caller). */
+static void first_in_claim_order(size_t n, bson_value_t *ids)
+{
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, QUEUE);
+    bson_t *filter = BCON_NEW("status", BCON_UTF8("pending"));
+    bson_t *opts = BCON_NEW("sort", "{", "priority", BCON_INT32(-1), "run_at", BCON_INT32(1),
+                            "_id", BCON_INT32(1), "}", "limit", BCON_INT64((int64_t)n));
+    mongoc_cursor_t *cursor = mongoc_collection_find_with_opts(queue, filter, opts, NULL);
+    const bson_t *doc;
+    size_t i = 0;
+    while (i < n && mongoc_cursor_next(cursor, &doc)) {
+        bson_iter_t it;
+        cr_assert(bson_iter_init_find(&it, doc, "_id"));
+        bson_value_copy(bson_iter_value(&it), &ids[i++]);
+    }
+    cr_assert_eq(i, n, "only %zu pending tasks", i);
+    mongoc_cursor_destroy(cursor);
+    bson_destroy(opts);
+    bson_destroy(filter);
+    mongoc_collection_destroy(queue);
+}
+
+static bool same_id(const bson_t *doc, const bson_value_t *id)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_OID(&it) &&
+           id->value_type == BSON_TYPE_OID && bson_oid_equal(bson_iter_oid(&it), &id->value.v_oid);
+}
+
+/* A claim that passes over the head (the workers' window: cohort_claim_filter_t.skip) takes
+ * the tasks after the first `skip` in claim order, and never one of a lower priority while
+ * the top one has due tasks: past the top tier, it takes that tier's last ones. */
+Test(claim_spread, a_claim_that_skips_takes_its_window_within_the_top_priority)
+{
+    insert(5, HIGH);
+    insert(0, LOW);
+    bson_value_t head[3 * BATCH];
+    first_in_claim_order(3 * BATCH, head);
+    uint32_t lost = 99;
+    cohort_claim_filter_t filter = {.skip = 2 * BATCH, .lost = &lost};
+    bson_t docs[BATCH];
+    size_t n = 0;
+    bson_error_t error;
+    cr_assert(cohort_store_claim_tasks(store, client, SERVICE, "skipper",
+                                       cohort_clock_cluster_ms(), &filter, BATCH, docs, &n, NULL,
+                                       &error),
+              "claim: %s", error.message);
+    cr_assert_eq(n, BATCH);
+    cr_assert_eq(lost, 0, "an uncontended claim lost %u candidates", lost);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(same_id(&docs[i], &head[2 * BATCH + i]),
+                  "claimed task %zu is not the %zu-th in claim order", i, 2 * BATCH + i + 1);
+        bson_destroy(&docs[i]);
+    }
+    for (size_t i = 0; i < 3 * BATCH; i++)
+        bson_value_destroy(&head[i]);
+
+    /* Far past the top tier (HIGH - BATCH of it left): its last BATCH, none of priority 0. */
+    filter.skip = COHORT_CLAIM_SKIP_MAX;
+    cr_assert(cohort_store_claim_tasks(store, client, SERVICE, "skipper",
+                                       cohort_clock_cluster_ms(), &filter, BATCH, docs, &n, NULL,
+                                       &error),
+              "claim: %s", error.message);
+    cr_assert_eq(n, BATCH);
+    for (size_t i = 0; i < n; i++) {
+        bson_iter_t it;
+        cr_assert(bson_iter_init_find(&it, &docs[i], "priority") && bson_iter_as_int64(&it) == 5,
+                  "a claim past the top tier took a task of a lower priority");
+        bson_destroy(&docs[i]);
+    }
+    cr_assert_eq(test_count(client, db, QUEUE, "{\"status\": \"pending\", \"priority\": 5}"),
+                 HIGH - 2 * BATCH);
+}

@@ -5,7 +5,8 @@
  * code traded for an HttpOnly SameSite=Strict cookie once and only before it expires, a token
  * traded likewise, the API answering that cookie, and a cross-site state change refused;
  * then the endpoints the dashboard added (nodes, history, batches, audit, due) and the primary's
- * per-minute record behind the history, and the kinds a node's handler serves in its document.
+ * per-minute record behind the history, with its runs by kind (GET .../kinds, .../history/hours),
+ * and the kinds a node's handler serves in its document.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "node/http/http.h"
 #include "node/http/ui.h"
 #include "store/history.h"
+#include "store/kinds.h"
 #include "store/sessions.h"
 #include "store/store.h"
 #include "store/nodes.h"
@@ -435,15 +437,35 @@ Test(ui, nodes_answers_what_cohortctl_nodes_says)
 
 /* ---- the per-minute history ------------------------------------------------------------- */
 
-Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
+/* Each of `queries` (a NULL-ended list) after /api/v1/services/web`path` answers 400. */
+static void expect_400s(const char *path, const char *const *queries, const char *cookie)
+{
+    for (size_t i = 0; queries[i]; i++) {
+        char full[160];
+        snprintf(full, sizeof full, "/api/v1/services/" SERVICE "%s%s", path, queries[i]);
+        http_response_t r = get("GET", full, cookie);
+        cr_assert_eq(r.status, 400, "%s: %s", full, r.body);
+        http_response_free(&r);
+    }
+}
+
+/* The server's time, at least 5 s before the end of its minute (waiting for the next one). */
+static int64_t server_now_clear_of_minute_end(void)
 {
     int64_t now;
     bson_error_t error;
     cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
-    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) { /* keep clear of a minute's end */
+    if (now % COHORT_MINUTE_MS > COHORT_MINUTE_MS - 5000) {
         test_sleep_ms(COHORT_MINUTE_MS - now % COHORT_MINUTE_MS + 100);
         cr_assert(cohort_store_server_time(store, client, &now, &error), "%s", error.message);
     }
+    return now;
+}
+
+Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
+{
+    bson_error_t error;
+    int64_t now = server_now_clear_of_minute_end();
     int64_t minute = now - now % COHORT_MINUTE_MS;
     int64_t last = minute - COHORT_MINUTE_MS; /* the minute that ended */
     mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
@@ -525,18 +547,207 @@ Test(ui, history_records_minutes_bounded_by_retention_and_the_api_reads_them)
     cr_assert_not_null(test_doc_str(&body, "current.oldest_due_at"));
     bson_destroy(&body);
     http_response_free(&r);
-    const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/history%s", bad[i]);
-        r = get("GET", path, cookie);
-        cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
-        http_response_free(&r);
-    }
+    const char *const bad[] = {"?minutes=0", "?minutes=1441", "?minutes=x", "?hours=1", NULL};
+    expect_400s("/history", bad, cookie);
     r = get("GET", "/api/v1/services/a.b/history", cookie);
     cr_assert_eq(r.status, 400, "%s", r.body);
     http_response_free(&r);
     r = get("GET", "/api/v1/services/" SERVICE "/history", NULL);
+    cr_assert_eq(r.status, 401, "%s", r.body);
+    http_response_free(&r);
+}
+
+/* ---- runs by kind: the minute's histogram, its percentiles and GET .../kinds ---------------- */
+
+/* A finished task of `kind` (NULL: none) that ran `ms` and ended with `status` at `at`. */
+static void insert_run(const char *kind, const char *status, int64_t ms, int64_t at)
+{
+    mongoc_collection_t *queue = mongoc_client_get_collection(client, db, "queue_" SERVICE);
+    bson_t *doc = BCON_NEW("status", BCON_UTF8(status), "claimed_at", BCON_DATE_TIME(at - ms),
+                           "finished_at", BCON_DATE_TIME(at));
+    if (kind)
+        BSON_APPEND_UTF8(doc, "kind", kind);
+    bson_error_t error;
+    cr_assert(mongoc_collection_insert_one(queue, doc, NULL, NULL, &error), "%s", error.message);
+    bson_destroy(doc);
+    mongoc_collection_destroy(queue);
+}
+
+static const cohort_kind_stats_t *find_kind(const cohort_kinds_t *kinds, const char *kind)
+{
+    for (size_t i = 0; i < kinds->n; i++)
+        if (strcmp(kinds->kind[i].kind, kind) == 0)
+            return &kinds->kind[i];
+    cr_assert_fail("no kind '%s'", kind);
+    return NULL;
+}
+
+/* The number `field` of the kind `kind` in a /kinds reply (-1: no such kind or field). */
+static double reply_kind(const bson_t *body, const char *kind, const char *field)
+{
+    for (int i = 0; i < COHORT_KINDS_MAX; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "kinds.%d.kind", i);
+        const char *k = test_doc_str(body, path);
+        if (k && strcmp(k, kind) == 0) {
+            snprintf(path, sizeof path, "kinds.%d.%s", i, field);
+            bson_iter_t it, found;
+            if (bson_iter_init(&it, body) && bson_iter_find_descendant(&it, path, &found) &&
+                BSON_ITER_HOLDS_NUMBER(&found))
+                return bson_iter_as_double(&found);
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* GET .../kinds`query` answered 200, its body into `body` (the caller destroys it). */
+static void get_kinds(const char *query, const char *cookie, bson_t *body)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/services/" SERVICE "/kinds%s", query);
+    http_response_t r = get("GET", path, cookie);
+    cr_assert_eq(r.status, 200, "%s: %s", query, r.body);
+    bson_error_t error;
+    cr_assert(bson_init_from_json(body, r.body, -1, &error), "%s", error.message);
+    http_response_free(&r);
+}
+
+Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
+{
+    bson_error_t error;
+    int64_t now = server_now_clear_of_minute_end();
+    int64_t minute = now - now % COHORT_MINUTE_MS, last = minute - COHORT_MINUTE_MS;
+    /* The last minute: "fast" 3 runs of 5 ms and 1 of 50 ms; "slow" 2 s and 2.5 s succeeded,
+     * 2.5 s failed, 400 s timed out; one run without a kind; one "fast" run before the minute
+     * and a pending task, neither counted. */
+    insert_run("fast", "succeeded", 5, last + 1000);
+    insert_run("fast", "succeeded", 5, last + 2000);
+    insert_run("fast", "succeeded", 5, last + 3000);
+    insert_run("fast", "succeeded", 50, last + 59999);
+    insert_run("slow", "succeeded", 2000, last + 4000);
+    insert_run("slow", "succeeded", 2500, last + 5000);
+    insert_run("slow", "failed", 2500, last + 6000);
+    insert_run("slow", "timed_out", 400000, last + 7000);
+    insert_run(NULL, "succeeded", 0, last + 8000);
+    insert_run("fast", "succeeded", 5, last - 1);
+    insert_run("slow", "pending", 5, last + 9000);
+
+    cohort_kinds_t kinds;
+    cr_assert(cohort_store_measure_kinds(store, client, SERVICE, last, minute, &kinds, &error),
+              "%s", error.message);
+    cr_assert_eq(kinds.n, 3);
+    const cohort_kind_stats_t *fast = find_kind(&kinds, "fast"), *slow = find_kind(&kinds, "slow");
+    cr_assert_eq(fast->succeeded, 4);
+    cr_assert_eq(fast->failed + fast->timed_out, 0);
+    cr_assert_eq(fast->ms[0], 3, "5 ms is under 10 ms");
+    cr_assert_eq(fast->ms[2], 1, "50 ms is in 30-100 ms");
+    cr_assert_eq(slow->succeeded, 2);
+    cr_assert_eq(slow->failed, 1);
+    cr_assert_eq(slow->timed_out, 1);
+    cr_assert_eq(slow->ms[5], 3, "2 s and 2.5 s are in 1-3 s");
+    cr_assert_eq(slow->ms[10], 1, "400 s is in 300-1000 s");
+    cr_assert_eq(find_kind(&kinds, "")->succeeded, 1);
+
+    /* Percentiles are buckets, the rank rounded up: fast's p50 (2nd of 4) under 10 ms, its p95
+     * (4th) 30-100 ms; slow's p50 1-3 s, its p95 300-1000 s; 1,500 runs past the last bound
+     * land in the open bucket. */
+    int64_t from, to;
+    cr_assert(cohort_kind_percentile(fast, 50, &from, &to));
+    cr_assert(from == 0 && to == 10, "fast p50 [%lld, %lld)", (long long)from, (long long)to);
+    cr_assert(cohort_kind_percentile(fast, 95, &from, &to));
+    cr_assert(from == 30 && to == 100, "fast p95 [%lld, %lld)", (long long)from, (long long)to);
+    cr_assert(cohort_kind_percentile(slow, 50, &from, &to));
+    cr_assert(from == 1000 && to == 3000);
+    cr_assert(cohort_kind_percentile(slow, 95, &from, &to));
+    cr_assert(from == 300000 && to == 1000000);
+    cohort_kind_stats_t open = {.ms = {[COHORT_KIND_BUCKETS - 1] = 1500}};
+    cr_assert(cohort_kind_percentile(&open, 50, &from, &to));
+    cr_assert(from == 1000000 && to == -1);
+    cohort_kind_stats_t none = {0};
+    cr_assert_not(cohort_kind_percentile(&none, 50, &from, &to), "no runs: no percentile");
+
+    /* Past 32 kinds a window says it left some out; the first 32 keep their counts. */
+    static cohort_kinds_t many, one;
+    one.n = 1;
+    for (int i = 0; i <= COHORT_KINDS_MAX; i++) {
+        snprintf(one.kind[0].kind, sizeof one.kind[0].kind, "k%d", i);
+        one.kind[0].succeeded = 1;
+        cohort_kinds_add(&many, &one);
+    }
+    cr_assert_eq(many.n, COHORT_KINDS_MAX);
+    cr_assert(many.capped, "the 33rd kind is left out and said so");
+    cr_assert_eq(find_kind(&many, "k31")->succeeded, 1);
+
+    /* The minute written with its kinds, a minute two hours back likewise and rolled up into
+     * its hour, and an old node's minute without kinds (read, adds nothing). */
+    cohort_minute_t m = {.at_ms = last, .epoch = 1, .kinds = &kinds};
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 86400000, &error), "%s",
+              error.message);
+    int64_t hour = now - now % COHORT_HOUR_MS, old_hour = hour - 2 * COHORT_HOUR_MS;
+    m.at_ms = old_hour + 5 * COHORT_MINUTE_MS;
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &m, 86400000, &error));
+    cohort_minute_t bare = {.at_ms = old_hour + 6 * COHORT_MINUTE_MS, .epoch = 1};
+    cr_assert(cohort_store_record_minute(store, client, SERVICE, &bare, 86400000, &error));
+    cr_assert(cohort_store_record_hour(store, client, SERVICE, old_hour, &error), "%s",
+              error.message);
+    cr_assert(cohort_store_record_hour(store, client, SERVICE, old_hour, &error));
+    cr_assert_eq(test_count(client, db, "history_hours", "{}"), 1, "one document per hour");
+    cohort_kinds_t sum = {0};
+    int64_t docs = 0;
+    cr_assert(cohort_store_sum_kinds(store, client, SERVICE, true, 0, &sum, &docs, &error));
+    cr_assert_eq(docs, 1);
+    cr_assert_eq(find_kind(&sum, "slow")->timed_out, 1);
+    cr_assert_eq(find_kind(&sum, "fast")->ms[0], 3);
+
+    /* One more fast run in the minute under way: the API counts it live. */
+    insert_run("fast", "succeeded", 5, minute);
+    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, sizeof cookie);
+    bson_t body;
+    get_kinds("", cookie, &body);
+    cr_assert_eq(test_doc_int(&body, "minutes"), 60);
+    cr_assert_eq(reply_kind(&body, "fast", "finished"), 5);
+    cr_assert_eq(reply_kind(&body, "slow", "finished"), 4);
+    cr_assert_eq(reply_kind(&body, "slow", "failed"), 1);
+    cr_assert_eq(reply_kind(&body, "slow", "p95.from_ms"), 300000);
+    cr_assert_eq(reply_kind(&body, "slow", "p50.to_ms"), 3000);
+    cr_assert_eq(reply_kind(&body, "fast", "p50.to_ms"), 10);
+    cr_assert_eq(reply_kind(&body, "slow", "error_rate"), 0.5, "2 of 4 failed or timed out");
+    cr_assert_eq(reply_kind(&body, "fast", "error_rate"), 0);
+    bson_destroy(&body);
+    /* The day adds the minute two hours back; the week reads its hour, not its minutes. */
+    get_kinds("?minutes=1440", cookie, &body);
+    cr_assert_eq(reply_kind(&body, "slow", "finished"), 8);
+    cr_assert_eq(test_doc_int(&body, "minutes_read"), 3);
+    bson_destroy(&body);
+    get_kinds("?minutes=10080", cookie, &body);
+    cr_assert_str_eq(test_doc_str(&body, "source"), "hours");
+    cr_assert_eq(test_doc_int(&body, "hours_read"), 1);
+    int64_t in_hour = last >= hour ? 4 : 0; /* the last minute, if in the hour under way */
+    cr_assert_eq(reply_kind(&body, "slow", "finished"), 4 + in_hour);
+    bson_destroy(&body);
+
+    /* The rollups themselves, for the week's chart: the hour two hours back, its 2 minutes. */
+    http_response_t r = get("GET", "/api/v1/services/" SERVICE "/history/hours", cookie);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert(bson_init_from_json(&body, r.body, -1, &error), "%s", error.message);
+    cr_assert_not_null(test_doc_str(&body, "hours.0.at"), "%s", r.body);
+    cr_assert_eq(test_doc_int(&body, "hours.0.minutes"), 2);
+    cr_assert_eq(test_doc_int(&body, "hours.0.counts.pending"), 0);
+    cr_assert_not(test_doc_has(&body, "hours.0.kinds"));
+    cr_assert_not(test_doc_has(&body, "hours.1"));
+    bson_destroy(&body);
+    http_response_free(&r);
+    const char *const bad_hours[] = {"?hours=0", "?hours=193", "?hours=x", "?hours=", "?days=7",
+                                     NULL};
+    expect_400s("/history/hours", bad_hours, cookie);
+    const char *const bad[] = {"?minutes=0", "?minutes=61", "?minutes=x", "?minutes=10081",
+                               "?minutes=", "?hours=1", NULL};
+    expect_400s("/kinds", bad, cookie);
+    r = get("GET", "/api/v1/services/" SERVICE "/kinds", NULL);
     cr_assert_eq(r.status, 401, "%s", r.body);
     http_response_free(&r);
 }
@@ -689,6 +900,10 @@ Test(ui, the_primary_records_each_ended_minute_once)
     s->config = &config;
     s->node_id = "node-h";
     s->store = store;
+    /* A run of kind "mail" that failed after 150 ms in the minute that ends: in its `kinds`. */
+    server_now_clear_of_minute_end();
+    int64_t now = cohort_clock_cluster_ms();
+    insert_run("mail", "failed", 150, now - now % COHORT_MINUTE_MS - 30000);
     cohort_history_tick(s, client, 3);
     cr_assert_eq(test_count(client, db, "history", "{}"), 1);
     int64_t recorded = s->history_minute_ms;
@@ -699,6 +914,9 @@ Test(ui, the_primary_records_each_ended_minute_once)
     cr_assert_str_eq(test_doc_str(&doc, "primary"), "node-h");
     cr_assert_eq(test_doc_int(&doc, "epoch"), 3);
     cr_assert_eq(test_doc_int(&doc, "at"), recorded - COHORT_MINUTE_MS, "the minute that ended");
+    cr_assert_str_eq(test_doc_str(&doc, "kinds.0.kind"), "mail");
+    cr_assert_eq(test_doc_int(&doc, "kinds.0.failed"), 1);
+    cr_assert_eq(test_doc_int(&doc, "kinds.0.ms.3"), 1, "150 ms is in 100-300 ms");
     bson_destroy(&doc);
     /* Within the same minute: nothing more (a tick is seconds, a minute is sixty of them). */
     if (cohort_clock_cluster_ms() - recorded < COHORT_MINUTE_MS - 2000) {

@@ -166,6 +166,8 @@ static bool dispatch(cohort_api_call_t *call)
     case COHORT_API_WHOAMI:
     case COHORT_API_NODES:
     case COHORT_API_HISTORY:
+    case COHORT_API_KINDS:
+    case COHORT_API_HISTORY_HOURS:
     case COHORT_API_AUDIT:
     case COHORT_API_BATCHES:
     case COHORT_API_DUE:

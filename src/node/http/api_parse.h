@@ -117,6 +117,8 @@ typedef enum cohort_api_endpoint {
     COHORT_API_WHOAMI, /* GET /api/v1/whoami */
     COHORT_API_NODES,  /* GET /api/v1/nodes */
     COHORT_API_HISTORY, /* GET /api/v1/services/{svc}/history */
+    COHORT_API_KINDS,   /* GET /api/v1/services/{svc}/kinds */
+    COHORT_API_HISTORY_HOURS, /* GET /api/v1/services/{svc}/history/hours */
     COHORT_API_AUDIT,   /* GET /api/v1/audit */
     COHORT_API_BATCHES, /* GET /api/v1/services/{svc}/batches */
     COHORT_API_DUE,     /* GET /api/v1/services/{svc}/due */

@@ -3,6 +3,7 @@
  * caller, token or session alike.
  */
 #include "node/http/api_ui.h"
+#include "node/http/api_kinds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,8 @@ typedef struct service_endpoint {
 
 static const service_endpoint_t service_endpoints[] = {
     {HISTORY_SUFFIX, "GET", COHORT_API_HISTORY, COHORT_SCOPE_READ},
+    {"/kinds", "GET", COHORT_API_KINDS, COHORT_SCOPE_READ},
+    {"/history/hours", "GET", COHORT_API_HISTORY_HOURS, COHORT_SCOPE_READ},
     {BATCHES_SUFFIX, "GET", COHORT_API_BATCHES, COHORT_SCOPE_READ},
     {BLOCK_SUFFIX, "POST", COHORT_API_BLOCK, COHORT_SCOPE_OPERATE},
     {UNBLOCK_SUFFIX, "POST", COHORT_API_UNBLOCK, COHORT_SCOPE_OPERATE},
@@ -532,6 +535,10 @@ bool cohort_api_ui_dispatch(cohort_api_call_t *call)
         return nodes(call);
     case COHORT_API_HISTORY:
         return history(call);
+    case COHORT_API_KINDS:
+        return cohort_api_kinds(call);
+    case COHORT_API_HISTORY_HOURS:
+        return cohort_api_history_hours(call);
     case COHORT_API_AUDIT:
         return audit(call);
     case COHORT_API_BATCHES:

@@ -114,6 +114,8 @@ static take_t next_take(cohort_service_t *s, size_t slot)
     if (s->drained || s->budget == 0 || s->stopped_all || (s->probing && !s->work_seen) ||
         !cohort_capacity_may_claim(s))
         return TAKE_WAIT;
+    if (s->budget > 0 && s->claiming > 0)
+        return TAKE_WAIT; /* a capped share: one claim at a time takes what is left of it */
     if (want_solo) {
         if (s->running > 0 || s->ready_n > 0)
             return TAKE_WAIT;
@@ -162,6 +164,7 @@ static take_t take_work(cohort_service_t *s, size_t slot, bson_t **ready,
         if (!s->work_seen)
             s->probing = true; /* this worker finds out whether there is work */
         cohort_capacity_reserve(s);
+        s->claiming++;
     }
     if (take != TAKE_STOP) {
         count_running(s, true); /* from the claim on: shutdown waits for a claim in flight too */
@@ -198,13 +201,16 @@ static bool ready_empty(cohort_service_t *s)
 }
 
 /* Up to `want` more claims from the budget, without waiting (a batch claim), as far as the
- * ready queue has room for them (reserved until push_ready()). */
+ * ready queue has room for them (reserved until push_ready()). The tick's probe (before any
+ * claim found work) claims one task, unless the budget is capped: then it claims the whole
+ * share, so that a capped tick is one claim, not a probe and a batch. */
 static size_t take_more(cohort_service_t *s, size_t want)
 {
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
     size_t room = s->ready_cap - s->ready_n - s->ready_reserved;
-    while (n < want && n < room && s->budget != 0 && s->work_seen && !s->stopping) {
+    bool may = s->work_seen || s->budget > 0;
+    while (n < want && n < room && s->budget != 0 && may && !s->stopping) {
         if (s->budget > 0)
             s->budget--;
         n++;
@@ -416,9 +422,50 @@ static void release_lost_claims(worker_t *w)
     w->n_lost -= done;
 }
 
-/* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more.
- * *n receives how many; *suspect_seen whether a batch claim left a suspect that was due. */
-static bool claim(worker_t *w, size_t want, size_t *n, bool *suspect_seen, bson_error_t *error)
+/* How long claims are taken to collide with other claimers' after one lost candidates to
+ * them, in ticks: the node keeps its claims spread over the queue head meanwhile. */
+#define CONTENDED_TICKS 5
+
+/* The window of the queue head a batch claim takes (lock held; runtime.h): the first one,
+ * from the node's base while its claims collide with others' (else from the head), that no
+ * claim of this node in flight takes: this node's workers never race each other. */
+static uint32_t window_take(cohort_service_t *s)
+{
+    uint32_t base = cohort_clock_monotonic_ms() < s->contended_until_ms ? s->window_base : 0;
+    uint32_t k = base;
+    for (uint32_t j = 0; j < COHORT_CLAIM_WINDOWS; j++) {
+        k = (base + j) % COHORT_CLAIM_WINDOWS;
+        if (s->window_claims[k] == 0)
+            break;
+    }
+    s->window_claims[k]++;
+    return k;
+}
+
+/* The claim in window `k` is done (takes the lock): it lost `lost` candidates to other
+ * claimers. One that lost any moves the node's claims to another window, chosen at random
+ * so that colliding nodes part (the window it lost in is never chosen again at once). */
+static void window_done(cohort_service_t *s, uint32_t k, uint32_t lost)
+{
+    pthread_mutex_lock(&s->lock);
+    s->window_claims[k]--;
+    s->claiming--;
+    if (lost > 0) {
+        s->contended_until_ms = cohort_clock_monotonic_ms() + CONTENDED_TICKS * s->claim_tick_ms;
+        s->window_base = (k + 1 + (uint32_t)random() % (COHORT_CLAIM_WINDOWS - 1)) %
+                         COHORT_CLAIM_WINDOWS;
+    }
+    if (s->budget > 0)
+        pthread_cond_broadcast(&s->wake); /* a worker waits for this claim (next_take()) */
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Claims up to `want` tasks into w->docs: one findAndModify for one, three commands for more,
+ * the batch passing over the first `skip` candidates (cohort_claim_filter_t). *n receives how
+ * many; *suspect_seen whether a batch claim left a suspect that was due; *lost how many of
+ * its candidates other claimers took first. */
+static bool claim(worker_t *w, size_t want, uint32_t skip, size_t *n, bool *suspect_seen,
+                  uint32_t *lost, bson_error_t *error)
 {
     cohort_service_t *s = w->service;
     const cohort_handler_t *h = s->plugin->handler;
@@ -435,6 +482,8 @@ static bool claim(worker_t *w, size_t want, size_t *n, bool *suspect_seen, bson_
         .n_busy_groups = w->filter.n_groups,
         .suspects = w->suspects,
         .suspect_seen = suspect_seen,
+        .skip = skip,
+        .lost = lost,
     };
     cohort_capacity_filter(s, &filter);
     int64_t now = cohort_clock_cluster_ms();
@@ -589,8 +638,13 @@ static bool claim_some(worker_t *w, int64_t *last_error_log)
         release_lost_claims(w);
     size_t n = 0;
     bool seen = false;
+    uint32_t lost = 0;
     bson_error_t error;
-    bool ok = claim(w, want, &n, &seen, &error);
+    pthread_mutex_lock(&s->lock);
+    uint32_t window = window_take(s);
+    pthread_mutex_unlock(&s->lock);
+    bool ok = claim(w, want, window * COHORT_PREFETCH_CAP, &n, &seen, &lost, &error);
+    window_done(s, window, lost);
     if ((w->suspects != COHORT_SUSPECTS_SKIP || seen) && settle_solo(w, ok, n, seen)) {
         give_back_suspect(w);
         n = 0;

@@ -1,5 +1,5 @@
-// chart.js - a service's last hour (or day) per minute (GET .../history): tasks enqueued, succeeded
-// and failed per minute, and the queue's depth (pending + claimed) on a second axis, drawn by
+// chart.js - a service's last hour (or day) per minute (GET .../history), or its last week per
+// hour (GET .../history/hours): tasks enqueued, succeeded and failed per minute (or hour), and the queue's depth (pending + claimed) on a second axis, drawn by
 // the pinned uPlot (vendor/uplot). Series differ by dash as well as colour, and the legend
 // names them, so the chart reads without colour. The minute in progress counts only its
 // seconds so far: its rates are left out (drawn as a gap), only its queue depth is drawn.
@@ -39,10 +39,12 @@ export function compact(n) {
 }
 const axisValues = (u, splits) => splits.map(compact);
 
-// The spans a chart can show, all from the per-minute documents (history_retention_ms keeps
-// them 1 day by default; GET .../history serves at most 1,440 minutes, so no week).
+// The spans a chart can show: the hour and the day from the per-minute documents
+// (history_retention_ms keeps them 1 day by default), the week from the hourly rollups the
+// primary keeps 8 days (GET .../history/hours; the minute under way still from .../history).
 export const RANGES = {hour: {minutes: 60, words: "last hour"},
-  day: {minutes: 1440, words: "last day"}};
+  day: {minutes: 1440, words: "last day"},
+  week: {minutes: 1, hours: 168, words: "last week", per: "hour"}};
 
 // A chart of `service` in a new element; returns {el, refresh, setRange} (refresh resolves to
 // the history it drew; setRange("day") redraws it over another span of RANGES).
@@ -62,7 +64,13 @@ export function serviceChart(service, range = "hour") {
     plot = null;
   }
   async function refresh() {
-    const history = await api(`/services/${seg(service)}/history?minutes=${RANGES[range].minutes}`);
+    const r = RANGES[range];
+    const history = await api(`/services/${seg(service)}/history?minutes=${r.minutes}`);
+    if (r.hours) { // the week: its points are the hourly rollups, then the minute under way
+      const rollups = await api(`/services/${seg(service)}/history/hours?hours=${r.hours}`);
+      history.minutes = rollups.hours;
+    }
+    const per = r.per || "minute", unit = per === "hour" ? "/hour" : "/min";
     const data = columns(history);
     // What became of the minute in progress (the browser test reads it).
     el.dataset.partial = data[1][data[1].length - 1] === null ? "left out" : "drawn";
@@ -71,12 +79,12 @@ export function serviceChart(service, range = "hour") {
       return history;
     }
     plot = new uPlot({
-      title: `${service}: ${RANGES[range].words}, per minute`,
+      title: `${service}: ${r.words}, per ${per}`,
       width: fit(), height: 220,
-      series: [{}, ...SERIES.map(({value, ...s}) => ({...s,
+      series: [{}, ...SERIES.map(({value, ...s}) => ({...s, label: s.label.replace("/min", unit),
         points: {show: range === "hour", size: 4}}))],
       scales: {x: {time: true}, depth: {}},
-      axes: [{}, {label: "tasks/min", values: axisValues, size: 56},
+      axes: [{}, {label: `tasks${unit}`, values: axisValues, size: 56},
         {scale: "depth", side: 1, label: "depth", values: axisValues, size: 56,
           grid: {show: false}}],
     }, data, el);

@@ -135,7 +135,7 @@ export async function overviewPage(root, where, ctx) {
   const chartCard = h("section", {class: "card"}, h("h2", null, "Throughput and queue depth"),
     h("label", {class: "range"}, "span ", rangeSelect,
       h("span", {class: "muted"}, " (per-minute documents, kept history_retention_ms: 1 day" +
-        " by default)")));
+        " by default; the week: hourly rollups kept 8 days)")));
   const chartGrid = h("div", {class: "grid", id: "charts"});
   chartCard.append(chartGrid);
   const changesBody = h("div");

@@ -6,6 +6,7 @@ import {api, seg} from "../api.js";
 import {ago, fill, h, table, when} from "../dom.js";
 import {actionButton, countCells, countsAge, dueAge, noWorkerBadge, services, stateBadge,
   takesKind, workersOf} from "./common.js";
+import {kindsCard} from "./kinds.js";
 
 // An in-page question before a switch is set (ui28b): what it stops, a warning (if any), a
 // reason box (required when `needReason`) and the confirming and cancelling buttons, in `box`.
@@ -57,6 +58,9 @@ function switchesTable(svc, undo) {
 // most tasks first and at most BREAKDOWN_MAX of them (97 groups made a 3,900 px page), then a
 // note of how many more there are and how many tasks they hold.
 const BREAKDOWN_MAX = 20;
+// The kinds read for the table and for Pause/Block's "no task has this kind" check: the API's
+// maximum, so that check knows every kind unless a service has more (then it stays silent).
+const KINDS_MAX = 500;
 // `distinct` and `allTasks`: how many values and tasks the service has, when the server sent
 // only the rows of the values with the most tasks (GET .../counts?limit=). `mark` (optional):
 // what to show beside a value's name (a kind's no-worker warning).
@@ -134,8 +138,9 @@ export async function servicePage(root, {parts}, ctx) {
   const settingsBody = h("div", {id: "settings"});
   const byKind = h("div");
   const byGroup = h("div");
+  const runs = kindsCard(name);
   let svcNow = null; // the service as last read (its switches)
-  let knownKinds = new Set(); // the kinds some task has (counts by kind)
+  let knownKinds = new Set(); // the kinds some task has (counts by kind); null: not all known
   let drawKinds = null; // draws By kind from GET .../counts?by=kind, once read
   let idle = idleKinds({}, null, null); // the kinds without a live worker (idleKinds)
   const kindMark = (k) => idle.kinds.has(k) ? [" ", noWorkerBadge("no worker, oldest due " +
@@ -153,7 +158,8 @@ export async function servicePage(root, {parts}, ctx) {
     h("section", {class: "card"}, h("h2", null, "Live settings"), settingsBody),
     h("div", {class: "grid"},
       h("section", {class: "card"}, h("h2", null, "By kind"), byKind),
-      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)));
+      h("section", {class: "card"}, h("h2", null, "By group"), byGroup)),
+    runs.el);
 
 
   // Pause or block, after the question: the whole service needs a reason; a kind no task has
@@ -162,7 +168,7 @@ export async function servicePage(root, {parts}, ctx) {
     let said = "";
     return actionButton(ctx, label, async () => {
       const k = kind.value.trim();
-      const warning = k && !knownKinds.has(k) ? `No task of ${name} has kind '${k}' (check ` +
+      const warning = k && knownKinds && !knownKinds.has(k) ? `No task of ${name} has kind '${k}' (check ` +
         "the spelling): the switch would stop nothing today." : null;
       const r = await askSwitch(confirmBox, {
         question: k ? `${verb} kind ${k} of ${name}?` : `${verb} the whole service ${name}? ` +
@@ -226,6 +232,9 @@ export async function servicePage(root, {parts}, ctx) {
   }
 
   async function refresh() {
+    // Beside the rest, never holding it up (its own request, one at a time).
+    runs.refresh().catch((e) => fill(runs.el.querySelector("#kinds-stats"),
+      "Cannot read the runs by kind: " + e.message));
     const [list, batches, nodes, due] = await Promise.all([services(),
       api(`/services/${seg(name)}/batches`).catch(() => null),
       api("/nodes").catch(() => null), api(`/services/${seg(name)}/due`).catch(() => null)]);
@@ -246,7 +255,7 @@ export async function servicePage(root, {parts}, ctx) {
   }
   await refresh();
   const [kinds, groups] = await Promise.all([
-    api(`/services/${seg(name)}/counts?by=kind`),
+    api(`/services/${seg(name)}/counts?by=kind&limit=${KINDS_MAX}`),
     api(`/services/${seg(name)}/counts?by=group&limit=${BREAKDOWN_MAX}`),
   ]);
   try { // GET .../settings: the values in effect and where each comes from
@@ -261,7 +270,9 @@ export async function servicePage(root, {parts}, ctx) {
       ? "This node's API does not serve the live settings (GET .../settings) yet."
       : "Cannot read the live settings: " + e.message);
   }
-  knownKinds = new Set(kinds.rows.map((r) => r.kind).filter((k) => k !== null));
+  const kindNames = new Set(kinds.rows.map((r) => r.kind));
+  knownKinds = kinds.distinct > kindNames.size ? null
+    : new Set([...kindNames].filter((k) => k !== null));
   const allTasks = Object.values(svcNow.counts || {}).reduce((n, c) => n + c, 0);
   drawKinds = () => fill(byKind, breakdown("kind", kinds.rows, kinds.distinct, allTasks,
     kindMark), countsAge(kinds.age_ms));
