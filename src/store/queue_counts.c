@@ -141,6 +141,45 @@ static void append_status_counts(bson_t *doc, const char *key, const cohort_stat
     bson_append_document_end(doc, &counts);
 }
 
+typedef struct due_rows {
+    bson_t *array;
+    uint32_t n;
+} due_rows_t;
+
+static void keep_due(void *user, const char *kind, int64_t due, int64_t oldest_ms)
+{
+    due_rows_t *d = user;
+    char idx[16];
+    const char *k;
+    bson_t row;
+    bson_uint32_to_string(d->n++, &k, idx, sizeof idx);
+    bson_append_document_begin(d->array, k, -1, &row);
+    if (kind)
+        BSON_APPEND_UTF8(&row, "kind", kind);
+    else
+        BSON_APPEND_NULL(&row, "kind");
+    BSON_APPEND_INT64(&row, "due", due);
+    BSON_APPEND_DATE_TIME(&row, "oldest_due_at", oldest_ms);
+    bson_append_document_end(d->array, &row);
+}
+
+/* {kinds: [{kind, due, oldest_due_at}], more}: the due pending tasks by kind at `now_ms`. */
+static bool measure_due(cohort_store_t *store, mongoc_client_t *client, const char *service,
+                        int64_t now_ms, bson_t *snap, bson_error_t *error)
+{
+    bson_t doc, kinds;
+    bool more = false;
+    BSON_APPEND_DOCUMENT_BEGIN(snap, "due", &doc);
+    BSON_APPEND_ARRAY_BEGIN(&doc, "kinds", &kinds);
+    due_rows_t d = {.array = &kinds};
+    bool ok = cohort_store_due_by_kind(store, client, service, now_ms, COHORT_COUNTS_DUE_KINDS_MAX,
+                                       keep_due, &d, &more, error);
+    bson_append_array_end(&doc, &kinds);
+    BSON_APPEND_BOOL(&doc, "more", more);
+    bson_append_document_end(snap, &doc);
+    return ok;
+}
+
 bool cohort_store_measure_counts(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, int64_t now_ms, int64_t epoch,
                                  bson_t *snap, bson_error_t *error)
@@ -172,7 +211,8 @@ bool cohort_store_measure_counts(cohort_store_t *store, mongoc_client_t *client,
     else
         BSON_APPEND_NULL(snap, "oldest_due_at");
     bool ok = measure_values(store, client, service, "kind", "kinds", snap, error) &&
-              measure_values(store, client, service, "group", "groups", snap, error);
+              measure_values(store, client, service, "group", "groups", snap, error) &&
+              measure_due(store, client, service, now_ms, snap, error);
     BSON_APPEND_INT64(snap, "took_ms", (bson_get_monotonic_time() - started) / 1000);
     return ok;
 }

@@ -6,9 +6,10 @@
  * A snapshot holds the counts by status, the kinds and the groups with the most tasks (at
  * most COHORT_COUNTS_VALUES_MAX of each, their rows ordered by the value's total count, and
  * how many distinct values there are), the minute under way so far (cohort_minute_t's
- * fields), the run_at of the oldest due task, when it was measured (cluster ms) and how long
- * the measure took. Measuring costs the scans the pages used to wait for; publishing is one
- * upsert.
+ * fields), the run_at of the oldest due task, the due pending tasks by kind (at most
+ * COHORT_COUNTS_DUE_KINDS_MAX kinds, cohort_store_due_by_kind's rows), when it was measured
+ * (cluster ms) and how long the measure took. Measuring costs the scans the pages used to
+ * wait for; publishing is one upsert.
  */
 #ifndef COHORT_STORE_QUEUE_COUNTS_H
 #define COHORT_STORE_QUEUE_COUNTS_H
@@ -24,11 +25,14 @@
 
 /* The most kinds and groups a snapshot keeps (and GET .../counts?limit= may ask for). */
 #define COHORT_COUNTS_VALUES_MAX 500
+/* The most kinds of due tasks a snapshot keeps (GET .../due's rows). */
+#define COHORT_COUNTS_DUE_KINDS_MAX 100
 
 /* Measures `service`'s queue at `now_ms` (cluster ms) into `snap` (initialised here; the
  * caller destroys it): {measured_at, took_ms, total, counts, kinds, groups, minute,
- * oldest_due_at}, with `epoch` if non-zero (the primary that measured it). Memory stays
- * bounded: the rows stream and only the top COHORT_COUNTS_VALUES_MAX values are kept. */
+ * oldest_due_at, due: {kinds: [{kind, due, oldest_due_at}], more}}, with `epoch` if non-zero
+ * (the primary that measured it). Memory stays bounded: the rows stream and only the top
+ * COHORT_COUNTS_VALUES_MAX values are kept. */
 bool cohort_store_measure_counts(cohort_store_t *store, mongoc_client_t *client,
                                  const char *service, int64_t now_ms, int64_t epoch,
                                  bson_t *snap, bson_error_t *error);

@@ -78,6 +78,7 @@ CALLS=(
     "overview|/api/v1/services/big/history?minutes=60"
     "service|/api/v1/services/big/counts?by=kind"
     "service|/api/v1/services/big/batches"
+    "service|/api/v1/services/big/due"
     "tasks|/api/v1/services/big/tasks?status=pending&limit=50"
     "tasks|/api/v1/services/big/tasks?status=failed&limit=50"
     "task|/api/v1/services/big/tasks/$ID"
@@ -137,8 +138,8 @@ base, token, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 v1 = "/api/v1/services/big"
 PAGES = {
     "overview": [["/api/v1/services", "/api/v1/nodes"], [v1 + "/history?minutes=60"]],
-    "service": [["/api/v1/services", v1 + "/batches"],
-                [v1 + "/counts?by=kind", v1 + "/counts?by=group&limit=20"], [v1 + "/settings"]],
+    "service": [["/api/v1/services", v1 + "/batches", "/api/v1/nodes", v1 + "/due"],
+                [v1 + "/counts?by=kind&limit=500", v1 + "/counts?by=group&limit=20"], [v1 + "/settings"]],
 }
 def get(path):
     req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})

@@ -398,15 +398,30 @@ Test(api, counts_as_of_and_groups_bounded)
                                           &error),
               "%s", error.message);
     bson_t big = BSON_INITIALIZER;
-    bson_copy_to_excluding_noinit(&snap, &big, "total", "counts", NULL);
+    bson_copy_to_excluding_noinit(&snap, &big, "total", "counts", "due", NULL);
     BSON_APPEND_INT64(&big, "total", 123456);
     bson_t *pending = BCON_NEW("pending", BCON_INT64(123456));
     BSON_APPEND_DOCUMENT(&big, "counts", pending);
     bson_destroy(pending);
+    bson_t *due =
+        BCON_NEW("kinds", "[", "{", "kind", BCON_UTF8("snapkind"), "due", BCON_INT64(123456),
+                 "oldest_due_at", BCON_DATE_TIME(now - 60000), "}", "]", "more", BCON_BOOL(true));
+    BSON_APPEND_DOCUMENT(&big, "due", due);
+    bson_destroy(due);
     cr_assert(cohort_store_publish_counts(fx.store, fx.client, SERVICE, &big, &error), "%s",
               error.message);
     a = call(tok_read, "GET", counts, NULL);
     cr_assert_eq(test_doc_int(a.body, "counts.pending"), 123456, "%s", a.json);
+    cr_assert_geq(test_doc_int(a.body, "age_ms"), 2500, "%s", a.json);
+    test_api_answer_free(&a);
+    /* GET .../due serves the snapshot's due kinds too, with its age */
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/due", NULL);
+    cr_assert_eq(a.status, 200, "%s", a.json);
+    cr_assert_str_eq(test_doc_str(a.body, "kinds.0.kind"), "snapkind", "%s", a.json);
+    cr_assert_eq(test_doc_int(a.body, "kinds.0.due"), 123456, "%s", a.json);
+    cr_assert_not(test_doc_has(a.body, "kinds.1"), "%s", a.json);
+    cr_assert(strstr(a.json, "\"more\" : true"), "%s", a.json);
+    cr_assert(test_doc_has(a.body, "as_of"), "%s", a.json);
     cr_assert_geq(test_doc_int(a.body, "age_ms"), 2500, "%s", a.json);
     test_api_answer_free(&a);
     /* gone stale (its primary stopped measuring): measured again, not shown as current */
@@ -420,6 +435,9 @@ Test(api, counts_as_of_and_groups_bounded)
     a = call(tok_read, "GET", counts, NULL);
     cr_assert_eq(test_doc_int(a.body, "counts.pending"), 78, "%s", a.json);
     cr_assert_lt(test_doc_int(a.body, "age_ms"), COHORT_COUNTS_FRESH_MS, "%s", a.json);
+    test_api_answer_free(&a);
+    a = call(tok_read, "GET", "/api/v1/services/" SERVICE "/due", NULL);
+    cr_assert_not(strstr(a.json, "snapkind"), "%s", a.json);
     test_api_answer_free(&a);
     bson_destroy(&big);
     bson_destroy(&snap);

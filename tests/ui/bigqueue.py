@@ -32,7 +32,8 @@ def snapshot(fx, age_s):
                    "failed": 0, "timed_out": 0},
         "kinds": {"distinct": 1, "rows": [{"kind": "report", "status": "pending",
                                            "count": 12000}]},
-        "groups": {"distinct": 0, "rows": []}}, upsert=True)
+        "groups": {"distinct": 0, "rows": []}, "due": {"kinds": [], "more": False}},
+        upsert=True)
 
 
 def row_text(b, sel):

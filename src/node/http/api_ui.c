@@ -39,7 +39,6 @@
 #define BLOCK_SUFFIX "/block"
 #define UNBLOCK_SUFFIX "/unblock"
 #define DUE_SUFFIX "/due"
-#define DUE_KINDS_MAX 100
 #define HISTORY_MAX_MINUTES 1440
 
 /* Whether `path` is /api/v1/services/{anything}`suffix`. */
@@ -475,25 +474,29 @@ static bool batches(cohort_api_call_t *call)
     return true;
 }
 
-typedef struct due_walk {
-    bson_t *array;
-    uint32_t n;
-} due_walk_t;
-
-static void one_due_kind(void *user, const char *kind, int64_t due, int64_t oldest_ms)
+/* Appends the snapshot's due kinds ({kind, due, oldest_due_at} each, store/queue_counts.h)
+ * to `array`, their dates as ISO-8601 text; returns its `due.more`. */
+static bool append_due_kinds(bson_t *array, const bson_t *snap)
 {
-    due_walk_t *w = user;
-    bson_t row;
-    cohort_json_array_begin_document(w->array, &w->n, &row);
-    cohort_json_append_utf8_or_null(&row, "kind", kind);
-    BSON_APPEND_INT64(&row, "due", due);
-    cohort_json_append_time(&row, "oldest_due_at", oldest_ms);
-    bson_append_document_end(w->array, &row);
+    bson_iter_t it, row;
+    bson_t kinds;
+    uint32_t len = 0;
+    const uint8_t *data = NULL;
+    if (bson_iter_init(&it, snap) && bson_iter_find_descendant(&it, "due.kinds", &it) &&
+        BSON_ITER_HOLDS_ARRAY(&it)) {
+        bson_iter_array(&it, &len, &data);
+        if (bson_init_static(&kinds, data, len) && bson_iter_init(&row, &kinds))
+            while (bson_iter_next(&row))
+                append_doc_iso(array, bson_iter_key(&row), &kinds, bson_iter_key(&row));
+    }
+    return bson_iter_init(&it, snap) && bson_iter_find_descendant(&it, "due.more", &it) &&
+           BSON_ITER_HOLDS_BOOL(&it) && bson_iter_bool(&it);
 }
 
-/* {"service", "now", "kinds": [{"kind", "due", "oldest_due_at"}] most due first, "more"}: the
- * due pending tasks by kind (the dashboard's "no worker for this kind" warning), at most
- * DUE_KINDS_MAX kinds. */
+/* {"service", "now", "kinds": [{"kind", "due", "oldest_due_at"}] most due first, "more",
+ * "as_of", "age_ms"}: the due pending tasks by kind (the dashboard's "no worker for this kind"
+ * warning), at most COHORT_COUNTS_DUE_KINDS_MAX kinds, measured with the queue's counts
+ * (node/status/counts_view.h: the primary's snapshot on a big queue, else measured now). */
 static bool due(cohort_api_call_t *call)
 {
     if (call->request->query && *call->request->query)
@@ -505,18 +508,20 @@ static bool due(cohort_api_call_t *call)
         return false;
     if (!cohort_store_server_time(call->store, call->client, &now, &error))
         return cohort_api_fail_store(call->err, &error, "cannot read the due tasks");
+    bson_t snap;
+    if (!cohort_counts_view_get(call->store, call->client, call->route->service, &snap, &error)) {
+        bson_destroy(&snap);
+        return cohort_api_fail_store(call->err, &error, "cannot read the due tasks");
+    }
     bson_t *body = &call->reply->body, array;
     BSON_APPEND_UTF8(body, "service", call->route->service);
     cohort_json_append_time(body, "now", now);
     BSON_APPEND_ARRAY_BEGIN(body, "kinds", &array);
-    due_walk_t w = {.array = &array};
-    bool more = false;
-    bool ok = cohort_store_due_by_kind(call->store, call->client, call->route->service, now,
-                                       DUE_KINDS_MAX, one_due_kind, &w, &more, &error);
+    bool more = append_due_kinds(&array, &snap);
     bson_append_array_end(body, &array);
-    if (!ok)
-        return cohort_api_fail_store(call->err, &error, "cannot read the due tasks");
     BSON_APPEND_BOOL(body, "more", more);
+    cohort_counts_view_append_age(body, "", &snap);
+    bson_destroy(&snap);
     call->reply->status = 200;
     return true;
 }

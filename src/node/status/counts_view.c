@@ -57,15 +57,15 @@ static void cache_put(const char *service, const bson_t *snap)
     pthread_mutex_unlock(&cache_lock);
 }
 
-/* A published snapshot serves when it is recent (three of its primary's paces) and counts a
- * queue worth not scanning. */
+/* A published snapshot serves when it is recent (three of its primary's paces), counts a
+ * queue worth not scanning and has every reader's fields (an older primary's lacks `due`). */
 static bool serves(const bson_t *snap, int64_t now)
 {
     int64_t every = cohort_counts_every_ms(snap), fresh = COHORT_COUNTS_FRESH_MS;
     if (3 * every > fresh)
         fresh = 3 * every;
     return now - cohort_counts_measured_at(snap) <= fresh &&
-           cohort_counts_total(snap) >= COHORT_COUNTS_SNAPSHOT_MIN;
+           cohort_counts_total(snap) >= COHORT_COUNTS_SNAPSHOT_MIN && bson_has_field(snap, "due");
 }
 
 bool cohort_counts_view_get(cohort_store_t *store, mongoc_client_t *client, const char *service,

@@ -1,6 +1,6 @@
 /*
  * counts_view.h - a service's queue counts for the dashboard's calls (GET /api/v1/services,
- * .../counts, .../history's minute under way) without a scan per call: the snapshot the
+ * .../counts, .../history's minute under way, .../due) without a scan per call: the snapshot the
  * service's primary publishes every COHORT_UPKEEP_INTERVAL_MS (store/queue_counts.h) when it
  * is fresh, else one measured here and kept for COHORT_COUNTS_CACHE_MS for the next callers.
  *
