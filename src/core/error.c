@@ -49,7 +49,10 @@ bool cohort_error_explain_silent(bson_error_t *error, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(said, sizeof said, "%s", error->message);
+    size_t kept = strnlen(error->message, sizeof said - 1); /* the end of it, when long */
+    const char *from = error->message + strlen(error->message) - kept;
+    memcpy(said, from, kept);
+    said[kept] = '\0';
     if (said[0])
         snprintf(error->message, sizeof error->message,
                  "the database failed the %s (code %u, no message from the server, only "
