@@ -218,6 +218,15 @@ static void code_json(const char *code, char *json, size_t len)
     snprintf(json, len, "{\"code\": \"%s\"}", code);
 }
 
+/* Signs in with a fresh read-only code; returns the Cookie header line, as sign_in(). */
+static void read_session(char *cookie, size_t len)
+{
+    char code[COHORT_TOKEN_TEXT_MAX], json[128];
+    make_code("read", 60000, code);
+    code_json(code, json, sizeof json);
+    sign_in(json, 200, cookie, len);
+}
+
 Test(ui, a_code_signs_in_once_and_the_cookie_authenticates)
 {
     char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
@@ -702,10 +711,8 @@ Test(ui, kinds_measure_a_minute_into_buckets_and_the_api_sums_the_window)
 
     /* One more fast run in the minute under way: the API counts it live. */
     insert_run("fast", "succeeded", 5, minute);
-    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
-    make_code("read", 60000, code);
-    code_json(code, json, sizeof json);
-    sign_in(json, 200, cookie, sizeof cookie);
+    char cookie[160];
+    read_session(cookie, sizeof cookie);
     bson_t body;
     get_kinds("", cookie, &body);
     cr_assert_eq(test_doc_int(&body, "minutes"), 60);
@@ -1050,10 +1057,8 @@ Test(ui, nodes_publish_their_handlers_kinds_and_due_counts_by_kind)
     due_tasks("mail", 2, now + 3600000); /* not due yet: not counted */
     due_tasks("email", 1, now - 60000);
 
-    char code[COHORT_TOKEN_TEXT_MAX], json[128], cookie[160];
-    make_code("read", 60000, code);
-    code_json(code, json, sizeof json);
-    sign_in(json, 200, cookie, sizeof cookie);
+    char cookie[160];
+    read_session(cookie, sizeof cookie);
     bson_t body;
     get_doc("/api/v1/nodes", cookie, &body);
     cr_assert_str_eq(test_doc_str(&body, "nodes.0.kinds." SERVICE ".0"), "email");
