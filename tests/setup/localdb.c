@@ -6,12 +6,15 @@
  * - Its log stays quiet where nothing is wrong: a client that resets its connection (a node
  *   killed) and the non-unique indexes every node start ensures write no stack trace and no
  *   warning per connection or per index (a test run's log was 1.1 MB in 30 minutes).
+ * - A sorted read beside writes that change what it sorts is answered, not failed.
  *
- * Each test starts a server of its own (a few seconds), not the suite's.
+ * The port and log tests start a server of their own (a few seconds); the last two run
+ * against the suite's (MongoDB passes them too).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,4 +146,108 @@ Test(localdb, a_fault_of_the_server_is_answered_with_its_name)
     test_drop_db(db);
     free(db);
     mongoc_client_destroy(client);
+}
+
+/* ---- reads beside writes ---------------------------------------------------------------- */
+
+enum { BESIDE_DOCS = 3000, BESIDE_MS = 10000 };
+
+typedef struct {
+    char *db;
+    volatile bool stop;
+    int64_t writes;
+} beside_t;
+
+/* Sets new sort keys on 64 random documents at a time until told to stop. */
+static void *beside_writer(void *arg)
+{
+    beside_t *b = arg;
+    mongoc_client_t *client = test_client();
+    mongoc_collection_t *t = mongoc_client_get_collection(client, b->db, "t");
+    while (!b->stop) {
+        bson_t filter = BSON_INITIALIZER, in, ids;
+        BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+        BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids);
+        for (int i = 0; i < 64; i++) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            BSON_APPEND_INT32(&ids, k, (int32_t)(random() % BESIDE_DOCS));
+        }
+        bson_append_array_end(&in, &ids);
+        bson_append_document_end(&filter, &in);
+        bson_t *update = BCON_NEW("$set", "{", "r", BCON_DOUBLE((double)random() / RAND_MAX),
+                                  "p", BCON_INT32((int32_t)(random() % 6)), "}");
+        if (mongoc_collection_update_many(t, &filter, update, NULL, NULL, NULL))
+            b->writes++;
+        bson_destroy(update);
+        bson_destroy(&filter);
+    }
+    mongoc_collection_destroy(t);
+    mongoc_client_destroy(client);
+    return NULL;
+}
+
+/* A read never fails because writes ran beside it, as on MongoDB. The embedded server's
+ * library sorts live documents that the writes change under it: an aggregate with a `$sort`
+ * failed with TimSort's "Comparison method violates its general contract!" about once in 40
+ * while two clients updated the sort keys (the primary's minute measure failed so in a
+ * benchmark run of dcf0b21); the local server now runs such a read again. Runs against the
+ * suite's server. */
+Test(localdb, reads_beside_writes_are_answered)
+{
+    beside_t b = {.db = test_db_name("beside")};
+    mongoc_client_t *client = test_client();
+    mongoc_collection_t *t = mongoc_client_get_collection(client, b.db, "t");
+    bson_t **docs = calloc(BESIDE_DOCS, sizeof *docs);
+    for (int i = 0; i < BESIDE_DOCS; i++)
+        docs[i] = BCON_NEW("_id", BCON_INT32(i), "p", BCON_INT32(i % 6), "r",
+                           BCON_DOUBLE((double)random() / RAND_MAX), "s", BCON_UTF8("pending"));
+    bson_error_t error;
+    cr_assert(mongoc_collection_insert_many(t, (const bson_t **)docs, BESIDE_DOCS, NULL, NULL,
+                                            &error),
+              "cannot insert the documents: %s", error.message);
+    for (int i = 0; i < BESIDE_DOCS; i++)
+        bson_destroy(docs[i]);
+    free(docs);
+
+    pthread_t writers[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&writers[i], NULL, beside_writer, &b), 0);
+    int reads = 0, failed = 0;
+    char first[512] = "";
+    bson_t *pipeline = BCON_NEW("pipeline", "[", "{", "$match", "{", "s", BCON_UTF8("pending"),
+                                "}", "}", "{", "$sort", "{", "r", BCON_INT32(1), "}", "}", "{",
+                                "$group", "{", "_id", BCON_UTF8("$p"), "n", "{", "$sum",
+                                BCON_INT32(1), "}", "}", "}", "]");
+    int64_t until = test_now_ms() + BESIDE_MS;
+    while (test_now_ms() < until) {
+        mongoc_cursor_t *cursor = mongoc_collection_aggregate(t, MONGOC_QUERY_NONE, pipeline,
+                                                              NULL, NULL);
+        const bson_t *doc;
+        while (mongoc_cursor_next(cursor, &doc))
+            ;
+        if (mongoc_cursor_error(cursor, &error)) {
+            if (failed++ == 0)
+                snprintf(first, sizeof first, "%s", error.message);
+        } else {
+            reads++;
+        }
+        mongoc_cursor_destroy(cursor);
+    }
+    b.stop = true;
+    for (int i = 0; i < 2; i++)
+        pthread_join(writers[i], NULL);
+    fprintf(stderr, "localdb: %d sorted aggregates beside %lld updates of 64: %d failed\n",
+            reads + failed, (long long)b.writes, failed);
+    bson_destroy(pipeline);
+    mongoc_collection_destroy(t);
+    mongoc_client_destroy(client);
+    test_drop_db(b.db);
+    free(b.db);
+    cr_assert(reads >= 20 && b.writes >= 20,
+              "only %d reads beside %lld writes in %d ms: the test did not test it", reads,
+              (long long)b.writes, BESIDE_MS);
+    cr_assert_eq(failed, 0, "%d of %d reads failed beside writes; the first: %s", failed,
+                 reads + failed, first);
 }
