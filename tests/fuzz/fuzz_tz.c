@@ -4,7 +4,8 @@
  *
  * Whatever the bytes, the reader returns a zone or an error with a message (never neither),
  * and a zone it accepted answers offsets and wall-time lookups for any instant, including the
- * far past and future where its POSIX footer rule takes over, with offsets within a day. The
+ * far past and future where its POSIX footer rule takes over, with offsets under 26 hours
+ * (RFC 8536's bound for a TZif offset, which the reader enforces; POSIX rules stay under 25). The
  * sanitizers catch the rest (reads past the input, overflows, leaks). Seeds: real zone files
  * (tests/fuzz/corpus/tz/, from tzdata: with leap seconds, two versions, footers) and doctored
  * ones. Built as the other targets (tests/fuzz/CMakeLists.txt).
@@ -13,6 +14,11 @@
 #include <stdlib.h>
 
 #include "core/tz.h"
+
+/* The reader's bound on |UTC offset| (core/tz.c OFFSET_LIMIT, RFC 8536: under 26 hours). A
+ * check of "within a day" failed in the fresh-clone run of 8ec797e on a version-1 file whose
+ * type said +25 h: within the RFC, no real zone, and harmless to the lookups below. */
+#define OFFSET_BOUND (26 * 3600)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (size_t i = 0; i < sizeof instants / sizeof instants[0]; i++) {
         int32_t offset = cohort_tz_offset(tz, instants[i]);
-        if (offset < -86400 || offset > 86400)
+        if (offset <= -OFFSET_BOUND || offset >= OFFSET_BOUND)
             abort(); /* an offset no zone has: the parser let a bad value through */
         int64_t first = 0;
         int n = cohort_tz_from_wall(tz, instants[i] + offset, &first);
