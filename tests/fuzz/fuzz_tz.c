@@ -17,7 +17,8 @@
 
 /* The reader's bound on |UTC offset| (core/tz.c OFFSET_LIMIT, RFC 8536: under 26 hours). A
  * check of "within a day" failed in the fresh-clone run of 8ec797e on a version-1 file whose
- * type gave an offset between 24 and 26 hours: within the RFC, no real zone, and harmless to the lookups below. */
+ * type gave an offset between 24 and 26 hours: within the RFC, no real zone, and harmless to
+ * the lookups below. */
 #define OFFSET_BOUND (26 * 3600)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
