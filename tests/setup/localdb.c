@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,7 @@ enum { BESIDE_DOCS = 2000, BESIDE_MS = 5000, BESIDE_BATCH = 16 };
 
 typedef struct {
     char *db;
-    volatile bool stop;
+    atomic_bool stop;
     int64_t writes;
 } beside_t;
 
@@ -165,7 +166,7 @@ static void *beside_writer(void *arg)
     beside_t *b = arg;
     mongoc_client_t *client = test_client();
     mongoc_collection_t *t = mongoc_client_get_collection(client, b->db, "t");
-    while (!b->stop) {
+    while (!atomic_load(&b->stop)) {
         bson_t filter = BSON_INITIALIZER, in, ids;
         BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
         BSON_APPEND_ARRAY_BEGIN(&in, "$in", &ids);
@@ -237,7 +238,7 @@ Test(localdb, reads_beside_writes_are_answered)
         }
         mongoc_cursor_destroy(cursor);
     }
-    b.stop = true;
+    atomic_store(&b.stop, true);
     for (int i = 0; i < 1; i++)
         pthread_join(writers[i], NULL);
     fprintf(stderr, "localdb: %d sorted aggregates beside %lld updates of %d: %d failed\n",
